@@ -211,7 +211,7 @@ def test_vetoes_are_monotone(d: Deployment) -> None:
         {"attn_cp_size": 2},
         {"compute_capability": (8, 0)},
     ):
-        after = decide_fusion(dataclasses.replace(d, **change)).enabled  # type: ignore[arg-type]
+        after = decide_fusion(dataclasses.replace(d, **change)).enabled
         assert after is False
 
 
