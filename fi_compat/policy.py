@@ -374,122 +374,112 @@ class FusionDecision:
         }
 
 
-def _rule(
-    rule_id: RuleId,
-    effect: RuleEffect,
-    applies: Callable[[Deployment], bool],
-    explain: Callable[[Deployment], str],
-    priority: int,
-) -> FusionRule:
-    return FusionRule(rule_id, effect, applies, explain, priority)
-
-
-_V, _U, _B = RuleEffect.VETO, RuleEffect.USER_ENABLE, RuleEffect.BLOCK_AUTO_ENABLE
-
 DEFAULT_RULES: tuple[FusionRule, ...] = (
     # -- Vetoes: fusion is off whatever else holds. The user's enforce-disable and the
     #    determinism contract come first; the rest are conditions under which SGLang's
     #    per-layer check never fuses anyway, so honouring an explicit enable would lie.
-    _rule(
-        RuleId.ENFORCE_DISABLE,
-        _V,
-        lambda d: d.fusion_choice is FusionChoice.ENFORCE_DISABLE,
-        lambda d: "fusion is forcibly disabled by --enforce-disable-flashinfer-allreduce-fusion",
-        0,
+    FusionRule(
+        rule_id=RuleId.ENFORCE_DISABLE,
+        effect=RuleEffect.VETO,
+        applies=lambda d: d.fusion_choice is FusionChoice.ENFORCE_DISABLE,
+        explain=lambda d: (
+            "fusion is forcibly disabled by --enforce-disable-flashinfer-allreduce-fusion"
+        ),
+        priority=0,
     ),
-    _rule(
-        RuleId.DETERMINISTIC_INFERENCE,
-        _V,
-        lambda d: d.deterministic,
-        lambda d: (
+    FusionRule(
+        rule_id=RuleId.DETERMINISTIC_INFERENCE,
+        effect=RuleEffect.VETO,
+        applies=lambda d: d.deterministic,
+        explain=lambda d: (
             "deterministic inference is enabled and the fused allreduce gives "
             "batch-size-dependent results"
         ),
-        1,
+        priority=1,
     ),
-    _rule(
-        RuleId.TP_SIZE_ONE,
-        _V,
-        lambda d: d.tp_size <= 1,
-        lambda d: "tensor-parallel size is 1, so there is no allreduce to fuse",
-        2,
+    FusionRule(
+        rule_id=RuleId.TP_SIZE_ONE,
+        effect=RuleEffect.VETO,
+        applies=lambda d: d.tp_size <= 1,
+        explain=lambda d: "tensor-parallel size is 1, so there is no allreduce to fuse",
+        priority=2,
     ),
-    _rule(
-        RuleId.UNSUPPORTED_GPU,
-        _V,
-        lambda d: d.compute_capability[0] not in FUSION_COMPUTE_CAPABILITY_MAJORS,
-        lambda d: (
+    FusionRule(
+        rule_id=RuleId.UNSUPPORTED_GPU,
+        effect=RuleEffect.VETO,
+        applies=lambda d: d.compute_capability[0] not in FUSION_COMPUTE_CAPABILITY_MAJORS,
+        explain=lambda d: (
             f"compute capability {d.sm} is neither SM90 (9.x) nor SM100 (10.x) class; "
             "the fused kernels do not run there"
         ),
-        3,
+        priority=3,
     ),
-    _rule(
-        RuleId.DP_ATTENTION,
-        _V,
-        lambda d: d.dp_attention,
-        lambda d: "DP attention is on, and fusion is never applied under DP attention",
-        4,
+    FusionRule(
+        rule_id=RuleId.DP_ATTENTION,
+        effect=RuleEffect.VETO,
+        applies=lambda d: d.dp_attention,
+        explain=lambda d: "DP attention is on, and fusion is never applied under DP attention",
+        priority=4,
     ),
-    _rule(
-        RuleId.ATTENTION_CONTEXT_PARALLEL,
-        _V,
-        lambda d: d.attn_cp_size > 1,
-        lambda d: (
+    FusionRule(
+        rule_id=RuleId.ATTENTION_CONTEXT_PARALLEL,
+        effect=RuleEffect.VETO,
+        applies=lambda d: d.attn_cp_size > 1,
+        explain=lambda d: (
             f"attention context-parallel size is {d.attn_cp_size}; the fusion's own "
             "communicator does not support the context-parallel sub-groups"
         ),
-        5,
+        priority=5,
     ),
     # -- The user's explicit choice.
-    _rule(
-        RuleId.USER_DISABLE,
-        RuleEffect.USER_DISABLE,
-        lambda d: d.fusion_choice is FusionChoice.DISABLE,
-        lambda d: "fusion is disabled by the user",
-        0,
+    FusionRule(
+        rule_id=RuleId.USER_DISABLE,
+        effect=RuleEffect.USER_DISABLE,
+        applies=lambda d: d.fusion_choice is FusionChoice.DISABLE,
+        explain=lambda d: "fusion is disabled by the user",
+        priority=0,
     ),
-    _rule(
-        RuleId.USER_ENABLE,
-        _U,
-        lambda d: d.fusion_choice is FusionChoice.ENABLE,
-        lambda d: f"fusion is enabled by the user ({ENABLE_FLAG})",
-        0,
+    FusionRule(
+        rule_id=RuleId.USER_ENABLE,
+        effect=RuleEffect.USER_ENABLE,
+        applies=lambda d: d.fusion_choice is FusionChoice.ENABLE,
+        explain=lambda d: f"fusion is enabled by the user ({ENABLE_FLAG})",
+        priority=0,
     ),
     # -- Conditions of the automatic enable only.
-    _rule(
-        RuleId.ARCHITECTURE_NOT_ALLOWED,
-        _B,
-        lambda d: d.architecture not in FUSION_ARCHITECTURES,
-        lambda d: f"{d.architecture} is not on the fusion allow-list",
-        0,
+    FusionRule(
+        rule_id=RuleId.ARCHITECTURE_NOT_ALLOWED,
+        effect=RuleEffect.BLOCK_AUTO_ENABLE,
+        applies=lambda d: d.architecture not in FUSION_ARCHITECTURES,
+        explain=lambda d: f"{d.architecture} is not on the fusion allow-list",
+        priority=0,
     ),
-    _rule(
-        RuleId.MULTI_NODE,
-        _B,
-        lambda d: d.nnodes > 1,
-        lambda d: (
+    FusionRule(
+        rule_id=RuleId.MULTI_NODE,
+        effect=RuleEffect.BLOCK_AUTO_ENABLE,
+        applies=lambda d: d.nnodes > 1,
+        explain=lambda d: (
             f"the deployment spans {d.nnodes} nodes and auto-enable is single-node only "
             "(flashinfer-ai/flashinfer#2006)"
         ),
-        1,
+        priority=1,
     ),
-    _rule(
-        RuleId.H20_DEVICE,
-        _B,
-        lambda d: is_h20_device(d.device_name),
-        lambda d: (
+    FusionRule(
+        rule_id=RuleId.H20_DEVICE,
+        effect=RuleEffect.BLOCK_AUTO_ENABLE,
+        applies=lambda d: is_h20_device(d.device_name),
+        explain=lambda d: (
             f"{d.device_name!r} is an H20, which has a known fusion bug "
             "(flashinfer-ai/flashinfer#2204)"
         ),
-        2,
+        priority=2,
     ),
-    _rule(
-        RuleId.MOE_A2A_BACKEND,
-        _B,
-        lambda d: d.moe_a2a_backend != "none",
-        lambda d: f"MoE all-to-all backend {d.moe_a2a_backend!r} is in use",
-        3,
+    FusionRule(
+        rule_id=RuleId.MOE_A2A_BACKEND,
+        effect=RuleEffect.BLOCK_AUTO_ENABLE,
+        applies=lambda d: d.moe_a2a_backend != "none",
+        explain=lambda d: f"MoE all-to-all backend {d.moe_a2a_backend!r} is in use",
+        priority=3,
     ),
 )
 
