@@ -1,0 +1,5 @@
+"""``python -m fi_compat``: the same as the ``fi-compat`` command."""
+
+from fi_compat.cli import main
+
+raise SystemExit(main())

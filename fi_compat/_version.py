@@ -1,0 +1,3 @@
+"""The version of fi-compat itself (not of FlashInfer)."""
+
+__version__ = "0.1.0"

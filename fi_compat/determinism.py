@@ -1,0 +1,75 @@
+"""The one switch for deterministic inference.
+
+An engine sets determinism once, at start-up, with :func:`set_deterministic`. Everything in
+fi-compat that could break it reads this switch: the attention planner
+(:mod:`fi_compat.attention`) adds fixed split settings to every ``plan`` call, the comm
+facade (:mod:`fi_compat.comm`) refuses to create an allreduce-fusion workspace, and the
+fusion policy (:mod:`fi_compat.policy`) never enables fusion. There is no second flag that
+could disagree with this one.
+
+The switch is read when a planner or workspace is *created*, never per call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from fi_compat.errors import FusionForbiddenError, explain
+
+__all__ = [
+    "deterministic",
+    "ensure_fusion_allowed",
+    "is_deterministic",
+    "set_deterministic",
+]
+
+_lock = threading.Lock()
+_enabled = False
+
+
+def set_deterministic(enabled: bool) -> None:
+    """Turn deterministic inference on or off for this process."""
+    global _enabled
+    with _lock:
+        _enabled = bool(enabled)
+
+
+def is_deterministic() -> bool:
+    """Whether deterministic inference is on for this process."""
+    return _enabled
+
+
+@contextmanager
+def deterministic(enabled: bool = True) -> Iterator[None]:
+    """Set the switch for the duration of a ``with`` block, then restore it (for tests)."""
+    global _enabled
+    with _lock:
+        previous, _enabled = _enabled, bool(enabled)
+    try:
+        yield
+    finally:
+        with _lock:
+            _enabled = previous
+
+
+def ensure_fusion_allowed(what: str = "allreduce fusion") -> None:
+    """Raise :class:`~fi_compat.errors.FusionForbiddenError` while determinism is on.
+
+    Parameters
+    ----------
+    what
+        What is about to be set up, for the message.
+    """
+    if _enabled:
+        raise FusionForbiddenError(
+            explain(
+                f"no {what} while deterministic inference is on",
+                f"a request for {what} with fi_compat.determinism.is_deterministic() == True",
+                fix="use the unfused path (workspace=None), or turn determinism off; the "
+                "fused kernel's result depends on the batch, so it can never be "
+                "deterministic (engines: do not pass --enable-flashinfer-allreduce-fusion "
+                "with --enable-deterministic-inference)",
+            )
+        )

@@ -1,0 +1,216 @@
+"""Known hazards of the installed FlashInfer, derived from what the probe found.
+
+Most hazards follow from probed features (a missing ``group``, a ``flashinfer.comm`` that
+asserts on import). A few concern what happens *during* ``import flashinfer`` on some
+releases and cannot be detected once the import has succeeded; those are matched against
+the release number, parsed with :mod:`packaging`, and never against a source build.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from packaging.specifiers import SpecifierSet
+
+from fi_compat._gates import GATES
+from fi_compat._signature import Status
+from fi_compat.capabilities import ATTENTION_WRAPPERS, PLAN_KWARGS, Capabilities
+
+__all__ = ["Hazard", "Severity", "hazards"]
+
+
+class Severity(str, enum.Enum):
+    """How much a hazard matters to an engine."""
+
+    ERROR = "error"  # a feature cannot work as the engine expects
+    WARNING = "warning"  # works, with a trap an engine has fallen into before
+    INFO = "info"  # worth knowing when reading a bug report
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Hazard:
+    """One known hazard: a stable id, its severity and a message for people."""
+
+    id: str
+    severity: Severity
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        """The JSON form used by ``fi-compat report --json``."""
+        return {"id": self.id, "severity": self.severity.value, "message": self.message}
+
+
+@dataclass(frozen=True)
+class _ReleaseHazard:
+    id: str
+    releases: SpecifierSet
+    severity: Severity
+    message: str
+
+
+#: Hazards of ``import flashinfer`` itself, by release range (not detectable afterwards).
+RELEASE_HAZARDS: tuple[_ReleaseHazard, ...] = (
+    _ReleaseHazard(
+        "import-queries-gpu",
+        SpecifierSet(">=0.6.8,<0.7.0.post1"),
+        Severity.INFO,
+        "import flashinfer queries GPU 0 on this release (0.6.8 to 0.7.0): on a machine "
+        "without a GPU it fails unless the query is stubbed, as fi_compat.testing does.",
+    ),
+    _ReleaseHazard(
+        "comm-needs-triton",
+        SpecifierSet(">=0.6.10,<0.6.14"),
+        Severity.INFO,
+        "import flashinfer.comm needs triton on this release (0.6.10 to 0.6.13).",
+    ),
+)
+
+
+def _comm_hazards(capabilities: Capabilities) -> list[Hazard]:
+    comm = capabilities.comm
+    found: list[Hazard] = []
+    if not comm.available:
+        if capabilities.flashinfer.importable and comm.error and "libcudart" in comm.error:
+            gate = GATES["comm_imports_without_cuda_runtime"]
+            found.append(
+                Hazard(
+                    "comm-needs-cuda-runtime",
+                    Severity.ERROR,
+                    f"import flashinfer.comm asserts that libcudart is loaded ({comm.error}). "
+                    f"Releases before {gate.introduced_in} do this on machines without a "
+                    "loaded CUDA runtime and raise AssertionError, not ImportError. Load the "
+                    "CUDA runtime first (a CUDA build of torch, or libcudart from the "
+                    f"nvidia-cuda-runtime-cu12 wheel) or upgrade to {gate.introduced_in}+.",
+                )
+            )
+        elif capabilities.flashinfer.importable:
+            found.append(
+                Hazard(
+                    "comm-unavailable",
+                    Severity.ERROR,
+                    f"import flashinfer.comm fails ({comm.error}): allreduce fusion is "
+                    "unavailable; fi_compat.comm falls back to the unfused reference path.",
+                )
+            )
+        return found
+    if comm.unified_api:
+        group = comm.kwargs["create_allreduce_fusion_workspace"]["group"]
+        if group.status is not Status.SUPPORTED:
+            gate = GATES["group"]
+            found.append(
+                Hazard(
+                    "workspace-without-group",
+                    Severity.WARNING,
+                    f"create_allreduce_fusion_workspace takes no group= ({group.reason}); it "
+                    f"arrived in {gate.introduced_in}. Dropping group makes the workspace "
+                    "rendezvous span the whole world, which hangs when the tensor-parallel "
+                    "group is smaller. fi_compat.comm routes the group through comm_backend "
+                    "where it can and refuses otherwise; upgrading fixes it.",
+                )
+            )
+        trigger = comm.kwargs["allreduce_fusion"]["trigger_completion_at_end"]
+        if trigger.status is not Status.SUPPORTED:
+            gate = GATES["trigger_completion_at_end"]
+            found.append(
+                Hazard(
+                    "allreduce-without-trigger-completion",
+                    Severity.WARNING,
+                    "allreduce_fusion takes no trigger_completion_at_end= "
+                    f"({trigger.reason}); it arrived in {gate.introduced_in}. Passing it "
+                    "raises TypeError, which engines have caught and turned into fusion "
+                    "silently switched off.",
+                )
+            )
+    elif comm.legacy_api:
+        gate = GATES["unified_api"]
+        found.append(
+            Hazard(
+                "legacy-comm-api-only",
+                Severity.INFO,
+                "only the legacy trtllm_* allreduce-fusion API is present; the unified "
+                "create_allreduce_fusion_workspace/allreduce_fusion arrived in "
+                f"{gate.introduced_in}.",
+            )
+        )
+    if comm.torch_dist_backend and comm.bcast_root_is_group_local.status is Status.UNSUPPORTED:
+        found.append(
+            Hazard(
+                "torch-dist-backend-global-root",
+                Severity.WARNING,
+                f"{comm.torch_dist_backend}.bcast reads root as a global rank: "
+                f"{comm.bcast_root_is_group_local.reason}.",
+            )
+        )
+    return found
+
+
+def _attention_hazards(capabilities: Capabilities) -> list[Hazard]:
+    lacking = [
+        f"{wrapper}.plan({keyword}=): {support.status.value}, {support.reason}"
+        for wrapper in ATTENTION_WRAPPERS
+        for keyword in PLAN_KWARGS
+        if (support := capabilities.plan_support(wrapper, keyword)).status is not Status.SUPPORTED
+    ]
+    if not lacking or not capabilities.flashinfer.importable:
+        return []
+    gate = GATES["fixed_split_size"]
+    return [
+        Hazard(
+            "determinism-unavailable",
+            Severity.WARNING,
+            "deterministic attention cannot be guaranteed on every path; "
+            f"fi_compat.attention refuses to plan deterministically (split settings arrived "
+            f"in {gate.introduced_in}): " + "; ".join(lacking),
+        )
+    ]
+
+
+def _release_hazards(capabilities: Capabilities) -> list[Hazard]:
+    info = capabilities.flashinfer
+    if info.parsed_version is None or info.source_build:
+        return []
+    return [
+        Hazard(entry.id, entry.severity, entry.message)
+        for entry in RELEASE_HAZARDS
+        if entry.releases.contains(info.parsed_version, prereleases=True)
+    ]
+
+
+def hazards(capabilities: Capabilities) -> tuple[Hazard, ...]:
+    """Every known hazard of the FlashInfer described by ``capabilities``."""
+    found: list[Hazard] = []
+    info = capabilities.flashinfer
+    if not info.installed:
+        found.append(
+            Hazard(
+                "flashinfer-not-installed",
+                Severity.INFO,
+                "flashinfer is not installed: fi_compat.comm runs the unfused reference path "
+                "and attention planning is unavailable. Install flashinfer-python.",
+            )
+        )
+    elif info.import_error:
+        found.append(
+            Hazard(
+                "flashinfer-import-failed",
+                Severity.ERROR,
+                f"import flashinfer fails: {info.import_error}",
+            )
+        )
+    if info.source_build:
+        found.append(
+            Hazard(
+                "source-build",
+                Severity.INFO,
+                f"FlashInfer reports version {info.version!r}, which names no release: "
+                "fi-compat decides from probed signatures, never from the version.",
+            )
+        )
+    found += _release_hazards(capabilities)
+    found += _comm_hazards(capabilities)
+    found += _attention_hazards(capabilities)
+    return tuple(found)

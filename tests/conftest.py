@@ -1,0 +1,64 @@
+"""Shared fixtures: hand-written fake ``flashinfer`` packages put on ``sys.path``."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from fi_compat import capabilities
+
+
+def _drop_flashinfer_modules() -> dict[str, object]:
+    removed = {}
+    for name in list(sys.modules):
+        if name == "flashinfer" or name.startswith("flashinfer."):
+            removed[name] = sys.modules.pop(name)
+    return removed
+
+
+FakePackage = Callable[[Mapping[str, str]], Path]
+
+
+@pytest.fixture
+def fake_package(tmp_path: Path) -> Iterator[FakePackage]:
+    """Write a fake ``flashinfer`` from ``{relative path: source}`` and put it first on sys.path.
+
+    Real flashinfer modules already imported are set aside for the test and restored
+    after it; the capability cache is cleared on both sides.
+    """
+    saved_modules = _drop_flashinfer_modules()
+    saved_path = list(sys.path)
+    root = tmp_path / "site"
+
+    def write(files: Mapping[str, str]) -> Path:
+        for relative, source in files.items():
+            path = root / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(textwrap.dedent(source))
+        sys.path.insert(0, str(root))
+        capabilities.clear_cache()
+        return root
+
+    yield write
+    _drop_flashinfer_modules()
+    sys.path[:] = saved_path
+    sys.modules.update(saved_modules)  # type: ignore[arg-type]
+    capabilities.clear_cache()
+
+
+@pytest.fixture
+def no_flashinfer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Make ``flashinfer`` look absent, whatever is installed."""
+    saved_modules = _drop_flashinfer_modules()
+    monkeypatch.setitem(sys.modules, "flashinfer", None)  # type: ignore[arg-type]
+    monkeypatch.setattr(capabilities, "_distribution_version", lambda: None)
+    capabilities.clear_cache()
+    yield
+    monkeypatch.undo()
+    _drop_flashinfer_modules()
+    sys.modules.update(saved_modules)  # type: ignore[arg-type]
+    capabilities.clear_cache()
