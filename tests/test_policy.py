@@ -501,3 +501,14 @@ def test_import_pulls_in_neither_torch_nor_flashinfer() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_readme_documents_every_rule_and_allow_listed_architecture() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Fusion policy", 1)[1].split("\n## ", 1)[0]
+    for arch in FUSION_ARCHITECTURES:
+        assert f"`{arch}`" in section, arch
+    for rule_id in RuleId:
+        assert f"`{rule_id.value}`" in section, rule_id
