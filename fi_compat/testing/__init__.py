@@ -1,0 +1,63 @@
+"""Test FlashInfer integrations against the recorded signatures of real releases, on a CPU.
+
+``fi_compat.testing`` ships the parameter lists of every flashinfer-python release from
+0.2.9 on (read from each release's source, never imported) and builds a fake
+``flashinfer`` package from any of them::
+
+    from fi_compat.testing import fake_flashinfer
+
+    with fake_flashinfer("0.6.5") as fi:
+        import flashinfer.comm
+        flashinfer.comm.create_allreduce_fusion_workspace(...)
+        assert fi.calls[0].name == "create_allreduce_fusion_workspace"
+
+With pytest the same is available as the ``fake_flashinfer`` fixture (a factory). Importing
+this package imports neither torch nor flashinfer.
+"""
+
+from __future__ import annotations
+
+from fi_compat.testing._errors import RecordingError, UnknownReleaseError
+from fi_compat.testing._fake import (
+    CUDART_MESSAGE,
+    Call,
+    Default,
+    FakeFlashInfer,
+    StandIn,
+    fake_flashinfer,
+)
+from fi_compat.testing._releases import (
+    ClassRecord,
+    EnumRecord,
+    FunctionRecord,
+    Hazard,
+    ParameterRecord,
+    ReleaseRecord,
+    available_releases,
+    listed_releases,
+    load_release,
+)
+
+__all__ = [
+    "CUDART_MESSAGE",
+    "Call",
+    "ClassRecord",
+    "Default",
+    "EnumRecord",
+    "FakeFlashInfer",
+    "FunctionRecord",
+    "Hazard",
+    "ParameterRecord",
+    "RecordingError",
+    "ReleaseRecord",
+    "StandIn",
+    "UnknownReleaseError",
+    "available_releases",
+    "fake_flashinfer",
+    "listed_releases",
+    "load_release",
+]
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

@@ -1,0 +1,619 @@
+"""A fake ``flashinfer`` package built from the recorded signatures of a real release.
+
+The fake is real Python source: for every recorded function and method a ``def`` with the
+release's parameter names, kinds and annotations is generated (defaults become sentinel
+objects), written to ``.py`` files in a temporary directory and imported from there. So
+Python itself raises the ``TypeError`` the real release would raise for an unknown keyword,
+``inspect.signature`` reports the recorded signature and ``inspect.getsource`` works (the
+probe follows ``plan(**kwargs)`` -> ``self._plan_impl(**kwargs)`` by parsing the source).
+
+Nothing here imports torch or does GPU work. What each fake callable returns:
+
+* ``create_allreduce_fusion_workspace(...)`` -> an instance of the fake workspace class
+  (the first class its annotation names, e.g. ``AllReduceFusionWorkspace``) with
+  ``world_size``/``rank`` attributes when passed, ``destroyed`` (bool) and an idempotent
+  ``destroy()``.
+* ``trtllm_create_ipc_workspace_for_all_reduce_fusion(...)`` -> ``(ipc_handles,
+  workspace_tensor)``: an empty list and a :class:`StandIn`; a third element ``{}`` when
+  ``create_metadata=True`` was passed.
+* ``allreduce_fusion(...)`` -> the ``output`` argument if given, else ``input``.
+* everything else (``trtllm_allreduce_fusion``, destroy functions, wrapper ``__init__``,
+  ``plan``, ``_plan_impl``) -> ``None``; ``TorchDistBackend.bcast(data, root)`` -> ``data``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import shutil
+import sys
+import tempfile
+import threading
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from fi_compat.testing._releases import (
+    ClassRecord,
+    EnumRecord,
+    FunctionRecord,
+    ParameterRecord,
+    ReleaseRecord,
+    load_release,
+)
+
+__all__ = [
+    "CUDART_MESSAGE",
+    "Call",
+    "Default",
+    "FakeFlashInfer",
+    "StandIn",
+    "fake_flashinfer",
+]
+
+#: The message releases up to 0.6.13 assert with when ``import flashinfer.comm`` runs in a
+#: process without a loaded CUDA runtime.
+CUDART_MESSAGE = "libcudart is not loaded in the current process"
+
+_PREFIX = "flashinfer"
+_LOCK = threading.RLock()
+#: Live fakes by token, so that generated modules can find their kit.
+_KITS: dict[str, FakeFlashInfer] = {}
+
+
+class Default:
+    """Sentinel standing in for a recorded default value (``source`` is its source text)."""
+
+    __slots__ = ("source",)
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def __repr__(self) -> str:
+        return f"<default {self.source}>"
+
+
+class StandIn:
+    """An opaque object returned where the real function returns a tensor or handle."""
+
+    __slots__ = ("label",)
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def __repr__(self) -> str:
+        return f"<fake {self.label}>"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call into the fake.
+
+    Attributes
+    ----------
+    name
+        ``"allreduce_fusion"`` for a ``flashinfer.comm`` function,
+        ``"BatchDecodeWithPagedKVCacheWrapper.plan"`` for a method.
+    arguments
+        The explicitly bound arguments by parameter name (like
+        ``inspect.BoundArguments.arguments``: defaults not applied, ``self`` left out, an
+        empty ``*args``/``**kwargs`` left out).
+    instance
+        ``self`` for a method call, else None.
+    """
+
+    name: str
+    arguments: Mapping[str, Any]
+    instance: Any = None
+
+
+@dataclass
+class FakeFlashInfer:
+    """A fake ``flashinfer`` installed in ``sys.modules`` (see :func:`fake_flashinfer`).
+
+    Attributes
+    ----------
+    record
+        The recorded release it imitates.
+    calls
+        Every call made into the fake, in order.
+    directory
+        Where the generated ``flashinfer`` package was written.
+    """
+
+    record: ReleaseRecord
+    directory: Path
+    token: str
+    calls: list[Call] = field(default_factory=list)
+    planned_errors: dict[str, BaseException] = field(default_factory=dict)
+
+    @property
+    def version(self) -> str:
+        """The imitated release, e.g. ``"0.6.5"``."""
+        return self.record.release
+
+    @property
+    def flashinfer(self) -> ModuleType:
+        """The fake top-level ``flashinfer`` module."""
+        return importlib.import_module(_PREFIX)
+
+    @property
+    def comm(self) -> ModuleType:
+        """``flashinfer.comm`` (importing it raises in the failure modes)."""
+        return importlib.import_module(f"{_PREFIX}.comm")
+
+    def calls_to(self, name: str) -> list[Call]:
+        """The recorded calls whose :attr:`Call.name` is ``name``."""
+        return [call for call in self.calls if call.name == name]
+
+    def clear_calls(self) -> None:
+        """Forget the recorded calls."""
+        self.calls.clear()
+
+    # -- used by the generated modules -------------------------------------------------
+
+    def _record(
+        self, name: str, values: Mapping[str, Any], kinds: Mapping[str, str]
+    ) -> Call:
+        arguments: dict[str, Any] = {}
+        instance = None
+        for key, value in values.items():
+            kind = kinds.get(key)
+            if kind is None:
+                continue
+            if key == "self" and "." in name:
+                instance = value
+                continue
+            if isinstance(value, Default):
+                continue
+            if kind in ("VAR_POSITIONAL", "VAR_KEYWORD") and not value:
+                continue
+            arguments[key] = value
+        call = Call(name, arguments, instance)
+        with _LOCK:
+            self.calls.append(call)
+        return call
+
+
+def _kit(token: str) -> FakeFlashInfer:
+    """The live fake for ``token`` (called by generated code)."""
+    return _KITS[token]
+
+
+def _raise_planned(token: str, module: str) -> None:
+    """Raise the import error planned for ``module`` (called by generated code)."""
+    error = _KITS[token].planned_errors.get(module)
+    if error is not None:
+        raise error
+
+
+def _merge_positional(
+    target: Any, skip: int, extra: Sequence[Any], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Name extra positional arguments after the target's first ``skip`` parameters."""
+    if not extra:
+        return dict(kwargs)
+    import inspect
+
+    names = [
+        p.name
+        for p in inspect.signature(target).parameters.values()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ][skip:]
+    merged = dict(zip(names, extra, strict=False))
+    merged.update(kwargs)
+    return merged
+
+
+# ----------------------------------------------------------------------- generation
+
+
+def _signature_source(params: Sequence[ParameterRecord], defaults: list[str]) -> str:
+    """Parameter list source; each default becomes ``_D[<index>]``."""
+    parts: list[str] = []
+    positional_only_done = False
+    star_written = False
+    for index, param in enumerate(params):
+        if param.kind != "POSITIONAL_ONLY" and not positional_only_done:
+            if index > 0 and params[index - 1].kind == "POSITIONAL_ONLY":
+                parts.append("/")
+            positional_only_done = True
+        text = param.name
+        if param.annotation is not None:
+            text += f": {param.annotation}"
+        if param.kind == "VAR_POSITIONAL":
+            text = "*" + text
+            star_written = True
+        elif param.kind == "VAR_KEYWORD":
+            text = "**" + text
+        elif param.kind == "KEYWORD_ONLY" and not star_written:
+            parts.append("*")
+            star_written = True
+        if param.default is not None:
+            defaults.append(param.default)
+            text += f" = _D[{len(defaults) - 1}]"
+        parts.append(text)
+    if params and params[-1].kind == "POSITIONAL_ONLY":
+        parts.append("/")
+    return ", ".join(parts)
+
+
+def _kinds(func: FunctionRecord) -> str:
+    return repr({p.name: p.kind for p in func.parameters})
+
+
+def _forward_source(owner: ClassRecord, func: FunctionRecord) -> str | None:
+    """``return self.<target>(...)`` for a method whose ``**kwargs`` is forwarded."""
+    target_name = func.forwards_kwargs_to
+    if target_name is None or func.var_keyword is None:
+        return None
+    target = owner.method(target_name)
+    if target is None:
+        return None
+    target_keywords = set(target.keyword_names)
+    named = [
+        p.name
+        for p in func.parameters[1:]
+        if p.accepts_keyword and p.name in target_keywords
+    ]
+    var_positional = next((p.name for p in func.parameters if p.kind == "VAR_POSITIONAL"), None)
+    extra = var_positional or "()"
+    merged = (
+        f"_fake._merge_positional(self.{target_name}, {len(named)}, {extra}, {func.var_keyword})"
+    )
+    arguments = ", ".join([*(f"{name}={name}" for name in named), f"**{merged}"])
+    return f"return self.{target_name}({arguments})"
+
+
+def _function_source(
+    func: FunctionRecord, call_name: str, body: list[str], defaults: list[str], indent: str
+) -> list[str]:
+    params = _signature_source(func.parameters, defaults)
+    lines = [f"{indent}def {func.name}({params}):"]
+    inner = indent + "    "
+    lines.append(f"{inner}__values = dict(locals())")
+    lines.append(
+        f"{inner}__call = _fake._kit(_TOKEN)._record({call_name!r}, __values, {_kinds(func)})"
+    )
+    lines += [f"{inner}{line}" for line in body]
+    return lines
+
+
+def _comm_function_body(name: str, func: FunctionRecord) -> list[str]:
+    if name == "create_allreduce_fusion_workspace":
+        return ["return _fake._new_workspace(_TOKEN, __call.arguments)"]
+    if name == "trtllm_create_ipc_workspace_for_all_reduce_fusion":
+        return [
+            "if __call.arguments.get('create_metadata'):",
+            "    return [], _fake.StandIn('workspace_tensor'), {}",
+            "return [], _fake.StandIn('workspace_tensor')",
+        ]
+    if name == "allreduce_fusion":
+        return ["return __call.arguments.get('output', __call.arguments.get('input'))"]
+    return ["return None"]
+
+
+def _method_body(owner: ClassRecord, func: FunctionRecord) -> list[str]:
+    forward = _forward_source(owner, func)
+    if forward is not None:
+        return [forward]
+    if owner.name == "TorchDistBackend" and func.name == "bcast":
+        lines = []
+        if owner.bcast_root_is_group_local:
+            # Mirrors the recorded fact: this release maps a group-local root.
+            lines.append("_global_root = _fake._get_global_rank(__call.arguments)")
+        data = func.parameters[1].name if len(func.parameters) > 1 else "None"
+        return [*lines, f"return {data}"]
+    if func.name == "destroy":
+        return ["self.destroyed = True", "return None"]
+    return ["return None"]
+
+
+def _get_global_rank(arguments: Mapping[str, Any]) -> Any:
+    """Stand-in for ``torch.distributed.get_global_rank`` (the group-local root as is)."""
+    return arguments.get("root")
+
+
+def _new_workspace(token: str, arguments: Mapping[str, Any]) -> Any:
+    module = importlib.import_module(f"{_PREFIX}.comm")
+    record = _KITS[token].record
+    names = [*record.workspace_classes, "AllReduceFusionWorkspace"]
+    cls: Any = None
+    for name in names:
+        cls = getattr(module, name, None) or _workspace_from_record(record, name)
+        if cls is not None:
+            break
+    if cls is None:
+        cls = _FallbackWorkspace
+    workspace = object.__new__(cls)
+    workspace.destroyed = False
+    for key in ("world_size", "rank", "backend"):
+        if key in arguments:
+            setattr(workspace, key, arguments[key])
+    return workspace
+
+
+def _workspace_from_record(record: ReleaseRecord, name: str) -> Any:
+    found = record.comm_class(name)
+    if found is None:
+        return None
+    return getattr(importlib.import_module(found.defined_in), name, None)
+
+
+class _FallbackWorkspace:
+    """Used only if a release returns a workspace class that was not recorded."""
+
+    destroyed = False
+
+    def destroy(self) -> None:
+        self.destroyed = True
+
+
+def _class_source(owner: ClassRecord, defaults: list[str]) -> list[str]:
+    lines = [f"class {owner.name}:"]
+    lines.append("    destroyed = False")
+    for method_name in sorted(owner.methods):
+        method = owner.methods[method_name]
+        if method is None:
+            continue
+        body = _method_body(owner, method)
+        if method.name == "destroy":
+            body = ["if self.destroyed:", "    return None", *body]
+        lines += [""] + _function_source(
+            method, f"{owner.name}.{method_name}", body, defaults, "    "
+        )
+    return lines
+
+
+def _enum_source(enum: EnumRecord) -> list[str]:
+    lines = [f"class {enum.name}:"]
+    if not enum.members:
+        lines.append("    pass")
+    for member, value in enum.members.items():
+        lines.append(f"    {member} = {value!r}")
+    return lines
+
+
+@dataclass
+class _ModuleText:
+    lines: list[str] = field(default_factory=list)
+    defaults: list[str] = field(default_factory=list)
+
+
+def _generate(
+    record: ReleaseRecord,
+    token: str,
+    *,
+    cuda_runtime: bool,
+    errors: Mapping[str, BaseException],
+) -> dict[str, str]:
+    """Module name -> source text of the whole fake package."""
+    modules: dict[str, _ModuleText] = {}
+
+    def module(name: str) -> _ModuleText:
+        return modules.setdefault(name, _ModuleText())
+
+    top = module(_PREFIX)
+    comm = module(f"{_PREFIX}.comm")
+    for name, wrapper in sorted(record.attention.items()):
+        if wrapper is None:
+            continue
+        target = module(wrapper.defined_in)
+        target.lines += ["", "", *_class_source(wrapper, target.defaults)]
+        top.lines.append(f"from {wrapper.defined_in} import {name} as {name}")
+    if record.comm_exists:
+        for name, func in sorted(record.comm_functions.items()):
+            if func is None:
+                continue
+            target = module(func.defined_in)
+            body = _comm_function_body(name, func)
+            target.lines += ["", "", *_function_source(func, name, body, target.defaults, "")]
+            comm.lines.append(f"from {func.defined_in} import {name} as {name}")
+        for name, enum in sorted(record.comm_enums.items()):
+            if enum is None:
+                continue
+            module(enum.defined_in).lines += ["", "", *_enum_source(enum)]
+            comm.lines.append(f"from {enum.defined_in} import {name} as {name}")
+        for name, cls in sorted(record.comm_classes.items()):
+            if cls is None:
+                continue
+            target = module(cls.defined_in)
+            target.lines += ["", "", *_class_source(cls, target.defaults)]
+            if name == "TorchDistBackend":
+                where = cls.module or cls.defined_in
+                if where != cls.defined_in:
+                    module(where).lines.append(f"from {cls.defined_in} import {name} as {name}")
+            else:
+                comm.lines.append(f"from {cls.defined_in} import {name} as {name}")
+    sources: dict[str, str] = {}
+    header = [
+        "# Generated by fi_compat.testing from recorded flashinfer-python signatures.",
+        "from __future__ import annotations",
+        "",
+        "import fi_compat.testing._fake as _fake",
+        "",
+        f"_TOKEN = {token!r}",
+    ]
+    for name, text in modules.items():
+        lines = list(header)
+        if name in errors:
+            lines.append(f"_fake._raise_planned(_TOKEN, {name!r})")
+        if name == f"{_PREFIX}.comm" and not cuda_runtime:
+            lines.append(f"from {_PREFIX}.comm.cuda_ipc import cudart as cudart")
+        if name == _PREFIX:
+            lines.append(f"__version__ = {record.release!r}")
+        if text.defaults:
+            items = ", ".join(f"_fake.Default({source!r})" for source in text.defaults)
+            lines.append(f"_D = ({items},)")
+        sources[name] = "\n".join([*lines, *text.lines]) + "\n"
+    if not record.comm_exists:
+        sources.pop(f"{_PREFIX}.comm", None)
+    elif not cuda_runtime:
+        sources[f"{_PREFIX}.comm.cuda_ipc"] = "\n".join(
+            [
+                *header,
+                "",
+                "",
+                "class CudaRTLibrary:",
+                "    def __init__(self, so_file=None):",
+                "        if so_file is None:",
+                "            so_file = None  # no libcudart mapped into this process",
+                f"            assert so_file is not None, {CUDART_MESSAGE!r}",
+                "",
+                "",
+                "cudart = CudaRTLibrary()",
+            ]
+        ) + "\n"
+    # Parent packages of every generated module must exist.
+    for name in list(sources):
+        parts = name.split(".")
+        for index in range(1, len(parts)):
+            parent = ".".join(parts[:index])
+            sources.setdefault(parent, "\n".join(header) + "\n")
+    return sources
+
+
+def _write(directory: Path, sources: Mapping[str, str]) -> dict[str, Path]:
+    packages = {name.rpartition(".")[0] for name in sources if "." in name}
+    paths: dict[str, Path] = {}
+    for name, text in sources.items():
+        parts = name.split(".")
+        if name in packages or name == _PREFIX:
+            path = directory.joinpath(*parts, "__init__.py")
+        else:
+            path = directory.joinpath(*parts[:-1], parts[-1] + ".py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        paths[name] = path
+    return paths
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Serves ``flashinfer`` and its submodules from the generated files only."""
+
+    def __init__(self, paths: Mapping[str, Path], packages: set[str]) -> None:
+        self.paths = dict(paths)
+        self.packages = packages
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None = None,
+        target: ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != _PREFIX and not fullname.startswith(_PREFIX + "."):
+            return None
+        file = self.paths.get(fullname)
+        if file is None:
+            raise ModuleNotFoundError(
+                f"No module named {fullname!r} (not part of the fake flashinfer)", name=fullname
+            )
+        locations = [str(file.parent)] if fullname in self.packages else None
+        return importlib.util.spec_from_file_location(
+            fullname, file, submodule_search_locations=locations
+        )
+
+
+def _clear_capabilities() -> None:
+    """Reset fi_compat.capabilities' process-wide cache, if that module exists."""
+    try:
+        capabilities = importlib.import_module("fi_compat.capabilities")
+    except ImportError:
+        return
+    clear = getattr(capabilities, "clear_cache", None)
+    if callable(clear):
+        clear()
+
+
+def _ours(name: str) -> bool:
+    return name == _PREFIX or name.startswith(_PREFIX + ".")
+
+
+@contextlib.contextmanager
+def fake_flashinfer(
+    version: str,
+    *,
+    cuda_runtime: bool = True,
+    installed: bool = True,
+    import_error: BaseException | type[BaseException] | None = None,
+    comm_import_error: BaseException | type[BaseException] | None = None,
+) -> Iterator[FakeFlashInfer]:
+    """Install a fake ``flashinfer`` imitating a recorded release, for the ``with`` block.
+
+    On enter, every ``flashinfer`` module in ``sys.modules`` (the real one included) is
+    set aside, the fake is generated, ``flashinfer`` and ``flashinfer.comm`` are imported
+    from it (unless a failure mode says otherwise) and ``fi_compat.capabilities``' cache is
+    cleared. On exit the fake modules are removed, the set-aside modules restored and the
+    cache cleared again.
+
+    Parameters
+    ----------
+    version
+        A recorded release (see :func:`available_releases`), e.g. ``"0.6.5"``.
+    cuda_runtime
+        False imitates a process without a loaded CUDA runtime: ``import flashinfer.comm``
+        raises ``AssertionError("libcudart is not loaded in the current process")`` the way
+        releases up to 0.6.13 do (whatever the release).
+    installed
+        False imitates "flashinfer is not installed": ``import flashinfer`` raises
+        ``ModuleNotFoundError`` (``sys.modules["flashinfer"]`` is set to None).
+    import_error
+        An exception (or class) that ``import flashinfer`` raises, e.g. ``OSError``.
+    comm_import_error
+        An exception (or class) that ``import flashinfer.comm`` raises, e.g. ``TypeError``.
+
+    Yields
+    ------
+    FakeFlashInfer
+        The handle with the call log.
+    """
+    record = load_release(version)
+    token = uuid.uuid4().hex
+    directory = Path(tempfile.mkdtemp(prefix=f"fake-flashinfer-{record.release}-"))
+    errors: dict[str, BaseException] = {}
+    if import_error is not None:
+        errors[_PREFIX] = import_error() if isinstance(import_error, type) else import_error
+    if comm_import_error is not None:
+        errors[f"{_PREFIX}.comm"] = (
+            comm_import_error() if isinstance(comm_import_error, type) else comm_import_error
+        )
+    kit = FakeFlashInfer(record, directory, token, planned_errors=errors)
+    sources = _generate(record, token, cuda_runtime=cuda_runtime, errors=errors)
+    paths = _write(directory, sources)
+    packages = {name.rpartition(".")[0] for name in sources if "." in name} | {_PREFIX}
+    finder = _Finder(paths, packages)
+    with _LOCK:
+        displaced = {name: module for name, module in sys.modules.items() if _ours(name)}
+        for name in displaced:
+            del sys.modules[name]
+        _KITS[token] = kit
+        if installed:
+            sys.meta_path.insert(0, finder)
+        else:
+            sys.modules[_PREFIX] = None  # type: ignore[assignment]
+    try:
+        importlib.invalidate_caches()
+        if installed and _PREFIX not in errors:
+            importlib.import_module(_PREFIX)
+            if record.comm_exists and cuda_runtime and f"{_PREFIX}.comm" not in errors:
+                importlib.import_module(f"{_PREFIX}.comm")
+                for name in sorted(paths):
+                    importlib.import_module(name)
+        _clear_capabilities()
+        yield kit
+    finally:
+        with _LOCK:
+            with contextlib.suppress(ValueError):
+                sys.meta_path.remove(finder)
+            for name in [name for name in sys.modules if _ours(name)]:
+                del sys.modules[name]
+            sys.modules.update(displaced)
+            _KITS.pop(token, None)
+        _clear_capabilities()
+        shutil.rmtree(directory, ignore_errors=True)

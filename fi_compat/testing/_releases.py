@@ -1,0 +1,407 @@
+"""Typed loader for the recorded signatures of real flashinfer-python releases.
+
+The JSON files ship inside the package (``fi_compat/testing/signatures/<version>.json``)
+and are read with :mod:`importlib.resources`; their format is documented in
+``fi_compat/testing/signatures/README.md``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from types import MappingProxyType
+from typing import Any, Literal
+
+from packaging.version import InvalidVersion, Version
+
+from fi_compat.testing._errors import UnknownReleaseError
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ClassRecord",
+    "EnumRecord",
+    "FunctionRecord",
+    "Hazard",
+    "ParameterRecord",
+    "ReleaseRecord",
+    "SupportAnswer",
+    "available_releases",
+    "listed_releases",
+    "load_release",
+]
+
+#: The schema version this loader reads.
+SCHEMA_VERSION = 1
+
+#: ``inspect.Parameter.kind.name`` values.
+ParameterKind = Literal[
+    "POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD", "VAR_POSITIONAL", "KEYWORD_ONLY", "VAR_KEYWORD"
+]
+#: The three answers of :meth:`ReleaseRecord.support`.
+SupportAnswer = Literal["supported", "unsupported", "unknown"]
+
+_KEYWORD_KINDS = ("POSITIONAL_OR_KEYWORD", "KEYWORD_ONLY")
+_MAX_FORWARDS = 4
+
+
+@dataclass(frozen=True)
+class ParameterRecord:
+    """One parameter as written in the release's ``def``.
+
+    ``default`` and ``annotation`` are source text (``ast.unparse``), None when absent.
+    """
+
+    name: str
+    kind: ParameterKind
+    default: str | None = None
+    annotation: str | None = None
+
+    @property
+    def has_default(self) -> bool:
+        """True when the parameter has a default value."""
+        return self.default is not None
+
+    @property
+    def accepts_keyword(self) -> bool:
+        """True when the parameter can be passed by keyword."""
+        return self.kind in _KEYWORD_KINDS
+
+
+@dataclass(frozen=True)
+class FunctionRecord:
+    """The recorded ``def`` of one function or method.
+
+    Attributes
+    ----------
+    qualname
+        ``"allreduce_fusion"`` or ``"BatchDecodeWithPagedKVCacheWrapper.plan"``.
+    defined_in
+        Module that holds the ``def`` (``"flashinfer.comm.allreduce"``).
+    decorators
+        Decorator expressions as source text, outermost first.
+    parameters
+        Parameters in order, ``self`` included for methods.
+    returns
+        The return annotation as source text, or None.
+    forwards_kwargs_to
+        Where a ``**kwargs`` is splatted: a method name of the same class (``"_plan_impl"``)
+        or a callable's source text; None when there is no ``**kwargs`` forward.
+    """
+
+    qualname: str
+    defined_in: str
+    decorators: tuple[str, ...]
+    parameters: tuple[ParameterRecord, ...]
+    returns: str | None = None
+    forwards_kwargs_to: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The last part of :attr:`qualname`."""
+        return self.qualname.rpartition(".")[2]
+
+    def parameter(self, name: str) -> ParameterRecord | None:
+        """The parameter called ``name``, or None."""
+        return next((p for p in self.parameters if p.name == name), None)
+
+    @property
+    def keyword_names(self) -> tuple[str, ...]:
+        """Names that can be passed by keyword, in order."""
+        return tuple(p.name for p in self.parameters if p.accepts_keyword)
+
+    @property
+    def var_keyword(self) -> str | None:
+        """The name of the ``**kwargs`` parameter, or None."""
+        return next((p.name for p in self.parameters if p.kind == "VAR_KEYWORD"), None)
+
+
+@dataclass(frozen=True)
+class ClassRecord:
+    """A recorded class: where it is defined and the methods fi-compat relies on.
+
+    ``methods`` maps each recorded method name to its record, or None when the class (and
+    its bases) do not define it. ``module`` is where the class was looked up (only for
+    ``TorchDistBackend``); ``plan_forwards_to`` only for attention wrappers;
+    ``bcast_root_is_group_local`` only for ``TorchDistBackend``.
+    """
+
+    name: str
+    defined_in: str
+    bases: tuple[str, ...]
+    methods: Mapping[str, FunctionRecord | None]
+    module: str | None = None
+    plan_forwards_to: str | None = None
+    bcast_root_is_group_local: bool | None = None
+
+    def method(self, name: str) -> FunctionRecord | None:
+        """The recorded method ``name``, or None."""
+        return self.methods.get(name)
+
+
+@dataclass(frozen=True)
+class EnumRecord:
+    """A constant-holder class such as ``AllReduceFusionPattern`` and its members."""
+
+    name: str
+    defined_in: str
+    members: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Hazard:
+    """An import hazard: whether it is present and the ``file:line`` evidence."""
+
+    value: bool
+    evidence: str | None
+
+
+@dataclass(frozen=True)
+class ReleaseRecord:
+    """Everything recorded about one flashinfer-python release.
+
+    Use :meth:`function` / :meth:`accepts` / :meth:`support` with a qualified name:
+    ``"create_allreduce_fusion_workspace"`` (a ``flashinfer.comm`` function),
+    ``"BatchDecodeWithPagedKVCacheWrapper.plan"`` (an attention wrapper method) or
+    ``"TorchDistBackend.bcast"`` / ``"AllReduceFusionWorkspace.destroy"`` (comm classes).
+    """
+
+    release: str
+    source_filename: str
+    source_sha256: str | None
+    comm_requires_cuda_runtime: Hazard
+    import_queries_gpu: Hazard
+    comm_requires_triton: Hazard
+    comm_exists: bool
+    comm_functions: Mapping[str, FunctionRecord | None]
+    comm_enums: Mapping[str, EnumRecord | None]
+    comm_classes: Mapping[str, ClassRecord | None]
+    workspace_classes: tuple[str, ...]
+    attention: Mapping[str, ClassRecord | None]
+
+    @property
+    def version(self) -> Version:
+        """The release as a :class:`packaging.version.Version`."""
+        return Version(self.release)
+
+    def comm_function(self, name: str) -> FunctionRecord | None:
+        """``flashinfer.comm.<name>``, or None when the release does not export it."""
+        return self.comm_functions.get(name)
+
+    def comm_class(self, name: str) -> ClassRecord | None:
+        """A recorded ``flashinfer.comm`` class (``TorchDistBackend`` included), or None."""
+        return self.comm_classes.get(name)
+
+    def wrapper(self, name: str) -> ClassRecord | None:
+        """A recorded attention wrapper exported from ``flashinfer``, or None."""
+        return self.attention.get(name)
+
+    @property
+    def torch_dist_backend(self) -> ClassRecord | None:
+        """``TorchDistBackend`` (its ``module`` says where it lives), or None."""
+        return self.comm_classes.get("TorchDistBackend")
+
+    @property
+    def unified_api(self) -> bool:
+        """``create_allreduce_fusion_workspace`` and ``allreduce_fusion`` both exported."""
+        return all(
+            self.comm_function(name) is not None
+            for name in ("create_allreduce_fusion_workspace", "allreduce_fusion")
+        )
+
+    @property
+    def legacy_api(self) -> bool:
+        """The TRT-LLM IPC workspace factory and ``trtllm_allreduce_fusion`` both exported."""
+        return all(
+            self.comm_function(name) is not None
+            for name in (
+                "trtllm_create_ipc_workspace_for_all_reduce_fusion",
+                "trtllm_allreduce_fusion",
+            )
+        )
+
+    def _owner(self, qualname: str) -> tuple[ClassRecord | None, FunctionRecord | None]:
+        owner_name, _, method = qualname.rpartition(".")
+        if not owner_name:
+            return None, self.comm_function(method)
+        owner_name = owner_name.rpartition(".")[2]
+        owner = self.wrapper(owner_name) or self.comm_class(owner_name)
+        if owner is None:
+            return None, None
+        return owner, owner.method(method)
+
+    def function(self, qualname: str) -> FunctionRecord | None:
+        """The record named by ``qualname`` (see the class docstring), or None."""
+        return self._owner(qualname)[1]
+
+    def support(self, qualname: str, keyword: str) -> SupportAnswer:
+        """Does ``qualname`` accept ``keyword``, following ``**kwargs`` forwards?
+
+        ``"supported"`` when the callable (or a method its ``**kwargs`` is forwarded to)
+        declares the keyword; ``"unknown"`` when it takes ``**kwargs`` whose destination
+        is not a recorded method; ``"unsupported"`` otherwise, including when the callable
+        is absent.
+        """
+        owner, func = self._owner(qualname)
+        for _ in range(_MAX_FORWARDS + 1):
+            if func is None:
+                return "unsupported"
+            if keyword in func.keyword_names:
+                return "supported"
+            if func.var_keyword is None:
+                return "unsupported"
+            target = func.forwards_kwargs_to
+            if owner is None or target is None or owner.method(target) is None:
+                return "unknown"
+            func = owner.method(target)
+        return "unknown"
+
+    def accepts(self, qualname: str, keyword: str) -> bool:
+        """True when :meth:`support` is ``"supported"`` (``unknown`` is not acceptance)."""
+        return self.support(qualname, keyword) == "supported"
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def _function(data: Mapping[str, Any] | None) -> FunctionRecord | None:
+    if data is None:
+        return None
+    return FunctionRecord(
+        qualname=data["qualname"],
+        defined_in=data["defined_in"],
+        decorators=tuple(data["decorators"]),
+        parameters=tuple(
+            ParameterRecord(p["name"], p["kind"], p.get("default"), p.get("annotation"))
+            for p in data["parameters"]
+        ),
+        returns=data.get("returns"),
+        forwards_kwargs_to=data.get("forwards_kwargs_to"),
+    )
+
+
+def _class(name: str, data: Mapping[str, Any] | None) -> ClassRecord | None:
+    if data is None:
+        return None
+    return ClassRecord(
+        name=name,
+        defined_in=data["defined_in"],
+        bases=tuple(data["bases"]),
+        methods=MappingProxyType(
+            {method: _function(value) for method, value in data["methods"].items()}
+        ),
+        module=data.get("module"),
+        plan_forwards_to=data.get("plan_forwards_to"),
+        bcast_root_is_group_local=data.get("bcast_root_is_group_local"),
+    )
+
+
+def _enum(name: str, data: Mapping[str, Any] | None) -> EnumRecord | None:
+    if data is None:
+        return None
+    return EnumRecord(name, data["defined_in"], MappingProxyType(dict(data["members"])))
+
+
+def _hazard(data: Mapping[str, Any]) -> Hazard:
+    return Hazard(bool(data["value"]), data["evidence"])
+
+
+def parse_record(data: Mapping[str, Any]) -> ReleaseRecord:
+    """Build a :class:`ReleaseRecord` from a decoded JSON document."""
+    if data.get("schema") != SCHEMA_VERSION:
+        raise ValueError(f"expected schema {SCHEMA_VERSION}; found {data.get('schema')!r}")
+    comm = data["comm"]
+    hazards = data["import"]
+    return ReleaseRecord(
+        release=data["release"],
+        source_filename=data["source"]["filename"],
+        source_sha256=data["source"]["sha256"],
+        comm_requires_cuda_runtime=_hazard(hazards["comm_requires_cuda_runtime"]),
+        import_queries_gpu=_hazard(hazards["import_queries_gpu"]),
+        comm_requires_triton=_hazard(hazards["comm_requires_triton"]),
+        comm_exists=bool(comm["exists"]),
+        comm_functions=MappingProxyType(
+            {name: _function(value) for name, value in comm["functions"].items()}
+        ),
+        comm_enums=MappingProxyType(
+            {name: _enum(name, value) for name, value in comm["enums"].items()}
+        ),
+        comm_classes=MappingProxyType(
+            {name: _class(name, value) for name, value in comm["classes"].items()}
+        ),
+        workspace_classes=tuple(comm["workspace_classes"]),
+        attention=MappingProxyType(
+            {name: _class(name, value) for name, value in data["attention"].items()}
+        ),
+    )
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def _signatures() -> Any:
+    return resources.files("fi_compat.testing").joinpath("signatures")
+
+
+def _sort_key(version: str) -> Version:
+    return Version(version)
+
+
+@functools.lru_cache(maxsize=1)
+def listed_releases() -> list[str]:
+    """Releases named in ``signatures/releases.txt`` (the single source of truth), oldest first."""
+    text = _signatures().joinpath("releases.txt").read_text(encoding="utf-8")
+    names = [line.strip() for line in text.splitlines()]
+    return sorted((name for name in names if name and not name.startswith("#")), key=_sort_key)
+
+
+def available_releases() -> list[str]:
+    """Releases with a shipped signature file, sorted by :class:`packaging.version.Version`."""
+    names = [
+        entry.name[: -len(".json")]
+        for entry in _signatures().iterdir()
+        if entry.name.endswith(".json")
+    ]
+    return sorted(names, key=_sort_key)
+
+
+def _canonical(version: str) -> str:
+    available = available_releases()
+    if version in available:
+        return version
+    try:
+        wanted = Version(version)
+    except InvalidVersion:
+        wanted = None
+    for name in available:
+        if wanted is not None and Version(name) == wanted:
+            return name
+    raise UnknownReleaseError(
+        f"expected one of the recorded flashinfer-python releases "
+        f"({available[0]} .. {available[-1]}); found {version!r}"
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def _load(name: str) -> ReleaseRecord:
+    text = _signatures().joinpath(f"{name}.json").read_text(encoding="utf-8")
+    return parse_record(json.loads(text))
+
+
+def load_release(version: str) -> ReleaseRecord:
+    """The recorded signatures of one release.
+
+    Parameters
+    ----------
+    version
+        A release string such as ``"0.6.5"`` or ``"0.7.2.post1"`` (compared as a
+        :class:`packaging.version.Version`, so ``"0.7.2post1"`` works too).
+
+    Raises
+    ------
+    UnknownReleaseError
+        No signature file ships for that release (a ``LookupError``).
+    """
+    return _load(_canonical(version))

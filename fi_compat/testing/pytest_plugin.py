@@ -1,0 +1,41 @@
+"""pytest plugin: the ``fake_flashinfer`` fixture.
+
+Registered through the ``pytest11`` entry point ``fi_compat =
+fi_compat.testing.pytest_plugin``. The fixture returns a factory::
+
+    def test_old_release(fake_flashinfer):
+        fi = fake_flashinfer("0.6.5")
+        import flashinfer.comm
+        ...
+
+Each fake made by the factory is removed at the end of the test (the newest one first).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+import pytest
+
+from fi_compat.testing._fake import FakeFlashInfer, fake_flashinfer as _fake_flashinfer
+
+__all__ = ["FakeFlashInferFactory", "fake_flashinfer"]
+
+
+class FakeFlashInferFactory(Protocol):
+    """The fixture's type: same parameters as :func:`fi_compat.testing.fake_flashinfer`."""
+
+    def __call__(self, version: str, **options: Any) -> FakeFlashInfer: ...
+
+
+@pytest.fixture
+def fake_flashinfer() -> Iterator[FakeFlashInferFactory]:
+    """Factory installing a fake ``flashinfer`` of a recorded release until the test ends."""
+    with contextlib.ExitStack() as stack:
+
+        def make(version: str, **options: Any) -> FakeFlashInfer:
+            return stack.enter_context(_fake_flashinfer(version, **options))
+
+        yield make
