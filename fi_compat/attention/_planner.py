@@ -1,0 +1,585 @@
+"""The attention planner: every FlashInfer ``plan`` call of an engine goes through here.
+
+Built once per set of wrappers. At build time it decides, for every wrapper, the keyword
+arguments its ``plan`` calls get from the planner (the split settings, or nothing when not
+deterministic) and refuses what cannot be deterministic. Per step it does one thing:
+:func:`_call_plan`, the only place in fi-compat that calls a wrapper's ``plan``.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fi_compat._gates import GATES
+from fi_compat._signature import Status, Support, inspect_callable
+from fi_compat.attention._errors import PlannerConfigError, TensorCoresRequiredError
+from fi_compat.attention._settings import SPLIT_KEYWORDS, Settings
+from fi_compat.attention._spans import (
+    KvSpan,
+    cross_attention_decoder_span,
+    cross_attention_encoder_span,
+    full_span,
+    window_decode_span,
+    window_prefill_span,
+)
+from fi_compat.errors import DeterminismUnavailableError, explain
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from fi_compat.capabilities import Capabilities
+
+__all__ = ["AttentionPlanner", "Layout", "PlanArgs", "PlanTarget"]
+
+PREFILL_PAGED = "BatchPrefillWithPagedKVCacheWrapper"
+PREFILL_RAGGED = "BatchPrefillWithRaggedKVCacheWrapper"
+DECODE = "BatchDecodeWithPagedKVCacheWrapper"
+
+
+class Layout(str, enum.Enum):
+    """How many paged wrappers a phase has, and what each one attends to."""
+
+    #: One wrapper per phase.
+    SINGLE = "single"
+    #: Two wrappers per phase: the window wrapper first, the full-attention one second.
+    SLIDING_WINDOW = "sliding_window"
+    #: Two wrappers per phase: self-attention first, cross-attention (encoder) second.
+    CROSS_ATTENTION = "cross_attention"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The wrappers of one phase, in the order the planner takes and returns them."""
+        return _ROLES[self]
+
+
+_ROLES: Mapping[Layout, tuple[str, ...]] = {
+    Layout.SINGLE: ("main",),
+    Layout.SLIDING_WINDOW: ("window", "full"),
+    Layout.CROSS_ATTENTION: ("self", "cross"),
+}
+
+
+class PlanArgs:
+    """The arguments of one ``plan`` call, as the engine would pass them to FlashInfer.
+
+    Everything except the split settings, which belong to the planner::
+
+        PlanArgs(kv_indptr, kv_indices, last_page_len, num_qo_heads, num_kv_heads,
+                 head_dim, page_size, q_data_type=torch.bfloat16)
+
+    Raises
+    ------
+    PlannerConfigError
+        ``fixed_split_size`` or ``disable_split_kv`` was passed.
+    """
+
+    __slots__ = ("args", "kwargs")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        for keyword in SPLIT_KEYWORDS:
+            if keyword in kwargs:
+                raise PlannerConfigError(
+                    explain(
+                        "the split settings to come from the planner only",
+                        f"{keyword}= in the arguments given to PlanArgs",
+                        fix=f"drop {keyword}=; set Settings(prefill_split_size=..., "
+                        "decode_split_size=..., cuda_graph=...) when building the planner",
+                    )
+                )
+        self.args = args
+        self.kwargs = kwargs
+
+    def __repr__(self) -> str:
+        parts = [*map(repr, self.args), *(f"{k}={v!r}" for k, v in self.kwargs.items())]
+        return f"PlanArgs({', '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class PlanTarget:
+    """One wrapper the planner drives, and the keyword arguments it adds to each of its plans.
+
+    Attributes
+    ----------
+    wrapper
+        The FlashInfer wrapper (or anything with the same ``plan``).
+    kind
+        The FlashInfer class it stands for, e.g. ``"BatchDecodeWithPagedKVCacheWrapper"``.
+    role
+        Its place in the layout: ``"main"``, ``"window"``, ``"full"``, ``"self"``,
+        ``"cross"`` or ``"ragged"``.
+    split
+        Added to every ``plan`` call: ``fixed_split_size`` and ``disable_split_kv`` when
+        deterministic, nothing otherwise.
+    """
+
+    wrapper: Any
+    kind: str
+    role: str
+    split: Mapping[str, object]
+
+
+def _call_plan(slot: PlanTarget, request: PlanArgs) -> None:
+    """The one call of ``plan`` in fi-compat: the engine's arguments plus the split settings."""
+    slot.wrapper.plan(*request.args, **request.kwargs, **slot.split)
+
+
+# ---------------------------------------------------------------------------- build-time checks
+
+
+def _version(capabilities: Capabilities | None) -> str:
+    if capabilities is None:
+        from fi_compat.capabilities import get_capabilities
+
+        capabilities = get_capabilities()
+    return capabilities.flashinfer.version or "unknown"
+
+
+def _plan_support(wrapper: Any, kind: str) -> dict[str, Support]:
+    """What the ``plan`` that will actually be called declares, following ``**kwargs``."""
+    owner = type(wrapper)
+    name = f"{owner.__name__}.plan"
+    func: Any = inspect.getattr_static(wrapper, "plan", None)
+    if func is None:
+        missing = Support(Status.UNSUPPORTED, f"{owner.__name__} has no plan method")
+        return dict.fromkeys(SPLIT_KEYWORDS, missing)
+    if isinstance(func, staticmethod | classmethod):
+        func = func.__func__
+    if not callable(func):
+        broken = Support(Status.UNKNOWN, f"{name} is not callable: {func!r}")
+        return dict.fromkeys(SPLIT_KEYWORDS, broken)
+    shape = inspect_callable(name, func, owner=owner)
+    return {keyword: shape.support(keyword) for keyword in SPLIT_KEYWORDS}
+
+
+def _check_split_support(slot: PlanTarget, capabilities: Capabilities | None) -> None:
+    answers = _plan_support(slot.wrapper, slot.kind)
+    missing = {keyword: support for keyword, support in answers.items() if not support.supported}
+    if not missing:
+        return
+    keyword, support = next(iter(missing.items()))
+    gate = GATES[keyword]
+    found = "; ".join(f"{k}: {s.status} ({s.reason})" for k, s in missing.items())
+    if support.status is Status.UNKNOWN:
+        fix = (
+            "install a flashinfer-python release whose plan declares the split settings "
+            f"(any release from {gate.introduced_in} on), or turn deterministic inference off; "
+            "fi-compat will not guess whether an unresolvable **kwargs honours them"
+        )
+    else:
+        fix = (
+            f"upgrade flashinfer-python to {gate.introduced_in} or later "
+            f"(pip install 'flashinfer-python>={gate.introduced_in}'), "
+            "or turn deterministic inference off"
+        )
+    raise DeterminismUnavailableError(
+        explain(
+            f"{slot.kind}.plan (the {slot.role} wrapper) to accept fixed_split_size= and "
+            "disable_split_kv= for deterministic attention",
+            f"{found} on flashinfer {_version(capabilities)}",
+            changed_in=gate.introduced_in,
+            fix=fix,
+        ),
+        feature=keyword,
+        introduced_in=gate.introduced_in,
+    )
+
+
+def _flag(wrapper: Any, names: tuple[str, ...]) -> bool | None:
+    """The first of ``names`` that reads as a bool on ``wrapper``; None when none does."""
+    for name in names:
+        try:
+            value = getattr(wrapper, name)
+        except Exception:  # a property that raises counts as unreadable
+            continue
+        if isinstance(value, bool):
+            return value
+    return None
+
+
+def _check_tensor_cores(slot: PlanTarget, capabilities: Capabilities | None) -> None:
+    # FlashInfer records use_tensor_cores= on the instance as ``_use_tensor_cores`` and
+    # exposes it as the read-only property ``use_tensor_cores`` (0.2.x to 0.7.x; in
+    # 0.7.x the trtllm-gen and cute-dsl backends switch it on too).
+    value = _flag(slot.wrapper, ("use_tensor_cores", "_use_tensor_cores"))
+    if value:
+        return
+    found = (
+        "use_tensor_cores=False"
+        if value is False
+        else "a wrapper whose use_tensor_cores cannot be read "
+        f"({type(slot.wrapper).__name__} has neither use_tensor_cores nor _use_tensor_cores)"
+    )
+    raise TensorCoresRequiredError(
+        explain(
+            f"the {slot.role} {DECODE} to be built with use_tensor_cores=True: FlashInfer "
+            "takes fixed_split_size only on tensor-core decode (plan raises ValueError "
+            "otherwise) and ignores disable_split_kv without tensor cores",
+            f"{found} on flashinfer {_version(capabilities)}",
+            fix=f"build the decode wrappers with {DECODE}(..., use_tensor_cores=True) when "
+            "deterministic inference is on (SGLang and vLLM both do)",
+        ),
+        feature="use_tensor_cores",
+    )
+
+
+def _check_kind(slot: PlanTarget) -> None:
+    """Refuse a FlashInfer wrapper handed over in another wrapper's place."""
+    names = {cls.__name__ for cls in type(slot.wrapper).__mro__}
+    others = (names & {PREFILL_PAGED, PREFILL_RAGGED, DECODE}) - {slot.kind}
+    if others and slot.kind not in names:
+        raise PlannerConfigError(
+            explain(
+                f"a {slot.kind} as the {slot.role} wrapper",
+                f"a {sorted(others)[0]}",
+                fix="pass paged prefill wrappers as prefill=, the ragged one as ragged= and "
+                "decode wrappers as decode=",
+            )
+        )
+
+
+def _check_graph_mode(slot: PlanTarget, settings: Settings) -> None:
+    if settings.cuda_graph:
+        return
+    if _flag(slot.wrapper, ("is_cuda_graph_enabled", "_use_cuda_graph")):
+        raise PlannerConfigError(
+            explain(
+                "an eager planner to drive eager wrappers; a CUDA-graph wrapper needs "
+                "fixed_split_size unset and disable_split_kv=True",
+                f"the {slot.role} {slot.kind} was built with use_cuda_graph=True and the "
+                "planner with Settings(cuda_graph=False)",
+                fix="build a separate planner for the CUDA-graph wrappers with "
+                "Settings(cuda_graph=True)",
+            )
+        )
+
+
+# ---------------------------------------------------------------------------- the planner
+
+
+def _span_fn(layout: Layout, window_left: int | None) -> Callable[..., tuple[KvSpan, ...]]:
+    """The per-layout kv-span arithmetic, chosen once."""
+    if layout is Layout.SLIDING_WINDOW:
+        assert window_left is not None
+
+        def window(
+            seq_lens: Tensor, prefix_lens: Tensor | None, encoder_lens: Tensor | None, ragged: bool
+        ) -> tuple[KvSpan, ...]:
+            if prefix_lens is None:
+                return window_decode_span(seq_lens, window_left), full_span(seq_lens)
+            full = prefix_lens if ragged else seq_lens
+            window_span = window_prefill_span(seq_lens, prefix_lens, window_left, ragged=ragged)
+            return window_span, full_span(full)
+
+        return window
+    if layout is Layout.CROSS_ATTENTION:
+
+        def cross(
+            seq_lens: Tensor, prefix_lens: Tensor | None, encoder_lens: Tensor | None, ragged: bool
+        ) -> tuple[KvSpan, ...]:
+            if encoder_lens is None:
+                raise PlannerConfigError(
+                    explain(
+                        "encoder_lens for a cross-attention planner",
+                        "encoder_lens=None",
+                        fix="pass the encoder length of each request",
+                    )
+                )
+            own = prefix_lens if ragged and prefix_lens is not None else seq_lens
+            return (
+                cross_attention_decoder_span(own, encoder_lens),
+                cross_attention_encoder_span(encoder_lens),
+            )
+
+        return cross
+
+    def single(
+        seq_lens: Tensor, prefix_lens: Tensor | None, encoder_lens: Tensor | None, ragged: bool
+    ) -> tuple[KvSpan, ...]:
+        own = prefix_lens if ragged and prefix_lens is not None else seq_lens
+        return (full_span(own),)
+
+    return single
+
+
+class AttentionPlanner:
+    """Routes every FlashInfer attention ``plan`` call of an engine, adding the split settings.
+
+    Build one per set of wrappers (for example one for the eager wrappers and one per
+    captured batch size for the CUDA-graph wrappers), then per step call
+    :meth:`plan_prefill` / :meth:`plan_decode` with the engine's own arguments.
+
+    Parameters
+    ----------
+    layout
+        :class:`Layout` of the model.
+    prefill
+        The paged prefill wrappers, in :attr:`Layout.roles` order; empty when this planner
+        does no prefill (a draft model's decode-only backend).
+    ragged
+        The ragged prefill wrapper, if the engine uses one.
+    decode
+        The decode wrappers, in :attr:`Layout.roles` order; may be empty.
+    window_left
+        The attention window (FlashInfer's ``window_left``); required for
+        :attr:`Layout.SLIDING_WINDOW`, refused otherwise.
+    settings
+        Defaults to ``Settings()``: deterministic exactly when
+        :func:`fi_compat.determinism.is_deterministic` says so now.
+    capabilities
+        Used only for the release named in error messages; probed when needed.
+
+    Raises
+    ------
+    DeterminismUnavailableError
+        Deterministic, and some wrapper's ``plan`` does not take (``unsupported``) or may
+        not take (``unknown``) ``fixed_split_size`` and ``disable_split_kv``.
+    TensorCoresRequiredError
+        Deterministic, and a decode wrapper was built without tensor cores.
+    PlannerConfigError
+        Wrong wrapper counts for the layout, a bad ``window_left``, ``Settings`` that
+        disagree with the determinism switch, or (deterministic) a CUDA-graph wrapper
+        given to a planner built with ``Settings(cuda_graph=False)``.
+    """
+
+    __slots__ = ("_decode", "_prefill", "_ragged", "_spans", "layout", "settings", "window_left")
+
+    def __init__(
+        self,
+        layout: Layout = Layout.SINGLE,
+        *,
+        prefill: Sequence[Any] = (),
+        ragged: Any = None,
+        decode: Sequence[Any] = (),
+        window_left: int | None = None,
+        settings: Settings | None = None,
+        capabilities: Capabilities | None = None,
+    ) -> None:
+        layout = Layout(layout)
+        resolved = (settings if settings is not None else Settings()).resolved()
+        roles = layout.roles
+        for phase, wrappers in (("prefill", prefill), ("decode", decode)):
+            if len(wrappers) not in (0, len(roles)):
+                raise PlannerConfigError(
+                    explain(
+                        f"{len(roles)} {phase} wrapper(s) for layout {layout} "
+                        f"({', '.join(roles)}), or none",
+                        f"{len(wrappers)}",
+                        fix=f"pass one {phase} wrapper per role, in that order",
+                    )
+                )
+        if not prefill and ragged is None and not decode:
+            raise PlannerConfigError(
+                explain("at least one wrapper", "none", fix="pass prefill=, ragged= or decode=")
+            )
+        if layout is Layout.SLIDING_WINDOW:
+            if isinstance(window_left, bool) or not isinstance(window_left, int) or window_left < 0:
+                raise PlannerConfigError(
+                    explain(
+                        "window_left >= 0 (FlashInfer's window_left) for a sliding-window planner",
+                        repr(window_left),
+                        fix="pass the model's sliding window as window_left",
+                    )
+                )
+        elif window_left is not None:
+            raise PlannerConfigError(
+                explain(
+                    f"no window_left for layout {layout}",
+                    repr(window_left),
+                    fix="use Layout.SLIDING_WINDOW, or drop window_left",
+                )
+            )
+
+        prefill_split = resolved.split_kwargs("prefill")
+        decode_split = resolved.split_kwargs("decode")
+        self._prefill = tuple(
+            PlanTarget(w, PREFILL_PAGED, role, prefill_split)
+            for w, role in zip(prefill, roles, strict=False)
+        )
+        self._ragged = (
+            None if ragged is None else PlanTarget(ragged, PREFILL_RAGGED, "ragged", prefill_split)
+        )
+        self._decode = tuple(
+            PlanTarget(w, DECODE, role, decode_split)
+            for w, role in zip(decode, roles, strict=False)
+        )
+        for slot in self.targets:
+            _check_kind(slot)
+        if resolved.deterministic:
+            for slot in self.targets:
+                _check_split_support(slot, capabilities)
+                _check_graph_mode(slot, resolved)
+            for slot in self._decode:
+                _check_tensor_cores(slot, capabilities)
+
+        self.layout = layout
+        self.settings = resolved
+        self.window_left = window_left
+        self._spans = _span_fn(layout, window_left)
+
+    @classmethod
+    def single(
+        cls,
+        *,
+        prefill: Any = None,
+        ragged: Any = None,
+        decode: Any = None,
+        settings: Settings | None = None,
+        capabilities: Capabilities | None = None,
+    ) -> AttentionPlanner:
+        """A planner for one paged wrapper per phase (plus an optional ragged one)."""
+        return cls(
+            Layout.SINGLE,
+            prefill=() if prefill is None else (prefill,),
+            ragged=ragged,
+            decode=() if decode is None else (decode,),
+            settings=settings,
+            capabilities=capabilities,
+        )
+
+    @classmethod
+    def sliding_window(
+        cls,
+        window_left: int,
+        *,
+        prefill: tuple[Any, Any] | None = None,
+        ragged: Any = None,
+        decode: tuple[Any, Any] | None = None,
+        settings: Settings | None = None,
+        capabilities: Capabilities | None = None,
+    ) -> AttentionPlanner:
+        """A planner for ``(window, full)`` wrapper pairs."""
+        return cls(
+            Layout.SLIDING_WINDOW,
+            prefill=prefill or (),
+            ragged=ragged,
+            decode=decode or (),
+            window_left=window_left,
+            settings=settings,
+            capabilities=capabilities,
+        )
+
+    @classmethod
+    def cross_attention(
+        cls,
+        *,
+        prefill: tuple[Any, Any] | None = None,
+        ragged: Any = None,
+        decode: tuple[Any, Any] | None = None,
+        settings: Settings | None = None,
+        capabilities: Capabilities | None = None,
+    ) -> AttentionPlanner:
+        """A planner for ``(self-attention, cross-attention)`` wrapper pairs."""
+        return cls(
+            Layout.CROSS_ATTENTION,
+            prefill=prefill or (),
+            ragged=ragged,
+            decode=decode or (),
+            settings=settings,
+            capabilities=capabilities,
+        )
+
+    # ------------------------------------------------------------------------ per step
+
+    @property
+    def targets(self) -> tuple[PlanTarget, ...]:
+        """Every wrapper this planner drives, with the keyword arguments it adds to its plans."""
+        ragged = () if self._ragged is None else (self._ragged,)
+        return (*self._prefill, *ragged, *self._decode)
+
+    def decode_spans(
+        self, seq_lens: Tensor, encoder_lens: Tensor | None = None
+    ) -> tuple[KvSpan, ...]:
+        """The KV span of each decode wrapper, in :attr:`Layout.roles` order.
+
+        Parameters
+        ----------
+        seq_lens
+            Tokens per request including the one being decoded.
+        encoder_lens
+            Encoder tokens per request (cross-attention only).
+        """
+        return self._spans(seq_lens, None, encoder_lens, False)
+
+    def prefill_spans(
+        self,
+        seq_lens: Tensor,
+        prefix_lens: Tensor,
+        encoder_lens: Tensor | None = None,
+        *,
+        ragged: bool = False,
+    ) -> tuple[KvSpan, ...]:
+        """The KV span of each paged prefill wrapper, in :attr:`Layout.roles` order.
+
+        Parameters
+        ----------
+        seq_lens
+            Tokens per request after this step.
+        prefix_lens
+            Tokens per request already cached.
+        encoder_lens
+            Encoder tokens per request (cross-attention only).
+        ragged
+            The ragged wrapper covers the new tokens in this step, so the paged wrappers
+            cover the cached prefix only.
+        """
+        return self._spans(seq_lens, prefix_lens, encoder_lens, ragged)
+
+    def plan_prefill(self, paged: Sequence[PlanArgs], ragged: PlanArgs | None = None) -> None:
+        """Plan every paged prefill wrapper (and the ragged one when ``ragged`` is given).
+
+        Parameters
+        ----------
+        paged
+            One :class:`PlanArgs` per paged prefill wrapper, in :attr:`Layout.roles` order.
+        ragged
+            The ragged wrapper's arguments, for a step that uses it.
+
+        Raises
+        ------
+        ValueError
+            ``paged`` does not have one entry per wrapper (``zip(strict=True)``).
+        PlannerConfigError
+            ``ragged`` given to a planner without a ragged wrapper.
+        """
+        if ragged is not None:
+            if self._ragged is None:
+                raise PlannerConfigError(
+                    explain(
+                        "no ragged arguments",
+                        "a planner without a ragged wrapper",
+                        fix="build the planner with ragged=<wrapper>",
+                    )
+                )
+            _call_plan(self._ragged, ragged)
+        for slot, request in zip(self._prefill, paged, strict=True):
+            _call_plan(slot, request)
+
+    def plan_decode(self, decode: Sequence[PlanArgs]) -> None:
+        """Plan every decode wrapper.
+
+        Parameters
+        ----------
+        decode
+            One :class:`PlanArgs` per decode wrapper, in :attr:`Layout.roles` order.
+
+        Raises
+        ------
+        ValueError
+            ``decode`` does not have one entry per wrapper (``zip(strict=True)``).
+        """
+        for slot, request in zip(self._decode, decode, strict=True):
+            _call_plan(slot, request)
+
+    def __repr__(self) -> str:
+        return (
+            f"AttentionPlanner({self.layout}, prefill={len(self._prefill)}, "
+            f"ragged={self._ragged is not None}, decode={len(self._decode)}, "
+            f"settings={self.settings})"
+        )
