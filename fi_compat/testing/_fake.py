@@ -158,9 +158,7 @@ class FakeFlashInfer:
 
     # -- used by the generated modules -------------------------------------------------
 
-    def _record(
-        self, name: str, values: Mapping[str, Any], kinds: Mapping[str, str]
-    ) -> Call:
+    def _record(self, name: str, values: Mapping[str, Any], kinds: Mapping[str, str]) -> Call:
         arguments: dict[str, Any] = {}
         instance = None
         for key, value in values.items():
@@ -257,11 +255,7 @@ def _forward_source(owner: ClassRecord, func: FunctionRecord) -> str | None:
     if target is None:
         return None
     target_keywords = set(target.keyword_names)
-    named = [
-        p.name
-        for p in func.parameters[1:]
-        if p.accepts_keyword and p.name in target_keywords
-    ]
+    named = [p.name for p in func.parameters[1:] if p.accepts_keyword and p.name in target_keywords]
     var_positional = next((p.name for p in func.parameters if p.kind == "VAR_POSITIONAL"), None)
     extra = var_positional or "()"
     merged = (
@@ -365,9 +359,8 @@ def _class_source(owner: ClassRecord, defaults: list[str]) -> list[str]:
         body = _method_body(owner, method)
         if method.name == "destroy":
             body = ["if self.destroyed:", "    return None", *body]
-        lines += [""] + _function_source(
-            method, f"{owner.name}.{method_name}", body, defaults, "    "
-        )
+        source = _function_source(method, f"{owner.name}.{method_name}", body, defaults, "    ")
+        lines += ["", *source]
     return lines
 
 
@@ -455,21 +448,24 @@ def _generate(
     if not record.comm_exists:
         sources.pop(f"{_PREFIX}.comm", None)
     elif not cuda_runtime:
-        sources[f"{_PREFIX}.comm.cuda_ipc"] = "\n".join(
-            [
-                *header,
-                "",
-                "",
-                "class CudaRTLibrary:",
-                "    def __init__(self, so_file=None):",
-                "        if so_file is None:",
-                "            so_file = None  # no libcudart mapped into this process",
-                f"            assert so_file is not None, {CUDART_MESSAGE!r}",
-                "",
-                "",
-                "cudart = CudaRTLibrary()",
-            ]
-        ) + "\n"
+        sources[f"{_PREFIX}.comm.cuda_ipc"] = (
+            "\n".join(
+                [
+                    *header,
+                    "",
+                    "",
+                    "class CudaRTLibrary:",
+                    "    def __init__(self, so_file=None):",
+                    "        if so_file is None:",
+                    "            so_file = None  # no libcudart mapped into this process",
+                    f"            assert so_file is not None, {CUDART_MESSAGE!r}",
+                    "",
+                    "",
+                    "cudart = CudaRTLibrary()",
+                ]
+            )
+            + "\n"
+        )
     # Parent packages of every generated module must exist.
     for name in list(sources):
         parts = name.split(".")

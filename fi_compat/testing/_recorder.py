@@ -160,8 +160,11 @@ def _read_sdist(path: Path) -> _Source:
 
 
 def _read_tree(path: Path) -> _Source:
+    # A directory holding the package (site-packages, a checkout): read only the package.
+    top = path / "flashinfer" if (path / "flashinfer" / "__init__.py").is_file() else path
+
     def walk() -> Iterator[tuple[str, bytes]]:
-        for file in sorted(path.rglob("*.py")):
+        for file in sorted(top.rglob("*.py")):
             if file.is_file():
                 yield file.relative_to(path).as_posix(), file.read_bytes()
 
@@ -207,7 +210,8 @@ class _Module:
     is_package: bool
     bindings: dict[str, list[_Binding]] = field(default_factory=dict)
     star_imports: list[str] = field(default_factory=list)
-    imports: list[tuple[str, int, _Context]] = field(default_factory=list)  # (module, line, context)
+    #: (imported module, line, context) of every import run at import time.
+    imports: list[tuple[str, int, _Context]] = field(default_factory=list)
     statements: list[tuple[ast.stmt, _Context]] = field(default_factory=list)
     all_names: list[str] | None = None
 
@@ -243,7 +247,7 @@ def _caught(handlers: list[ast.ExceptHandler]) -> frozenset[str]:
 
 def _catches(context: _Context, *errors: str) -> bool:
     caught = context[0]
-    return "*" in caught or any(error in caught for error in errors)
+    return bool(errors) and ("*" in caught or any(error in caught for error in errors))
 
 
 def _needs_gpu_to_run(test: ast.expr) -> bool:
@@ -338,20 +342,22 @@ class _Package:
                 )
         elif isinstance(stmt, ast.Assign | ast.AnnAssign):
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            for target in targets:
-                if isinstance(target, ast.Name):
-                    if target.id == "__all__" and stmt.value is not None:
+            for assigned in targets:
+                if isinstance(assigned, ast.Name):
+                    if assigned.id == "__all__" and stmt.value is not None:
                         try:
                             value = ast.literal_eval(stmt.value)
                         except ValueError:
                             value = None
                         if isinstance(value, list | tuple):
                             module.all_names = [str(item) for item in value]
-                    add(target.id, _Binding("assign", stmt))
+                    add(assigned.id, _Binding("assign", stmt))
 
     # -------------------------------------------------------------- name resolution
 
-    def resolve(self, module_name: str, name: str, depth: int = 0) -> tuple[_Module, _Binding] | None:
+    def resolve(
+        self, module_name: str, name: str, depth: int = 0
+    ) -> tuple[_Module, _Binding] | None:
         """Follow ``name`` in ``module_name``'s namespace to its definition."""
         if depth > _MAX_DEPTH:
             return None
@@ -363,7 +369,8 @@ class _Package:
             preferred = [b for b in bindings if not b.fallback] or bindings
             binding = preferred[-1]
             if binding.kind == "import":
-                assert binding.target_module is not None and binding.target_name is not None
+                assert binding.target_module is not None
+                assert binding.target_name is not None
                 submodule = f"{binding.target_module}.{binding.target_name}"
                 if self.source.is_module(submodule):
                     sub = self.get(submodule)
@@ -549,9 +556,7 @@ class _Recorder:
                         todo.append(resolved)
         return chain
 
-    def method(
-        self, module: _Module, node: ast.ClassDef, name: str
-    ) -> dict[str, Any] | None:
+    def method(self, module: _Module, node: ast.ClassDef, name: str) -> dict[str, Any] | None:
         for owner_module, owner in self._mro(module, node):
             for stmt in owner.body:
                 if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == name:
@@ -653,9 +658,7 @@ def _own_expressions(stmt: ast.stmt) -> Iterator[ast.AST]:
             yield node
 
 
-def _import_time_calls(
-    module: _Module, errors: tuple[str, ...]
-) -> Iterator[ast.Call]:
+def _import_time_calls(module: _Module, errors: tuple[str, ...]) -> Iterator[ast.Call]:
     """Calls made while the module body runs on a CPU machine, outside handlers of ``errors``."""
     for stmt, context in module.statements:
         if context[1] or _catches(context, *errors):
@@ -710,8 +713,12 @@ def _runs_on_call(definition: ast.AST, target: ast.AST) -> bool:
 
 
 def _gpu_query_hazard(package: _Package) -> str | None:
-    """A module-level ``torch.cuda.<query>(...)`` that needs a GPU, run by ``import flashinfer``."""
-    errors = ("RuntimeError", "AssertionError")
+    """A ``torch.cuda.<query>(...)`` that ``import flashinfer`` runs on a machine without a GPU.
+
+    A query inside ``try``/``except`` still counts (it runs, and on a GPU machine it
+    initializes CUDA at import); one behind ``if torch.cuda.is_available():`` does not.
+    """
+    errors: tuple[str, ...] = ()
     for module_name, why in package.import_closure("flashinfer", errors):
         module = package.get(module_name)
         assert module is not None
@@ -769,10 +776,7 @@ def record_release(path: Path, *, release: str | None = None) -> dict[str, Any]:
     if version is None:
         raise RecordingError(f"cannot tell the release version of {path}; pass release=")
     package = _Package(read_release(path))
-    if not package.source.is_module("flashinfer.comm"):
-        comm_exists = False
-    else:
-        comm_exists = True
+    comm_exists = package.source.is_module("flashinfer.comm")
     recorder = _Recorder(package)
 
     functions: dict[str, Any] = {
@@ -794,9 +798,7 @@ def record_release(path: Path, *, release: str | None = None) -> dict[str, Any]:
         classes[name] = found if comm_exists else None
     classes["TorchDistBackend"] = _torch_dist_backend(recorder) if comm_exists else None
 
-    attention = {
-        name: _wrapper(recorder, name) for name in ATTENTION_WRAPPERS
-    }
+    attention = {name: _wrapper(recorder, name) for name in ATTENTION_WRAPPERS}
     return {
         "schema": SCHEMA_VERSION,
         "release": version,

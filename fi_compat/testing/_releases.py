@@ -384,7 +384,7 @@ def _canonical(version: str) -> str:
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(name: str) -> ReleaseRecord:
     text = _signatures().joinpath(f"{name}.json").read_text(encoding="utf-8")
     return parse_record(json.loads(text))

@@ -19,7 +19,8 @@ from typing import Any, Protocol
 
 import pytest
 
-from fi_compat.testing._fake import FakeFlashInfer, fake_flashinfer as _fake_flashinfer
+from fi_compat.testing._fake import FakeFlashInfer
+from fi_compat.testing._fake import fake_flashinfer as _fake_flashinfer
 
 __all__ = ["FakeFlashInferFactory", "fake_flashinfer"]
 

@@ -1,0 +1,415 @@
+"""The source recorder on small synthetic flashinfer trees (no real release needed)."""
+
+from __future__ import annotations
+
+import inspect
+import io
+import json
+import tarfile
+import textwrap
+import zipfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fi_compat.testing import RecordingError
+from fi_compat.testing._recorder import (
+    dump_record,
+    record_release,
+    version_from_filename,
+    write_record,
+)
+from fi_compat.testing._releases import parse_record
+from fi_compat.testing.record import main as record_main
+
+Tree = Callable[[Mapping[str, str]], Path]
+
+COMM_INIT = """
+    from .allreduce import create_allreduce_fusion_workspace as create_allreduce_fusion_workspace
+    from .allreduce import allreduce_fusion
+    from .trtllm_ar import *
+    from .workspace_base import AllReduceFusionWorkspace
+"""
+
+ALLREDUCE = """
+    from typing import Optional
+    from .workspace_base import AllReduceFusionWorkspace
+
+    def flashinfer_api(func=None, **kw):
+        return func
+
+    @flashinfer_api
+    def create_allreduce_fusion_workspace(
+        backend: str = "auto", world_size: int = None, /, rank=0, *,
+        group: Optional["ProcessGroup"] = None, **kwargs
+    ) -> AllReduceFusionWorkspace:
+        return None
+
+    @flashinfer_api(trace=None)
+    def allreduce_fusion(input, workspace, *args, trigger_completion_at_end: bool = True):
+        pass
+
+    def not_exported():
+        pass
+"""
+
+TRTLLM_AR = """
+    __all__ = ["trtllm_allreduce_fusion", "AllReduceFusionPattern"]
+
+    class AllReduceFusionPattern:
+        kAllReduce = 0
+        kARResidualRMSNorm = 1
+
+    def trtllm_allreduce_fusion(allreduce_in, world_size):
+        pass
+
+    def trtllm_create_ipc_workspace_for_all_reduce_fusion(tp_rank, tp_size):
+        pass  # defined but not in __all__: a star import does not export it
+"""
+
+WORKSPACE_BASE = """
+    from abc import ABC, abstractmethod
+
+    class AllReduceFusionWorkspace(ABC):
+        def __init__(self, world_size: int, rank: int):
+            pass
+
+        @abstractmethod
+        def destroy(self) -> None:
+            ...
+"""
+
+TOP_INIT = """
+    from .decode import BatchDecodeWithPagedKVCacheWrapper as BatchDecodeWithPagedKVCacheWrapper
+    from .prefill import BatchPrefillWithPagedKVCacheWrapper
+"""
+
+DECODE = """
+    class BatchDecodeWithPagedKVCacheWrapper:
+        def __init__(self, float_workspace_buffer, kv_layout="NHD"):
+            pass
+
+        def plan(self, indptr, *deprecated_positional_args, **kwargs):
+            if not deprecated_positional_args:
+                return self._plan_impl(indptr=indptr, **kwargs)
+            merged = dict(kwargs)
+            return self._plan_impl(indptr=indptr, **merged)
+
+        def _plan_impl(self, indptr, *, fixed_split_size=None, disable_split_kv=False):
+            pass
+"""
+
+PREFILL = """
+    class _Base:
+        def plan(self, qo_indptr, fixed_split_size=None):
+            pass
+
+    class BatchPrefillWithPagedKVCacheWrapper(_Base):
+        def __init__(self, float_workspace_buffer, backend="auto"):
+            pass
+"""
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Tree:
+    count = 0
+
+    def write(files: Mapping[str, str]) -> Path:
+        nonlocal count
+        count += 1
+        root = tmp_path / f"src{count}"
+        for relative, source in files.items():
+            path = root / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(textwrap.dedent(source))
+        return root
+
+    return write
+
+
+def _base_files() -> dict[str, str]:
+    return {
+        "flashinfer/__init__.py": TOP_INIT,
+        "flashinfer/decode.py": DECODE,
+        "flashinfer/prefill.py": PREFILL,
+        "flashinfer/comm/__init__.py": COMM_INIT,
+        "flashinfer/comm/allreduce.py": ALLREDUCE,
+        "flashinfer/comm/trtllm_ar.py": TRTLLM_AR,
+        "flashinfer/comm/workspace_base.py": WORKSPACE_BASE,
+        "flashinfer/comm/mnnvl.py": """
+            class TorchDistBackend:
+                def __init__(self, group=None):
+                    self._group = group
+
+                def bcast(self, data, root: int):
+                    return data
+        """,
+        "flashinfer/comm/comm_backend.py": """
+            class TorchDistBackend:
+                def __init__(self, group=None):
+                    self._group = group
+
+                def bcast(self, data, root):
+                    src = self._dist.get_global_rank(self._group, root)
+                    return data
+        """,
+    }
+
+
+def _record(tree: Tree, files: Mapping[str, str] | None = None) -> dict[str, Any]:
+    return record_release(tree(files or _base_files()), release="9.9.9")
+
+
+def _params(record: Mapping[str, Any] | None) -> list[tuple[str, str, str | None]]:
+    assert record is not None
+    return [(p["name"], p["kind"], p.get("default")) for p in record["parameters"]]
+
+
+def test_reexports_are_followed_to_the_defining_module(tree: Tree) -> None:
+    comm = _record(tree)["comm"]
+    functions = comm["functions"]
+    assert functions["create_allreduce_fusion_workspace"]["defined_in"] == (
+        "flashinfer.comm.allreduce"
+    )
+    assert functions["allreduce_fusion"]["defined_in"] == "flashinfer.comm.allreduce"
+    # Exported through ``from .trtllm_ar import *`` and listed in its __all__.
+    assert functions["trtllm_allreduce_fusion"]["defined_in"] == "flashinfer.comm.trtllm_ar"
+
+
+def test_names_not_in_the_comm_namespace_are_recorded_as_null(tree: Tree) -> None:
+    functions = _record(tree)["comm"]["functions"]
+    # Defined in trtllm_ar but excluded from its __all__, so not bound in flashinfer.comm.
+    assert functions["trtllm_create_ipc_workspace_for_all_reduce_fusion"] is None
+    assert functions["trtllm_destroy_ipc_workspace_for_all_reduce_fusion"] is None
+    assert "trtllm_destroy_ipc_workspace_for_all_reduce_fusion" in functions
+
+
+def test_parameter_kinds_defaults_and_annotations_match_inspect(tree: Tree) -> None:
+    recorded = _record(tree)["comm"]["functions"]["create_allreduce_fusion_workspace"]
+
+    def reference(
+        backend: str = "auto",
+        world_size: int = None,  # type: ignore[assignment]
+        /,
+        rank: int = 0,
+        *,
+        group: Any = None,
+        **kwargs: Any,
+    ) -> None: ...
+
+    expected = [
+        (p.name, p.kind.name, None if p.default is p.empty else repr(p.default))
+        for p in inspect.signature(reference).parameters.values()
+    ]
+    assert _params(recorded) == expected
+    assert recorded["parameters"][0]["annotation"] == "str"
+    assert recorded["parameters"][3]["annotation"] == "Optional['ProcessGroup']"
+    assert "annotation" not in recorded["parameters"][2]
+    assert recorded["returns"] == "AllReduceFusionWorkspace"
+    assert recorded["decorators"] == ["flashinfer_api"]
+
+
+def test_var_positional_and_keyword_only(tree: Tree) -> None:
+    recorded = _record(tree)["comm"]["functions"]["allreduce_fusion"]
+    assert _params(recorded) == [
+        ("input", "POSITIONAL_OR_KEYWORD", None),
+        ("workspace", "POSITIONAL_OR_KEYWORD", None),
+        ("args", "VAR_POSITIONAL", None),
+        ("trigger_completion_at_end", "KEYWORD_ONLY", "True"),
+    ]
+    assert recorded["decorators"] == ["flashinfer_api(trace=None)"]
+
+
+def test_enum_members_and_workspace_class(tree: Tree) -> None:
+    comm = _record(tree)["comm"]
+    assert comm["enums"]["AllReduceFusionPattern"]["members"] == {
+        "kAllReduce": 0,
+        "kARResidualRMSNorm": 1,
+    }
+    assert comm["workspace_classes"] == ["AllReduceFusionWorkspace"]
+    workspace = comm["classes"]["AllReduceFusionWorkspace"]
+    assert workspace["defined_in"] == "flashinfer.comm.workspace_base"
+    assert workspace["methods"]["destroy"]["decorators"] == ["abstractmethod"]
+    assert _params(workspace["methods"]["destroy"]) == [("self", "POSITIONAL_OR_KEYWORD", None)]
+
+
+def test_torch_dist_backend_prefers_comm_backend_and_sees_get_global_rank(tree: Tree) -> None:
+    backend = _record(tree)["comm"]["classes"]["TorchDistBackend"]
+    assert backend["module"] == "flashinfer.comm.comm_backend"
+    assert backend["bcast_root_is_group_local"] is True
+    files = _base_files()
+    del files["flashinfer/comm/comm_backend.py"]
+    old = _record(tree, files)["comm"]["classes"]["TorchDistBackend"]
+    assert old["module"] == "flashinfer.comm.mnnvl"
+    assert old["bcast_root_is_group_local"] is False
+
+
+def test_plan_forwarding_and_inherited_plan(tree: Tree) -> None:
+    attention = _record(tree)["attention"]
+    decode = attention["BatchDecodeWithPagedKVCacheWrapper"]
+    assert decode["plan_forwards_to"] == "_plan_impl"
+    assert decode["methods"]["plan"]["forwards_kwargs_to"] == "_plan_impl"
+    assert [p["name"] for p in decode["methods"]["_plan_impl"]["parameters"]] == [
+        "self",
+        "indptr",
+        "fixed_split_size",
+        "disable_split_kv",
+    ]
+    prefill = attention["BatchPrefillWithPagedKVCacheWrapper"]
+    assert prefill["methods"]["plan"]["qualname"] == "_Base.plan"
+    assert prefill["plan_forwards_to"] is None
+    assert attention["BatchPrefillWithRaggedKVCacheWrapper"] is None
+
+
+def test_loader_answers_accepts_through_the_forward(tree: Tree) -> None:
+    record = parse_record(_record(tree))
+    assert record.accepts("BatchDecodeWithPagedKVCacheWrapper.plan", "fixed_split_size")
+    assert record.support("BatchDecodeWithPagedKVCacheWrapper.plan", "nope") == "unsupported"
+    assert record.accepts("BatchPrefillWithPagedKVCacheWrapper.plan", "fixed_split_size")
+    # ``**kwargs`` with no recorded destination: unknown, and not "accepted".
+    assert record.support("create_allreduce_fusion_workspace", "anything") == "unknown"
+    assert not record.accepts("create_allreduce_fusion_workspace", "anything")
+    assert record.support("trtllm_create_ipc_workspace_for_all_reduce_fusion", "group") == (
+        "unsupported"
+    )
+
+
+CUDA_IPC = """
+    def find_loaded_library(name):
+        return None
+
+    class CudaRTLibrary:
+        def __init__(self, so_file=None):
+            if so_file is None:
+                so_file = find_loaded_library("libcudart")
+                assert so_file is not None, "libcudart is not loaded in the current process"
+
+    {tail}
+"""
+
+
+@pytest.mark.parametrize(
+    ("tail", "expected"),
+    [
+        ("cudart = CudaRTLibrary()", True),
+        ("def get():\n        return CudaRTLibrary()", False),
+        ("try:\n        cudart = CudaRTLibrary()\n    except Exception:\n        cudart = None", False),
+    ],
+)
+def test_cuda_runtime_hazard(tree: Tree, tail: str, expected: bool) -> None:
+    files = _base_files()
+    files["flashinfer/comm/__init__.py"] = "from .cuda_ipc import CudaRTLibrary\n" + textwrap.dedent(
+        COMM_INIT
+    )
+    files["flashinfer/comm/cuda_ipc.py"] = CUDA_IPC.replace("{tail}", tail)
+    hazard = _record(tree, files)["import"]["comm_requires_cuda_runtime"]
+    assert hazard["value"] is expected
+    if expected:
+        assert hazard["evidence"].startswith("flashinfer/comm/cuda_ipc.py:")
+        assert "libcudart is not loaded" in hazard["evidence"]
+    else:
+        assert hazard["evidence"] is None
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import torch\nN = torch.cuda.get_device_properties(0).multi_processor_count", True),
+        ("import torch\nif torch.cuda.is_available():\n    N = torch.cuda.get_device_capability(0)", False),
+        ("import torch\ndef f():\n    return torch.cuda.get_device_properties(0)", False),
+        # Still queried at import (the error is merely swallowed).
+        ("import torch\ntry:\n    N = torch.cuda.current_device()\nexcept Exception:\n    N = 0", True),
+    ],
+)
+def test_gpu_query_hazard_follows_the_import_chain(tree: Tree, source: str, expected: bool) -> None:
+    files = _base_files()
+    files["flashinfer/__init__.py"] = textwrap.dedent(TOP_INIT) + "from . import kernels\n"
+    files["flashinfer/kernels/__init__.py"] = "from .sms import *\n"
+    files["flashinfer/kernels/sms.py"] = source
+    hazard = _record(tree, files)["import"]["import_queries_gpu"]
+    assert hazard["value"] is expected
+    if expected:
+        assert hazard["evidence"].startswith("flashinfer/kernels/sms.py:")
+
+
+@pytest.mark.parametrize(
+    ("comm_line", "expected"),
+    [
+        ("from .matmul import run\n", True),
+        ("try:\n    from .matmul import run\nexcept ImportError:\n    run = None\n", False),
+    ],
+)
+def test_triton_hazard(tree: Tree, comm_line: str, expected: bool) -> None:
+    files = _base_files()
+    files["flashinfer/comm/__init__.py"] = comm_line + textwrap.dedent(COMM_INIT)
+    files["flashinfer/comm/matmul.py"] = "import triton\n\ndef run():\n    pass\n"
+    hazard = _record(tree, files)["import"]["comm_requires_triton"]
+    assert hazard["value"] is expected
+
+
+def test_no_comm_package(tree: Tree) -> None:
+    files = {k: v for k, v in _base_files().items() if not k.startswith("flashinfer/comm")}
+    record = _record(tree, files)
+    assert record["comm"]["exists"] is False
+    assert set(record["comm"]["functions"].values()) == {None}
+    assert record["comm"]["classes"]["TorchDistBackend"] is None
+    assert record["import"]["comm_requires_cuda_runtime"]["value"] is False
+
+
+def test_wheel_sdist_and_tree_give_the_same_record(tree: Tree, tmp_path: Path) -> None:
+    root = tree(_base_files())
+    wheel = tmp_path / "flashinfer_python-9.9.9-py3-none-any.whl"
+    sdist = tmp_path / "flashinfer_python-9.9.9.tar.gz"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path in sorted(root.rglob("*.py")):
+            archive.write(path, path.relative_to(root).as_posix())
+    with tarfile.open(sdist, "w:gz") as archive:
+        for path in sorted(root.rglob("*.py")):
+            data = path.read_bytes()
+            info = tarfile.TarInfo("flashinfer_python-9.9.9/" + path.relative_to(root).as_posix())
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    records = [record_release(p) for p in (wheel, sdist)] + [_record(tree)]
+    for record in records:
+        del record["source"]
+    assert records[0] == records[1] == records[2]
+    assert records[0]["release"] == "9.9.9"
+
+
+def test_dump_is_deterministic_and_round_trips(tree: Tree, tmp_path: Path) -> None:
+    root = tree(_base_files())
+    first = dump_record(record_release(root, release="9.9.9"))
+    second = dump_record(record_release(root, release="9.9.9"))
+    assert first == second
+    assert first.endswith("}\n")
+    written = write_record(json.loads(first), tmp_path / "out")
+    assert written.name == "9.9.9.json"
+    assert written.read_text() == first
+
+
+def test_cli_writes_the_json(tree: Tree, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tree(_base_files())
+    assert record_main([str(root), "--release", "9.9.9", "--output", str(tmp_path / "o")]) == 0
+    data = json.loads((tmp_path / "o" / "9.9.9.json").read_text())
+    assert data["comm"]["functions"]["allreduce_fusion"]["defined_in"] == (
+        "flashinfer.comm.allreduce"
+    )
+    assert record_main([str(root), "--release", "9.9.9"]) == 0
+    assert json.loads(capsys.readouterr().out.split("\n", 1)[1])["release"] == "9.9.9"
+
+
+def test_version_from_filename() -> None:
+    assert version_from_filename("flashinfer_python-0.7.2.post1-py3-none-any.whl") == "0.7.2.post1"
+    assert version_from_filename("flashinfer_python-0.3.1.tar.gz") == "0.3.1"
+    assert version_from_filename("flashinfer-python-0.2.9.tar.gz") == "0.2.9"
+    assert version_from_filename("torch-2.0.whl") is None
+
+
+def test_errors(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RecordingError, match=r"flashinfer/__init__\.py"):
+        record_release(tmp_path / "empty", release="1.0")
+    with pytest.raises(ValueError, match="release version"):
+        record_release(tmp_path / "empty")
