@@ -7,7 +7,10 @@ facade (:mod:`fi_compat.comm`) refuses to create an allreduce-fusion workspace, 
 fusion policy (:mod:`fi_compat.policy`) never enables fusion. There is no second flag that
 could disagree with this one.
 
-The switch is read when a planner or workspace is *created*, never per call.
+The switch is read when a planner or workspace is *created*, never per call: set it at
+start-up, before building either, and leave it. A planner's ``Settings(deterministic=...)``
+is only an assertion about this switch; a value that disagrees with it is refused, so a
+deterministic planner can never run next to an allowed allreduce fusion.
 """
 
 from __future__ import annotations
