@@ -191,7 +191,7 @@ def test_parameter_kinds_defaults_and_annotations_match_inspect(tree: Tree) -> N
 
     def reference(
         backend: str = "auto",
-        world_size: int = None,  # type: ignore[assignment]
+        world_size: int | None = None,
         /,
         rank: int = 0,
         *,
@@ -295,13 +295,16 @@ CUDA_IPC = """
     [
         ("cudart = CudaRTLibrary()", True),
         ("def get():\n        return CudaRTLibrary()", False),
-        ("try:\n        cudart = CudaRTLibrary()\n    except Exception:\n        cudart = None", False),
+        (
+            "try:\n        cudart = CudaRTLibrary()\n    except Exception:\n        cudart = None",
+            False,
+        ),
     ],
 )
 def test_cuda_runtime_hazard(tree: Tree, tail: str, expected: bool) -> None:
     files = _base_files()
-    files["flashinfer/comm/__init__.py"] = "from .cuda_ipc import CudaRTLibrary\n" + textwrap.dedent(
-        COMM_INIT
+    files["flashinfer/comm/__init__.py"] = (
+        "from .cuda_ipc import CudaRTLibrary\n" + textwrap.dedent(COMM_INIT)
     )
     files["flashinfer/comm/cuda_ipc.py"] = CUDA_IPC.replace("{tail}", tail)
     hazard = _record(tree, files)["import"]["comm_requires_cuda_runtime"]
@@ -317,10 +320,17 @@ def test_cuda_runtime_hazard(tree: Tree, tail: str, expected: bool) -> None:
     ("source", "expected"),
     [
         ("import torch\nN = torch.cuda.get_device_properties(0).multi_processor_count", True),
-        ("import torch\nif torch.cuda.is_available():\n    N = torch.cuda.get_device_capability(0)", False),
+        (
+            "import torch\nif torch.cuda.is_available():\n"
+            "    N = torch.cuda.get_device_capability(0)",
+            False,
+        ),
         ("import torch\ndef f():\n    return torch.cuda.get_device_properties(0)", False),
         # Still queried at import (the error is merely swallowed).
-        ("import torch\ntry:\n    N = torch.cuda.current_device()\nexcept Exception:\n    N = 0", True),
+        (
+            "import torch\ntry:\n    N = torch.cuda.current_device()\nexcept Exception:\n    N = 0",
+            True,
+        ),
     ],
 )
 def test_gpu_query_hazard_follows_the_import_chain(tree: Tree, source: str, expected: bool) -> None:
@@ -389,7 +399,9 @@ def test_dump_is_deterministic_and_round_trips(tree: Tree, tmp_path: Path) -> No
     assert written.read_text() == first
 
 
-def test_cli_writes_the_json(tree: Tree, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_writes_the_json(
+    tree: Tree, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = tree(_base_files())
     assert record_main([str(root), "--release", "9.9.9", "--output", str(tmp_path / "o")]) == 0
     data = json.loads((tmp_path / "o" / "9.9.9.json").read_text())

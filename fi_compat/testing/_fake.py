@@ -17,13 +17,17 @@ Nothing here imports torch or does GPU work. What each fake callable returns:
   workspace_tensor)``: an empty list and a :class:`StandIn`; a third element ``{}`` when
   ``create_metadata=True`` was passed.
 * ``allreduce_fusion(...)`` -> the ``output`` argument if given, else ``input``.
+* a function the release decorates with ``@deprecated("...")`` emits the same
+  ``DeprecationWarning`` on every call, before binding its arguments, as the real one.
 * everything else (``trtllm_allreduce_fusion``, destroy functions, wrapper ``__init__``,
   ``plan``, ``_plan_impl``) -> ``None``; ``TorchDistBackend.bcast(data, root)`` -> ``data``.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -33,7 +37,8 @@ import sys
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -265,11 +270,50 @@ def _forward_source(owner: ClassRecord, func: FunctionRecord) -> str | None:
     return f"return self.{target_name}({arguments})"
 
 
+def _deprecation_message(decorators: Sequence[str]) -> str | None:
+    """The message of a ``@deprecated("...")`` decorator (typing_extensions/warnings)."""
+    for text in decorators:
+        try:
+            node = ast.parse(text, mode="eval").body
+        except SyntaxError:
+            continue
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        name = ast.unparse(node.func).rpartition(".")[2]
+        if name != "deprecated":
+            continue
+        try:
+            message = ast.literal_eval(node.args[0])
+        except ValueError:
+            return "deprecated"
+        return message if isinstance(message, str) else "deprecated"
+    return None
+
+
+def _deprecated(message: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Like ``typing_extensions.deprecated``: warn on every call, keep the signature."""
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            warnings.warn(message, category=DeprecationWarning, stacklevel=2)
+            return func(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
 def _function_source(
     func: FunctionRecord, call_name: str, body: list[str], defaults: list[str], indent: str
 ) -> list[str]:
     params = _signature_source(func.parameters, defaults)
-    lines = [f"{indent}def {func.name}({params}):"]
+    lines = []
+    message = _deprecation_message(func.decorators)
+    if message is not None:
+        # The real release warns before binding the arguments; so does the fake.
+        lines.append(f"{indent}@_fake._deprecated({message!r})")
+    lines.append(f"{indent}def {func.name}({params}):")
     inner = indent + "    "
     lines.append(f"{inner}__values = dict(locals())")
     lines.append(
