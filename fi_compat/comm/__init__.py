@@ -1,0 +1,59 @@
+"""Allreduce fusion on every FlashInfer release, with an unfused reference path.
+
+One stable API over FlashInfer's allreduce + residual add + RMSNorm fusion:
+
+* :func:`create_workspace` makes a :class:`FusionWorkspace` on the unified API (0.6.0+),
+  the legacy TRT-LLM IPC API (0.2.9 to 0.5.x, still present later) or, when fusion is
+  unavailable, the unfused reference path; it passes ``group`` and ``comm_backend`` only
+  where the installed release takes them and never drops a group that matters.
+* :func:`allreduce_residual_rmsnorm` is the per-layer call; everything that depends on
+  the release was decided when the workspace was created.
+* :func:`create_allreduce_fusion_workspace`, :func:`allreduce_fusion` and
+  :class:`AllReduceFusionPattern` are drop-in replacements for ``flashinfer.comm``'s, with
+  the newest signatures.
+
+Importing this package imports neither torch nor FlashInfer; each name is loaded on first
+use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fi_compat.comm._dropin import allreduce_fusion, create_allreduce_fusion_workspace
+    from fi_compat.comm._facade import allreduce_residual_rmsnorm
+    from fi_compat.comm._pattern import AllReduceFusionPattern
+    from fi_compat.comm._workspace import FusionWorkspace, create_workspace
+
+__all__ = [
+    "AllReduceFusionPattern",
+    "FusionWorkspace",
+    "allreduce_fusion",
+    "allreduce_residual_rmsnorm",
+    "create_allreduce_fusion_workspace",
+    "create_workspace",
+]
+
+_WHERE = {
+    "AllReduceFusionPattern": "fi_compat.comm._pattern",
+    "FusionWorkspace": "fi_compat.comm._workspace",
+    "allreduce_fusion": "fi_compat.comm._dropin",
+    "allreduce_residual_rmsnorm": "fi_compat.comm._facade",
+    "create_allreduce_fusion_workspace": "fi_compat.comm._dropin",
+    "create_workspace": "fi_compat.comm._workspace",
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

@@ -1,0 +1,469 @@
+"""Drop-in names with the newest FlashInfer signatures, adapted to the installed release.
+
+``import flashinfer.comm as comm`` can become ``import fi_compat.comm as comm``:
+``comm.create_allreduce_fusion_workspace``, ``comm.allreduce_fusion`` and
+``comm.AllReduceFusionPattern`` keep FlashInfer 0.7.2.post1's parameter names, order,
+kinds and defaults, and run on whatever release is installed (unified API, legacy API, or
+the unfused reference path for the patterns it can compute).
+
+An argument the installed release does not take is dropped only while it holds its
+default value (so dropping cannot change the result); any other value raises
+:class:`~fi_compat.errors.CapabilityMissingError`. ``trigger_completion_at_end`` follows
+the rule of :func:`~fi_compat.comm.allreduce_residual_rmsnorm`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any, Literal
+
+from fi_compat._gates import GATES
+from fi_compat.capabilities import get_capabilities
+from fi_compat.comm._checks import Spec, tensor_mismatch
+from fi_compat.comm._pattern import PATTERN_NAMES, AllReduceFusionPattern
+from fi_compat.comm._workspace import FusionWorkspace, create_workspace
+from fi_compat.errors import CapabilityMissingError, WorkspaceMismatchError, explain
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["allreduce_fusion", "create_allreduce_fusion_workspace"]
+
+_RMSNORM = AllReduceFusionPattern.kARResidualRMSNorm
+_ALLREDUCE = AllReduceFusionPattern.kAllReduce
+
+#: Arguments of the newest ``allreduce_fusion`` after ``pattern``, with their defaults.
+_DEFAULTS: dict[str, Any] = {
+    "launch_with_pdl": False,
+    "trigger_completion_at_end": True,
+    "output": None,
+    "residual_out": None,
+    "norm_out": None,
+    "quant_out": None,
+    "scale_out": None,
+    "residual_in": None,
+    "rms_gamma": None,
+    "rms_eps": 1e-6,
+    "scale_factor": None,
+    "layout_code": None,
+    "use_oneshot": None,
+    "fp32_acc": False,
+    "moe_reduction_device_num_experts": None,
+    "moe_reduction_scale_input": None,
+    "moe_reduction_active_experts_token_input": None,
+    "moe_reduction_token_input": None,
+    "expanded_idx_to_permuted_idx": None,
+    "expert_scale_factor": None,
+    "shared_expert_output": None,
+    "block_quant_group_size": None,
+    "weight_bias": 0.0,
+    "moe_finalize_backend": "trtllm",
+}
+
+#: Legacy ``trtllm_allreduce_fusion`` names of unified arguments that differ.
+_LEGACY_NAMES = {"input": "allreduce_in", "output": "allreduce_out", "pattern": "pattern_code"}
+#: Unified arguments the legacy kernel has no counterpart for (MoE patterns, 0.6.8+).
+_UNIFIED_ONLY = (
+    "moe_reduction_device_num_experts",
+    "moe_reduction_scale_input",
+    "moe_reduction_active_experts_token_input",
+    "moe_reduction_token_input",
+    "expanded_idx_to_permuted_idx",
+    "expert_scale_factor",
+    "shared_expert_output",
+    "moe_finalize_backend",
+)
+
+
+def create_allreduce_fusion_workspace(
+    backend: Literal["trtllm", "mnnvl", "mnnvl-cutedsl", "auto"] = "auto",
+    world_size: int | None = None,
+    rank: int | None = None,
+    max_token_num: int | None = None,
+    hidden_dim: int | None = None,
+    dtype: torch.dtype | None = None,
+    gpus_per_node: int | None = None,
+    comm_backend: Any | None = None,
+    force_oneshot_support: bool = False,
+    group: Any | None = None,
+    *,
+    top_k: int | None = None,
+    rms_eps: float | None = None,
+    weight_bias: float | None = None,
+    routed_scaling_factor: float | None = None,
+    include_shared_expert: bool | None = None,
+    add_residual: bool | None = None,
+    write_residual_output: bool | None = None,
+    apply_rms_norm: bool | None = None,
+    output_dtype: torch.dtype | None = None,
+    dynamic_fp8: bool | None = None,
+    write_norm_output: bool | None = None,
+    config: Any | None = None,
+) -> FusionWorkspace:
+    """FlashInfer's ``create_allreduce_fusion_workspace`` (0.7.2.post1 signature), any release.
+
+    Runs :func:`~fi_compat.comm.create_workspace` with ``fallback=False``: the unified
+    factory where present, else the legacy IPC workspace; ``group`` is honoured as
+    described there. The keyword-only options exist only in the newest releases and raise
+    :class:`~fi_compat.errors.CapabilityMissingError` elsewhere when set.
+
+    Returns
+    -------
+    FusionWorkspace
+        Also answers the attributes of FlashInfer's own workspace object.
+    """
+    options = {
+        "top_k": top_k,
+        "rms_eps": rms_eps,
+        "weight_bias": weight_bias,
+        "routed_scaling_factor": routed_scaling_factor,
+        "include_shared_expert": include_shared_expert,
+        "add_residual": add_residual,
+        "write_residual_output": write_residual_output,
+        "apply_rms_norm": apply_rms_norm,
+        "output_dtype": output_dtype,
+        "dynamic_fp8": dynamic_fp8,
+        "write_norm_output": write_norm_output,
+        "config": config,
+    }
+    if world_size is None or rank is None or max_token_num is None or hidden_dim is None:
+        raise WorkspaceMismatchError(
+            explain(
+                "world_size, rank, max_token_num and hidden_dim",
+                f"world_size={world_size}, rank={rank}, max_token_num={max_token_num}, "
+                f"hidden_dim={hidden_dim}",
+                fix="pass all four (FlashInfer needs them too)",
+            )
+        )
+    return create_workspace(
+        world_size,
+        rank,
+        max_token_num,
+        hidden_dim,
+        dtype,  # type: ignore[arg-type]  # None is refused there with the dtype message
+        group=group,
+        backend=backend,
+        comm_backend=comm_backend,
+        gpus_per_node=gpus_per_node,
+        force_oneshot_support=force_oneshot_support,
+        factory_options={name: value for name, value in options.items() if value is not None},
+        fallback=False,
+    )
+
+
+def allreduce_fusion(
+    input: torch.Tensor,
+    workspace: Any,
+    pattern: int,
+    launch_with_pdl: bool = False,
+    trigger_completion_at_end: bool = True,
+    output: torch.Tensor | None = None,
+    residual_out: torch.Tensor | None = None,
+    norm_out: torch.Tensor | None = None,
+    quant_out: torch.Tensor | None = None,
+    scale_out: torch.Tensor | None = None,
+    residual_in: torch.Tensor | None = None,
+    rms_gamma: torch.Tensor | None = None,
+    rms_eps: float = 1e-6,
+    scale_factor: float | torch.Tensor | None = None,
+    layout_code: int | None = None,
+    use_oneshot: bool | None = None,
+    fp32_acc: bool = False,
+    moe_reduction_device_num_experts: int | None = None,
+    moe_reduction_scale_input: torch.Tensor | None = None,
+    moe_reduction_active_experts_token_input: torch.Tensor | None = None,
+    moe_reduction_token_input: torch.Tensor | None = None,
+    expanded_idx_to_permuted_idx: torch.Tensor | None = None,
+    expert_scale_factor: torch.Tensor | None = None,
+    shared_expert_output: torch.Tensor | None = None,
+    block_quant_group_size: int | None = None,
+    weight_bias: float = 0.0,
+    *,
+    moe_finalize_backend: Literal["trtllm", "cake"] = "trtllm",
+) -> torch.Tensor:
+    """FlashInfer's ``allreduce_fusion`` (0.7.2.post1 signature), on any release.
+
+    With a :class:`~fi_compat.comm.FusionWorkspace` and the plain
+    ``kARResidualRMSNorm`` pattern, this is
+    :func:`~fi_compat.comm.allreduce_residual_rmsnorm` (missing outputs are allocated).
+    Other patterns are mapped to the workspace's API; a FlashInfer workspace object is
+    passed to the installed ``allreduce_fusion`` as is.
+
+    Returns
+    -------
+    torch.Tensor
+        ``norm_out`` when given (or allocated), else ``quant_out``, else ``output``, as
+        FlashInfer returns.
+    """
+    if (
+        isinstance(workspace, FusionWorkspace)
+        and pattern == _RMSNORM
+        and residual_in is not None
+        and rms_gamma is not None
+        and output is None
+        and quant_out is None
+        and scale_out is None
+        and scale_factor is None
+        and layout_code is None
+        and moe_reduction_device_num_experts is None
+        and moe_reduction_scale_input is None
+        and moe_reduction_active_experts_token_input is None
+        and moe_reduction_token_input is None
+        and expanded_idx_to_permuted_idx is None
+        and expert_scale_factor is None
+        and shared_expert_output is None
+        and block_quant_group_size is None
+        and weight_bias == 0.0
+        and moe_finalize_backend == "trtllm"
+    ):
+        return workspace._run(
+            input,
+            residual_in,
+            rms_gamma,
+            rms_eps,
+            norm_out,
+            residual_out,
+            use_oneshot,
+            fp32_acc,
+            trigger_completion_at_end,
+            launch_with_pdl,
+        )[0]
+    values = {
+        "launch_with_pdl": launch_with_pdl,
+        "trigger_completion_at_end": trigger_completion_at_end,
+        "output": output,
+        "residual_out": residual_out,
+        "norm_out": norm_out,
+        "quant_out": quant_out,
+        "scale_out": scale_out,
+        "residual_in": residual_in,
+        "rms_gamma": rms_gamma,
+        "rms_eps": rms_eps,
+        "scale_factor": scale_factor,
+        "layout_code": layout_code,
+        "use_oneshot": use_oneshot,
+        "fp32_acc": fp32_acc,
+        "moe_reduction_device_num_experts": moe_reduction_device_num_experts,
+        "moe_reduction_scale_input": moe_reduction_scale_input,
+        "moe_reduction_active_experts_token_input": moe_reduction_active_experts_token_input,
+        "moe_reduction_token_input": moe_reduction_token_input,
+        "expanded_idx_to_permuted_idx": expanded_idx_to_permuted_idx,
+        "expert_scale_factor": expert_scale_factor,
+        "shared_expert_output": shared_expert_output,
+        "block_quant_group_size": block_quant_group_size,
+        "weight_bias": weight_bias,
+        "moe_finalize_backend": moe_finalize_backend,
+    }
+    given = {name: value for name, value in values.items() if not _is_default(name, value)}
+    result: torch.Tensor
+    if not isinstance(workspace, FusionWorkspace):
+        result = _call_unified(input, workspace, pattern, given)
+        return result
+    if workspace.destroyed:
+        workspace._run()  # raises WorkspaceDestroyedError
+    _check_input(workspace.spec, input)
+    if workspace.api == "unified":
+        result = _call_unified(input, workspace.native, pattern, given)
+    elif workspace.api == "legacy":
+        result = _call_legacy(input, workspace, pattern, given)
+    else:
+        result = _call_reference(input, workspace, pattern, given)
+    return result
+
+
+# ------------------------------------------------------------------------- the mappings
+
+
+def _is_default(name: str, value: Any) -> bool:
+    default = _DEFAULTS[name]
+    return value is default or (
+        default is not None and type(value) is type(default) and value == default
+    )
+
+
+def _check_input(spec: Spec, input: Any) -> None:
+    shape = getattr(input, "shape", None)
+    if not (
+        shape is not None
+        and len(shape) == 2
+        and input.dtype is spec.dtype
+        and shape[1] == spec.hidden_dim
+        and shape[0] <= spec.max_token_num
+        and input.get_device() == spec.device_index
+        and input.is_contiguous()
+    ):
+        raise tensor_mismatch(spec, input, input, _Weight(spec))
+
+
+class _Weight:
+    """A stand-in weight that passes the weight checks, to diagnose ``input`` alone."""
+
+    def __init__(self, spec: Spec) -> None:
+        self.shape = (spec.hidden_dim,)
+        self.dtype = spec.dtype
+        self._device = spec.device_index
+
+    def get_device(self) -> int:
+        return self._device
+
+    def is_contiguous(self) -> bool:
+        return True
+
+
+def _unsupported(name: str, where: str, version: str | None) -> CapabilityMissingError:
+    gate = GATES.get(name)
+    return CapabilityMissingError(
+        explain(
+            f"{where} to take {name}=",
+            f"flashinfer {version} without it",
+            changed_in=gate.introduced_in if gate else None,
+            fix=f"leave {name} at its default, or upgrade flashinfer-python",
+        ),
+        feature=name,
+        introduced_in=gate.introduced_in if gate else None,
+    )
+
+
+def _trigger_droppable(given: dict[str, Any]) -> bool:
+    """Leaving ``trigger_completion_at_end`` out gives what was asked (see the facade)."""
+    return not given.get("launch_with_pdl", False)
+
+
+def _call_unified(input: Any, native: Any, pattern: int, given: dict[str, Any]) -> Any:
+    caps = get_capabilities()
+    comm = importlib.import_module("flashinfer.comm")
+    shape = caps.comm.shapes.get("allreduce_fusion")
+    accepted = shape.keywords if shape is not None and shape.keywords is not None else {}
+    kwargs: dict[str, Any] = {}
+    for name, value in given.items():
+        if name in accepted:
+            kwargs[name] = value
+        elif not (name == "trigger_completion_at_end" and _trigger_droppable(given)):
+            raise _unsupported(name, "flashinfer.comm.allreduce_fusion", caps.flashinfer.version)
+    return comm.allreduce_fusion(input=input, workspace=native, pattern=pattern, **kwargs)
+
+
+def _call_legacy(
+    input: Any, workspace: FusionWorkspace, pattern: int, given: dict[str, Any]
+) -> Any:
+    import torch
+
+    caps = get_capabilities()
+    comm = importlib.import_module("flashinfer.comm")
+    members = vars(getattr(comm, "AllReduceFusionPattern", object)).values()
+    if pattern not in {value for value in members if isinstance(value, int)}:
+        raise CapabilityMissingError(
+            explain(
+                f"pattern {PATTERN_NAMES.get(pattern, pattern)} in the installed "
+                "AllReduceFusionPattern",
+                f"flashinfer {caps.flashinfer.version} without it",
+                fix="use a pattern this release has, or upgrade flashinfer-python",
+            ),
+            feature=f"AllReduceFusionPattern.{PATTERN_NAMES.get(pattern, pattern)}",
+        )
+    shape = caps.comm.shapes.get("trtllm_allreduce_fusion")
+    accepted = shape.keywords if shape is not None and shape.keywords is not None else {}
+    for name in _UNIFIED_ONLY:
+        if name in given:
+            raise _unsupported(
+                name, "flashinfer.comm.trtllm_allreduce_fusion", caps.flashinfer.version
+            )
+    values = {name: given.get(name, default) for name, default in _DEFAULTS.items()}
+    output = values["output"]
+    if output is None:
+        output = torch.empty_like(input)
+    kwargs: dict[str, Any] = {
+        "allreduce_in": input,
+        "world_size": workspace.world_size,
+        "world_rank": workspace.rank,
+        "token_num": int(input.shape[0]),
+        "hidden_dim": workspace.hidden_dim,
+        "workspace_ptrs": workspace.workspace_tensor,
+        "pattern_code": pattern,
+        "allreduce_out": output,
+    }
+    for name in (
+        "launch_with_pdl",
+        "trigger_completion_at_end",
+        "fp32_acc",
+        "use_oneshot",
+        "residual_in",
+        "residual_out",
+        "norm_out",
+        "quant_out",
+        "scale_out",
+        "rms_gamma",
+        "rms_eps",
+        "scale_factor",
+        "layout_code",
+    ):
+        kwargs[name] = values[name]
+    for name in ("block_quant_group_size", "weight_bias"):
+        if name in given:
+            if name not in accepted:
+                raise _unsupported(
+                    name, "flashinfer.comm.trtllm_allreduce_fusion", caps.flashinfer.version
+                )
+            kwargs[name] = given[name]
+    comm.trtllm_allreduce_fusion(**kwargs)
+    norm_out, quant_out = values["norm_out"], values["quant_out"]
+    return norm_out if norm_out is not None else quant_out if quant_out is not None else output
+
+
+def _call_reference(
+    input: Any, workspace: FusionWorkspace, pattern: int, given: dict[str, Any]
+) -> Any:
+    import torch
+
+    allowed = {
+        _RMSNORM: {"residual_in", "rms_gamma", "rms_eps", "norm_out", "residual_out", "output"},
+        _ALLREDUCE: {"output"},
+    }.get(pattern)
+    ignored = {"launch_with_pdl", "trigger_completion_at_end", "use_oneshot", "fp32_acc"}
+    if allowed is None or set(given) - allowed - ignored:
+        extra = sorted(set(given) - (allowed or set()) - ignored)
+        raise CapabilityMissingError(
+            explain(
+                "kAllReduce or kARResidualRMSNorm without quantization or MoE arguments "
+                "(what the unfused reference path computes)",
+                f"pattern {PATTERN_NAMES.get(pattern, pattern)}"
+                + (f" with {', '.join(extra)}" if extra else ""),
+                fix=f"create a fused workspace (this one is unfused: {workspace.reason})",
+            ),
+            feature=f"AllReduceFusionPattern.{PATTERN_NAMES.get(pattern, pattern)}",
+        )
+    output = given.get("output")
+    if pattern == _ALLREDUCE:
+        if output is None:
+            output = torch.empty_like(input)
+        output.copy_(input)
+        if workspace.world_size > 1:
+            import torch.distributed as dist
+
+            if given.get("fp32_acc") and input.dtype is not torch.float32:
+                wide = input.to(torch.float32)
+                dist.all_reduce(wide, group=workspace.group)
+                output.copy_(wide)
+            else:
+                dist.all_reduce(output, group=workspace.group)
+        return output
+    residual, weight = given.get("residual_in"), given.get("rms_gamma")
+    if residual is None or weight is None:
+        raise CapabilityMissingError(
+            explain("residual_in and rms_gamma for kARResidualRMSNorm", "one of them None"),
+            feature="AllReduceFusionPattern.kARResidualRMSNorm",
+        )
+    norm_out, _ = workspace._run(
+        input,
+        residual,
+        weight,
+        given.get("rms_eps", _DEFAULTS["rms_eps"]),
+        given.get("norm_out"),
+        given.get("residual_out"),
+        None,
+        bool(given.get("fp32_acc", False)),
+        True,
+        False,
+    )
+    # Like the kernel, kARResidualRMSNorm leaves ``output`` (allreduce_out) unwritten.
+    return norm_out

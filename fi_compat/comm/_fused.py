@@ -1,0 +1,344 @@
+"""The bound per-call paths: validation inlined, then one call into FlashInfer.
+
+Everything that depends on the installed release (which function, which keyword names,
+whether ``trigger_completion_at_end`` can be passed, the pattern code) is decided when a
+workspace is created; the closures built here only read tensor attributes and call. No
+signature inspection, dict building or logging happens per call.
+
+The argument names used below are exported as :data:`UNIFIED_CALL` and
+:data:`LEGACY_CALL` so that workspace creation can check them against the installed
+release, and tests against every recorded release.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from fi_compat.comm._checks import Spec, output_mismatch, tensor_mismatch
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = [
+    "LEGACY_CALL",
+    "UNIFIED_CALL",
+    "Launch",
+    "Runner",
+    "bind_unified",
+    "bind_with_launch",
+    "legacy_launch",
+]
+
+#: ``(input, residual, weight, eps, norm_out, residual_out, use_oneshot, fp32_acc,
+#: trigger_completion_at_end, launch_with_pdl) -> (norm_out, residual_out)``
+Runner = Callable[..., "tuple[torch.Tensor, torch.Tensor]"]
+#: Same arguments as :data:`Runner` (outputs already allocated) plus the token count.
+Launch = Callable[..., None]
+
+#: Keywords the facade passes to the unified ``allreduce_fusion`` (0.6.0+), besides
+#: ``trigger_completion_at_end`` (0.6.8+), which is passed only where accepted.
+UNIFIED_CALL: tuple[str, ...] = (
+    "input",
+    "workspace",
+    "pattern",
+    "launch_with_pdl",
+    "residual_out",
+    "norm_out",
+    "residual_in",
+    "rms_gamma",
+    "rms_eps",
+    "use_oneshot",
+    "fp32_acc",
+)
+
+#: Keywords the facade passes to the legacy ``trtllm_allreduce_fusion`` (0.2.9+), where
+#: every one of them is a required parameter.
+LEGACY_CALL: tuple[str, ...] = (
+    "allreduce_in",
+    "world_size",
+    "world_rank",
+    "token_num",
+    "hidden_dim",
+    "workspace_ptrs",
+    "launch_with_pdl",
+    "trigger_completion_at_end",
+    "fp32_acc",
+    "pattern_code",
+    "use_oneshot",
+    "allreduce_out",
+    "residual_in",
+    "residual_out",
+    "norm_out",
+    "quant_out",
+    "scale_out",
+    "rms_gamma",
+    "rms_eps",
+    "scale_factor",
+    "layout_code",
+)
+
+
+def bind_unified(
+    spec: Spec,
+    *,
+    function: Callable[..., Any],
+    native: Any,
+    pattern: int,
+    pass_trigger: bool,
+    early_trigger: Launch | None,
+) -> Runner:
+    """The per-call path into the unified ``allreduce_fusion``.
+
+    Parameters
+    ----------
+    spec
+        What the workspace holds.
+    function
+        ``flashinfer.comm.allreduce_fusion``.
+    native
+        The FlashInfer workspace object.
+    pattern
+        The installed release's ``kARResidualRMSNorm`` code.
+    pass_trigger
+        The release takes ``trigger_completion_at_end`` (0.6.8+).
+    early_trigger
+        Only where it does not: what runs a call with ``launch_with_pdl=True`` and
+        ``trigger_completion_at_end=False`` (the release itself would signal completion
+        at the end). None means the release's behaviour is the same either way.
+    """
+    import torch
+
+    dtype, hidden, max_tokens, device = (
+        spec.dtype,
+        spec.hidden_dim,
+        spec.max_token_num,
+        (spec.device_index),
+    )
+    weight_shape = (hidden,)
+    empty_like = torch.empty_like
+
+    def run(
+        input: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        eps: float,
+        norm_out: torch.Tensor | None,
+        residual_out: torch.Tensor | None,
+        use_oneshot: bool | None,
+        fp32_acc: bool,
+        trigger_completion_at_end: bool,
+        launch_with_pdl: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        shape = input.shape
+        if not (
+            input.dtype is dtype
+            and residual.dtype is dtype
+            and weight.dtype is dtype
+            and len(shape) == 2
+            and shape[1] == hidden
+            and shape[0] <= max_tokens
+            and residual.shape == shape
+            and weight.shape == weight_shape
+            and input.get_device() == device
+            and residual.get_device() == device
+            and weight.get_device() == device
+            and input.is_contiguous()
+            and residual.is_contiguous()
+            and weight.is_contiguous()
+        ):
+            raise tensor_mismatch(spec, input, residual, weight)
+        if norm_out is None:
+            norm_out = empty_like(input)
+        elif not (
+            norm_out.dtype is dtype
+            and norm_out.shape == shape
+            and norm_out.get_device() == device
+            and norm_out.is_contiguous()
+        ):
+            raise output_mismatch(spec, "norm_out", norm_out, input)
+        if residual_out is None:
+            residual_out = empty_like(input)
+        elif not (
+            residual_out.dtype is dtype
+            and residual_out.shape == shape
+            and residual_out.get_device() == device
+            and residual_out.is_contiguous()
+        ):
+            raise output_mismatch(spec, "residual_out", residual_out, input)
+        if pass_trigger:
+            function(
+                input=input,
+                workspace=native,
+                pattern=pattern,
+                launch_with_pdl=launch_with_pdl,
+                trigger_completion_at_end=trigger_completion_at_end,
+                residual_out=residual_out,
+                norm_out=norm_out,
+                residual_in=residual,
+                rms_gamma=weight,
+                rms_eps=eps,
+                use_oneshot=use_oneshot,
+                fp32_acc=fp32_acc,
+            )
+        elif early_trigger is not None and launch_with_pdl and not trigger_completion_at_end:
+            early_trigger(
+                input,
+                residual,
+                weight,
+                eps,
+                norm_out,
+                residual_out,
+                use_oneshot,
+                fp32_acc,
+                trigger_completion_at_end,
+                launch_with_pdl,
+                shape[0],
+            )
+        else:
+            function(
+                input=input,
+                workspace=native,
+                pattern=pattern,
+                launch_with_pdl=launch_with_pdl,
+                residual_out=residual_out,
+                norm_out=norm_out,
+                residual_in=residual,
+                rms_gamma=weight,
+                rms_eps=eps,
+                use_oneshot=use_oneshot,
+                fp32_acc=fp32_acc,
+            )
+        return norm_out, residual_out
+
+    return run
+
+
+def legacy_launch(
+    spec: Spec, *, function: Callable[..., Any], workspace_ptrs: Any, pattern: int
+) -> Launch:
+    """A launch of the legacy ``trtllm_allreduce_fusion`` on ``workspace_ptrs``.
+
+    Used for legacy workspaces, and on 0.6.0 to 0.6.7 to honour
+    ``trigger_completion_at_end=False`` on a unified TRT-LLM workspace (the unified call
+    of those releases runs this same kernel with the flag tied to ``launch_with_pdl``).
+    """
+    world_size, rank, hidden = spec.world_size, spec.rank, spec.hidden_dim
+
+    def launch(
+        input: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        eps: float,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
+        use_oneshot: bool | None,
+        fp32_acc: bool,
+        trigger_completion_at_end: bool,
+        launch_with_pdl: bool,
+        tokens: int,
+    ) -> None:
+        function(
+            allreduce_in=input,
+            world_size=world_size,
+            world_rank=rank,
+            token_num=tokens,
+            hidden_dim=hidden,
+            workspace_ptrs=workspace_ptrs,
+            launch_with_pdl=launch_with_pdl,
+            trigger_completion_at_end=trigger_completion_at_end,
+            fp32_acc=fp32_acc,
+            pattern_code=pattern,
+            use_oneshot=use_oneshot,
+            allreduce_out=None,
+            residual_in=residual,
+            residual_out=residual_out,
+            norm_out=norm_out,
+            quant_out=None,
+            scale_out=None,
+            rms_gamma=weight,
+            rms_eps=eps,
+            scale_factor=None,
+            layout_code=None,
+        )
+
+    return launch
+
+
+def bind_with_launch(spec: Spec, launch: Launch) -> Runner:
+    """The per-call path for a launch that takes positional arguments (legacy, reference)."""
+    import torch
+
+    dtype, hidden, max_tokens, device = (
+        spec.dtype,
+        spec.hidden_dim,
+        spec.max_token_num,
+        (spec.device_index),
+    )
+    weight_shape = (hidden,)
+    empty_like = torch.empty_like
+
+    def run(
+        input: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        eps: float,
+        norm_out: torch.Tensor | None,
+        residual_out: torch.Tensor | None,
+        use_oneshot: bool | None,
+        fp32_acc: bool,
+        trigger_completion_at_end: bool,
+        launch_with_pdl: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        shape = input.shape
+        if not (
+            input.dtype is dtype
+            and residual.dtype is dtype
+            and weight.dtype is dtype
+            and len(shape) == 2
+            and shape[1] == hidden
+            and shape[0] <= max_tokens
+            and residual.shape == shape
+            and weight.shape == weight_shape
+            and input.get_device() == device
+            and residual.get_device() == device
+            and weight.get_device() == device
+            and input.is_contiguous()
+            and residual.is_contiguous()
+            and weight.is_contiguous()
+        ):
+            raise tensor_mismatch(spec, input, residual, weight)
+        if norm_out is None:
+            norm_out = empty_like(input)
+        elif not (
+            norm_out.dtype is dtype
+            and norm_out.shape == shape
+            and norm_out.get_device() == device
+            and norm_out.is_contiguous()
+        ):
+            raise output_mismatch(spec, "norm_out", norm_out, input)
+        if residual_out is None:
+            residual_out = empty_like(input)
+        elif not (
+            residual_out.dtype is dtype
+            and residual_out.shape == shape
+            and residual_out.get_device() == device
+            and residual_out.is_contiguous()
+        ):
+            raise output_mismatch(spec, "residual_out", residual_out, input)
+        launch(
+            input,
+            residual,
+            weight,
+            eps,
+            norm_out,
+            residual_out,
+            use_oneshot,
+            fp32_acc,
+            trigger_completion_at_end,
+            launch_with_pdl,
+            shape[0],
+        )
+        return norm_out, residual_out
+
+    return run

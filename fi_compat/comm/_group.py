@@ -1,0 +1,109 @@
+"""Process groups: does a group span the whole world, and a ``TorchDistBackend`` that
+broadcasts from a group-local root.
+
+FlashInfer's ``TorchDistBackend`` (0.6.0+, first in ``flashinfer.comm.mnnvl``, later in
+``flashinfer.comm.comm_backend``) takes a ``group``. Its ``bcast(data, root)`` is called
+with a *group-local* root (MPI style), but early releases hand that root to
+``torch.distributed.broadcast_object_list(src=root)`` as a *global* rank: with a group
+whose ranks are not ``0..n-1`` that broadcasts from the wrong process or hangs. Where the
+probe reports ``bcast_root_is_group_local`` as anything but ``supported``,
+:func:`group_backend` subclasses the release's class and replaces ``bcast`` with one that
+maps the root itself.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["GroupSpan", "group_backend", "group_span"]
+
+
+@dataclass(frozen=True)
+class GroupSpan:
+    """How a process group relates to the default (world) group.
+
+    Attributes
+    ----------
+    size
+        Processes in the group, or None when torch.distributed is not initialized.
+    rank
+        This process's rank in the group, or None.
+    world_size
+        Processes in the world, or None.
+    """
+
+    size: int | None
+    rank: int | None
+    world_size: int | None
+
+    @property
+    def whole_world(self) -> bool:
+        """The group holds every process, so leaving it out changes nothing."""
+        return self.size is not None and self.size == self.world_size
+
+
+def group_span(group: Any) -> GroupSpan:
+    """Measure ``group`` (None means the default group) with torch.distributed."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return GroupSpan(None, None, None)
+    world = dist.get_world_size()
+    if group is None:
+        return GroupSpan(world, dist.get_rank(), world)
+    return GroupSpan(dist.get_world_size(group), dist.get_rank(group), world)
+
+
+def _bcast_group_local_root(self: Any, data: Any, root: int) -> Any:
+    """``bcast`` whose ``root`` is a rank in the backend's group, as MPI defines it."""
+    import torch.distributed as dist
+
+    group = self._fi_compat_group
+    source = dist.get_global_rank(group, root) if group is not None else root
+    objects = [data]
+    dist.broadcast_object_list(objects, src=source, group=group)
+    return objects[0]
+
+
+_adapters: dict[type, type] = {}
+_lock = threading.Lock()
+
+
+def _adapter_class(base: type) -> type:
+    with _lock:
+        adapter = _adapters.get(base)
+        if adapter is None:
+            adapter = type(
+                f"GroupRoot{base.__name__}",
+                (base,),
+                {
+                    "bcast": _bcast_group_local_root,
+                    "__doc__": f"{base.__qualname__} whose bcast maps a group-local root "
+                    "to a global rank (added by fi_compat.comm).",
+                    "__module__": __name__,
+                },
+            )
+            _adapters[base] = adapter
+        return adapter
+
+
+def group_backend(backend_class: type, group: Any, *, root_is_group_local: bool) -> Any:
+    """A ``TorchDistBackend`` over ``group`` whose ``bcast`` takes a group-local root.
+
+    Parameters
+    ----------
+    backend_class
+        The installed release's ``TorchDistBackend``.
+    group
+        The process group.
+    root_is_group_local
+        The release's own ``bcast`` already maps the root (probe answer ``supported``);
+        then the class is used as it is. Otherwise a subclass replaces ``bcast``.
+    """
+    if root_is_group_local:
+        return backend_class(group=group)
+    backend = _adapter_class(backend_class)(group=group)
+    backend._fi_compat_group = group
+    return backend

@@ -1,0 +1,136 @@
+"""The unfused reference path: torch.distributed all-reduce, residual add, RMSNorm.
+
+It computes what FlashInfer's fused ``kARResidualRMSNorm`` kernel computes, step by step:
+
+1. ``reduced = allreduce(input)`` over the group, in the input's dtype; with
+   ``fp32_acc=True`` (or float32 input) the sum is taken in float32 and rounded once, as
+   the kernel does with FP32 accumulation. (gloo in torch 2.13 all-reduces bfloat16 and
+   float16 on CPU natively, so no float32 detour is needed for them.)
+2. ``residual_out = reduced + residual``: added in float32, rounded to the input dtype.
+3. ``norm_out = residual_out * rsqrt(mean(residual_out**2) + eps) * weight``: the mean is
+   taken in float32 over the rounded ``residual_out``, the products in float32, and the
+   result rounded once to the input dtype.
+
+The input is never modified. With a single process (a group of one, or torch.distributed
+not initialized) no communication happens at all.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fi_compat.comm._checks import Spec, output_mismatch, tensor_mismatch
+from fi_compat.comm._fused import Launch
+from fi_compat.comm._group import group_span
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["reference_launch", "unbound_reference"]
+
+
+def compute(
+    input: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    norm_out: torch.Tensor,
+    residual_out: torch.Tensor,
+    fp32_acc: bool,
+    group: Any,
+    world_size: int,
+) -> None:
+    """Fill ``residual_out`` and ``norm_out`` (shapes and dtypes already checked)."""
+    import torch
+    import torch.distributed as dist
+
+    if world_size > 1:
+        if fp32_acc and input.dtype is not torch.float32:
+            wide = input.to(torch.float32)
+            dist.all_reduce(wide, group=group)
+            reduced = wide.to(input.dtype)
+        else:
+            reduced = input.clone()
+            dist.all_reduce(reduced, group=group)
+    else:
+        reduced = input
+    torch.add(reduced, residual, out=residual_out)
+    wide_residual = residual_out.to(torch.float32)
+    scale = torch.rsqrt(wide_residual.square().mean(dim=-1, keepdim=True) + eps)
+    norm_out.copy_(wide_residual * scale * weight.to(torch.float32))
+
+
+def reference_launch(*, group: Any, world_size: int) -> Launch:
+    """The launch of a reference workspace (see ``_fused.bind_with_launch``)."""
+
+    def launch(
+        input: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        eps: float,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
+        use_oneshot: bool | None,
+        fp32_acc: bool,
+        trigger_completion_at_end: bool,
+        launch_with_pdl: bool,
+        tokens: int,
+    ) -> None:
+        compute(input, residual, weight, eps, norm_out, residual_out, fp32_acc, group, world_size)
+
+    return launch
+
+
+def unbound_reference(
+    input: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    *,
+    eps: float,
+    norm_out: torch.Tensor | None,
+    residual_out: torch.Tensor | None,
+    fp32_acc: bool,
+    group: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The reference path without a workspace: checks the tensors against each other."""
+    import torch
+
+    shape = getattr(input, "shape", None)
+    spec = Spec(
+        world_size=1,
+        rank=0,
+        max_token_num=int(shape[0]) if shape is not None and len(shape) == 2 else 0,
+        hidden_dim=int(shape[1]) if shape is not None and len(shape) == 2 else 0,
+        dtype=getattr(input, "dtype", torch.float32),
+        device_index=input.get_device() if shape is not None else -1,
+    )
+    if not (
+        shape is not None
+        and len(shape) == 2
+        and residual.shape == shape
+        and weight.shape == (shape[1],)
+        and residual.dtype is input.dtype
+        and weight.dtype is input.dtype
+        and residual.get_device() == spec.device_index
+        and weight.get_device() == spec.device_index
+    ):
+        raise tensor_mismatch(spec, input, residual, weight)
+    if norm_out is None:
+        norm_out = torch.empty_like(input)
+    elif not (
+        norm_out.shape == shape
+        and norm_out.dtype is input.dtype
+        and norm_out.get_device() == spec.device_index
+    ):
+        raise output_mismatch(spec, "norm_out", norm_out, input)
+    if residual_out is None:
+        residual_out = torch.empty_like(input)
+    elif not (
+        residual_out.shape == shape
+        and residual_out.dtype is input.dtype
+        and residual_out.get_device() == spec.device_index
+    ):
+        raise output_mismatch(spec, "residual_out", residual_out, input)
+    size = group_span(group).size or 1
+    compute(input, residual, weight, eps, norm_out, residual_out, fp32_acc, group, size)
+    return norm_out, residual_out
