@@ -241,6 +241,26 @@ def test_per_step_path_inspects_nothing(monkeypatch: pytest.MonkeyPatch) -> None
     assert [len(spy.calls) for spy in [*prefill, *decode]] == [1, 1, 1, 1]
 
 
+def test_signatures_are_inspected_once_per_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str] = []
+    real = _planner.inspect_callable
+
+    def counting(name: str, func: Any, **kwargs: Any) -> Any:
+        seen.append(name)
+        return real(name, func, **kwargs)
+
+    monkeypatch.setattr(_planner, "_SUPPORT_CACHE", {})
+    monkeypatch.setattr(_planner, "inspect_callable", counting)
+    with determinism.deterministic(True):
+        for _ in range(3):  # e.g. one planner per captured batch size
+            AttentionPlanner.single(prefill=Spy(), decode=Spy())
+        with pytest.raises(DeterminismUnavailableError):
+            AttentionPlanner.single(decode=OldSpy())
+        with pytest.raises(DeterminismUnavailableError):
+            AttentionPlanner.single(decode=OldSpy())
+    assert seen == ["Spy.plan", "OldSpy.plan"]
+
+
 def test_settings_are_read_when_the_planner_is_built() -> None:
     with determinism.deterministic(True):
         planner, prefill, _, _ = build(Layout.SINGLE)

@@ -8,6 +8,7 @@ deterministic) and refuses what cannot be deterministic. Per step it does one th
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import inspect
 from collections.abc import Callable, Mapping, Sequence
@@ -141,9 +142,27 @@ def _version(capabilities: Capabilities | None) -> str:
     return capabilities.flashinfer.version or "unknown"
 
 
-def _plan_support(wrapper: Any, kind: str) -> dict[str, Support]:
+#: ``(class, plan function) -> answers``: engines build many planners over the same classes
+#: (one per captured batch size), and following ``**kwargs`` means parsing source.
+_SUPPORT_CACHE: dict[tuple[type[object], object], tuple[Support, ...]] = {}
+
+
+def _declared_support(owner: type[object], func: Callable[..., Any]) -> tuple[Support, ...]:
+    """Answers for :data:`SPLIT_KEYWORDS` on one ``plan``, computed once per function."""
+    try:
+        return _SUPPORT_CACHE[owner, func]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable callable
+        pass
+    shape = inspect_callable(f"{owner.__name__}.plan", func, owner=owner)
+    answers = tuple(shape.support(keyword) for keyword in SPLIT_KEYWORDS)
+    with contextlib.suppress(TypeError):
+        _SUPPORT_CACHE[owner, func] = answers
+    return answers
+
+
+def _plan_support(wrapper: Any) -> dict[str, Support]:
     """What the ``plan`` that will actually be called declares, following ``**kwargs``."""
-    owner = type(wrapper)
+    owner: type[object] = type(wrapper)
     name = f"{owner.__name__}.plan"
     func: Any = inspect.getattr_static(wrapper, "plan", None)
     if func is None:
@@ -154,12 +173,11 @@ def _plan_support(wrapper: Any, kind: str) -> dict[str, Support]:
     if not callable(func):
         broken = Support(Status.UNKNOWN, f"{name} is not callable: {func!r}")
         return dict.fromkeys(SPLIT_KEYWORDS, broken)
-    shape = inspect_callable(name, func, owner=owner)
-    return {keyword: shape.support(keyword) for keyword in SPLIT_KEYWORDS}
+    return dict(zip(SPLIT_KEYWORDS, _declared_support(owner, func), strict=True))
 
 
 def _check_split_support(slot: PlanTarget, capabilities: Capabilities | None) -> None:
-    answers = _plan_support(slot.wrapper, slot.kind)
+    answers = _plan_support(slot.wrapper)
     missing = {keyword: support for keyword, support in answers.items() if not support.supported}
     if not missing:
         return
@@ -265,8 +283,7 @@ def _check_graph_mode(slot: PlanTarget, settings: Settings) -> None:
 
 def _span_fn(layout: Layout, window_left: int | None) -> Callable[..., tuple[KvSpan, ...]]:
     """The per-layout kv-span arithmetic, chosen once."""
-    if layout is Layout.SLIDING_WINDOW:
-        assert window_left is not None
+    if layout is Layout.SLIDING_WINDOW and window_left is not None:
 
         def window(
             seq_lens: Tensor, prefix_lens: Tensor | None, encoder_lens: Tensor | None, ragged: bool

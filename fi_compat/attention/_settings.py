@@ -106,6 +106,8 @@ class Settings:
     def split_kwargs(self, phase: str) -> Mapping[str, object]:
         """The keyword arguments every ``plan`` of ``phase`` gets; empty when not deterministic.
 
+        Meant for :meth:`resolved` settings (``deterministic=None`` counts as off here).
+
         Parameters
         ----------
         phase
