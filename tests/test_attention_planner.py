@@ -327,6 +327,29 @@ def test_an_unresolvable_kwargs_plan_is_refused_as_unknown(caps: Capabilities) -
     assert "will not guess" in message
 
 
+def test_odd_plan_attributes() -> None:
+    class NoPlan:
+        use_tensor_cores = True
+
+    class StaticPlan:
+        use_tensor_cores = True
+
+        @staticmethod
+        def plan(*args: Any, fixed_split_size: Any = None, disable_split_kv: Any = False) -> None:
+            pass
+
+    class NotCallable:
+        use_tensor_cores = True
+        plan = 42
+
+    with determinism.deterministic(True):
+        AttentionPlanner.single(decode=StaticPlan())
+        with pytest.raises(DeterminismUnavailableError, match="NoPlan has no plan method"):
+            AttentionPlanner.single(decode=NoPlan())
+        with pytest.raises(DeterminismUnavailableError, match="not callable"):
+            AttentionPlanner.single(decode=NotCallable())
+
+
 def test_old_wrappers_are_fine_when_determinism_is_off() -> None:
     planner = AttentionPlanner.single(prefill=OldSpy(), decode=OpaqueSpy())
     planner.plan_decode([PlanArgs("indptr", q_data_type="bf16")])
