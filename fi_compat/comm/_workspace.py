@@ -448,13 +448,21 @@ def create_workspace(
     spec = _spec(world_size, rank, max_token_num, hidden_dim, dtype, device)
     span = group_span(group)
     _check_group(span, spec)
-    caps = get_capabilities()
-    chosen, reason = _choose(caps, spec, api, fallback)
+    chosen, reason = _choose(spec, api, fallback)
     if chosen == "reference":
         decisions = (f"unfused reference path: {reason}",)
         logger.debug("fusion workspace %r: %s", spec, decisions[0])
-        size = span.size if span.size is not None else spec.world_size
-        run = bind_with_launch(spec, reference_launch(group=group, world_size=size))
+        if span.size is None and spec.world_size > 1:
+            raise CapabilityMissingError(
+                explain(
+                    f"torch.distributed initialized for a reference workspace of "
+                    f"{spec.world_size} processes",
+                    "torch.distributed not initialized",
+                    fix="call torch.distributed.init_process_group() first",
+                ),
+                feature="torch.distributed",
+            )
+        run = bind_with_launch(spec, reference_launch(group=group, world_size=spec.world_size))
         return FusionWorkspace(
             api="reference",
             backend="reference",
@@ -465,6 +473,7 @@ def create_workspace(
             reason=reason,
             decisions=decisions,
         )
+    caps = get_capabilities()
     comm = importlib.import_module("flashinfer.comm")
     if chosen == "unified":
         workspace = _create_unified(
@@ -497,11 +506,13 @@ def create_workspace(
     return workspace
 
 
-def _choose(caps: Capabilities, spec: Spec, api: str, fallback: bool) -> tuple[Api, str | None]:
+def _choose(spec: Spec, api: str, fallback: bool) -> tuple[Api, str | None]:
+    """Which path runs the workspace; probes FlashInfer only when it could be fused."""
     if api == "reference":
         return "reference", "api='reference' was asked for"
     if api == "auto" and fallback and spec.world_size == 1:
         return "reference", "world_size is 1: there is nothing to all-reduce"
+    caps = get_capabilities()
     if not caps.comm.available:
         reason = f"flashinfer.comm is unavailable ({caps.comm.error})"
         if api == "auto" and fallback:
