@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import importlib.util
 import inspect
 import subprocess
 import sys
@@ -368,3 +369,13 @@ def test_fake_072_matches_the_real_signatures(real_072: tuple[ModuleType, Module
                         getattr(getattr(real, name), method)
                     ), f"{name}.{method}"
     assert sys.modules["flashinfer"] is real
+
+
+def test_submodules_the_release_lacks_are_missing() -> None:
+    with make_fake("0.6.5"):
+        assert importlib.util.find_spec("flashinfer.comm.comm_backend") is None
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module("flashinfer.comm.comm_backend")
+        # TorchDistBackend of 0.6.5 lives in flashinfer.comm.mnnvl.
+        backend = importlib.import_module("flashinfer.comm.mnnvl").TorchDistBackend
+        assert backend(group=None).bcast("payload", 0) == "payload"

@@ -273,11 +273,19 @@ def test_comm_import_needs_cuda_runtime_up_to_0613() -> None:
     assert "libcudart is not loaded in the current process" in evidence
 
 
-def test_import_queries_gpu_from_068_to_070() -> None:
-    assert _releases_where(lambda r: r.import_queries_gpu.value) == _between("0.6.8", "0.7.0.post1")
-    evidence = load_release("0.6.8").import_queries_gpu.evidence
-    assert evidence is not None
-    assert "torch.cuda.get_device_properties(0)" in evidence
+def test_import_queries_gpu_068_to_070_except_0612_and_0613() -> None:
+    # gdn_kernels/gdn_decode_bf16_state.py sets NUM_SMS from get_device_properties(0) at
+    # module level in 0.6.8 .. 0.6.11.post3 and again 0.6.14 .. 0.7.0.post1; 0.6.12 and
+    # 0.6.13 read the SM count lazily instead, and 0.7.1 dropped the module-level query.
+    assert _releases_where(lambda r: r.import_queries_gpu.value) == [
+        *_between("0.6.8", "0.6.11.post3"),
+        *_between("0.6.14", "0.7.0.post1"),
+    ]
+    for release in ("0.6.8", "0.6.14", "0.7.0.post1"):
+        evidence = load_release(release).import_queries_gpu.evidence
+        assert evidence is not None
+        assert evidence.startswith("flashinfer/gdn_kernels/gdn_decode_bf16_state.py:")
+        assert "torch.cuda.get_device_properties(0)" in evidence
 
 
 def test_comm_needs_triton_from_0610_to_0613() -> None:

@@ -37,6 +37,7 @@ from fi_compat.testing._releases import (
     listed_releases,
     load_release,
 )
+from fi_compat.testing._table import compat_table
 
 __all__ = [
     "CUDART_MESSAGE",
@@ -53,6 +54,7 @@ __all__ = [
     "StandIn",
     "UnknownReleaseError",
     "available_releases",
+    "compat_table",
     "fake_flashinfer",
     "listed_releases",
     "load_release",

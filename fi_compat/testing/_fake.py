@@ -551,9 +551,9 @@ class _Finder(importlib.abc.MetaPathFinder):
             return None
         file = self.paths.get(fullname)
         if file is None:
-            raise ModuleNotFoundError(
-                f"No module named {fullname!r} (not part of the fake flashinfer)", name=fullname
-            )
+            # A submodule the fake lacks: the path finder then searches the fake package's
+            # own directory (its __path__) and finds nothing, as for a real missing module.
+            return None
         locations = [str(file.parent)] if fullname in self.packages else None
         return importlib.util.spec_from_file_location(
             fullname, file, submodule_search_locations=locations
