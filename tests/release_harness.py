@@ -295,9 +295,11 @@ class Harness:
         if done.returncode == 0 and cached is not None:
             return cached
         output = done.stdout + done.stderr
-        if any(fragment in output for fragment in _NETWORK_ERRORS):
+        network = [line for line in output.splitlines() if any(f in line for f in _NETWORK_ERRORS)]
+        if network:
             raise RegistryUnreachableError(
-                f"pip download {requirement} could not reach the package registry:\n{output}"
+                f"pip download {requirement} could not reach the package registry "
+                f"({network[-1].strip()})"
             )
         raise DownloadError(f"pip download {requirement} failed ({done.returncode}):\n{output}")
 
