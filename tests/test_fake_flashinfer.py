@@ -261,6 +261,10 @@ def test_unknown_release() -> None:
 
 
 def test_displaced_modules_are_restored_even_after_an_error() -> None:
+    # Set aside whatever flashinfer earlier tests imported; put markers in its place.
+    saved = _flashinfer_modules()
+    for name in saved:
+        del sys.modules[name]
     marker = ModuleType("flashinfer")
     sub = ModuleType("flashinfer.comm")
     sys.modules["flashinfer"] = marker
@@ -277,11 +281,11 @@ def test_displaced_modules_are_restored_even_after_an_error() -> None:
             use_and_fail()
         assert seen[0] is not marker
         assert seen[1] == "0.6.5"
-        assert sys.modules["flashinfer"] is marker
-        assert sys.modules["flashinfer.comm"] is sub
-        assert not any(name.startswith("flashinfer.comm.") for name in sys.modules)
+        assert _flashinfer_modules() == {"flashinfer": marker, "flashinfer.comm": sub}
     finally:
-        del sys.modules["flashinfer"], sys.modules["flashinfer.comm"]
+        for name in _flashinfer_modules():
+            del sys.modules[name]
+        sys.modules.update(saved)
 
 
 def test_nested_fakes_unwind_in_order() -> None:
