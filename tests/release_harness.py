@@ -273,6 +273,24 @@ class Harness:
         if cached is not None:
             return cached
         self.wheels.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".download-", dir=self.wheels) as scratch:
+            done = self._pip_download(requirement, Path(scratch))
+            for wheel in Path(scratch).glob("*.whl"):
+                os.replace(wheel, self.wheels / wheel.name)  # whole files only, for other runs
+        cached = self._cached_wheel(requirement)
+        if done.returncode == 0 and cached is not None:
+            return cached
+        output = done.stdout + done.stderr
+        network = [line for line in output.splitlines() if any(f in line for f in _NETWORK_ERRORS)]
+        if network:
+            raise RegistryUnreachableError(
+                f"pip download {requirement} could not reach the package registry "
+                f"({network[-1].strip()})"
+            )
+        raise DownloadError(f"pip download {requirement} failed ({done.returncode}):\n{output}")
+
+    @staticmethod
+    def _pip_download(requirement: str, destination: Path) -> subprocess.CompletedProcess[str]:
         command = [
             sys.executable,
             "-m",
@@ -287,21 +305,10 @@ class Harness:
             "--retries",
             "2",
             "--dest",
-            str(self.wheels),
+            str(destination),
             requirement,
         ]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        cached = self._cached_wheel(requirement)
-        if done.returncode == 0 and cached is not None:
-            return cached
-        output = done.stdout + done.stderr
-        network = [line for line in output.splitlines() if any(f in line for f in _NETWORK_ERRORS)]
-        if network:
-            raise RegistryUnreachableError(
-                f"pip download {requirement} could not reach the package registry "
-                f"({network[-1].strip()})"
-            )
-        raise DownloadError(f"pip download {requirement} failed ({done.returncode}):\n{output}")
+        return subprocess.run(command, capture_output=True, text=True, check=False)
 
     def extract(self, wheel: Path) -> Path:
         """The wheel unpacked under ``extracted/<wheel name>``, once (atomically)."""
@@ -310,13 +317,17 @@ class Harness:
             return target
         self.extracted.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=".partial-", dir=self.extracted))
+        scratch.chmod(0o755)
         try:
             with zipfile.ZipFile(wheel) as archive:
                 archive.extractall(scratch)
             (scratch / ".complete").write_text(wheel.name + "\n", encoding="utf-8")
-            if target.exists():
-                shutil.rmtree(target)
-            scratch.rename(target)
+            try:
+                scratch.rename(target)
+            except OSError:
+                # Another run finished the same extraction first; use its copy.
+                if not (target / ".complete").is_file():
+                    raise
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         return target
@@ -328,7 +339,9 @@ class Harness:
         text = SITE_TEMPLATE.read_text(encoding="utf-8")
         destination = site / "sitecustomize.py"
         if not destination.is_file() or destination.read_text(encoding="utf-8") != text:
-            destination.write_text(text, encoding="utf-8")
+            with tempfile.NamedTemporaryFile("w", dir=site, delete=False, suffix=".tmp") as tmp:
+                tmp.write(text)
+            os.replace(tmp.name, destination)
         return site
 
     def cudart(self) -> Path:
