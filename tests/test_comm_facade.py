@@ -343,3 +343,32 @@ def test_workspace_describes_itself() -> None:
     assert workspace.destroyed is workspace.native.destroyed is False
     with pytest.raises(AttributeError):
         _ = workspace.no_such_attribute
+
+
+def test_dropin_on_a_reference_workspace() -> None:
+    workspace = comm.create_workspace(1, 0, 8, HIDDEN, DTYPE, device="cpu", api="reference")
+    x, r, w = _tensors()
+    output = torch.empty_like(x)
+    result = comm.allreduce_fusion(
+        input=x, workspace=workspace, pattern=comm.AllReduceFusionPattern.kAllReduce, output=output
+    )
+    assert result is output
+    assert torch.equal(output, x)
+    norm = comm.allreduce_fusion(
+        input=x,
+        workspace=workspace,
+        pattern=comm.AllReduceFusionPattern.kARResidualRMSNorm,
+        residual_in=r,
+        rms_gamma=w,
+        output=output,
+    )
+    expected, _ = comm.allreduce_residual_rmsnorm(x, r, w, workspace=None)
+    assert torch.equal(norm, expected)
+    with pytest.raises(CapabilityMissingError, match="kARResidualRMSNormFP8Quant"):
+        comm.allreduce_fusion(
+            input=x,
+            workspace=workspace,
+            pattern=comm.AllReduceFusionPattern.kARResidualRMSNormFP8Quant,
+            residual_in=r,
+            rms_gamma=w,
+        )

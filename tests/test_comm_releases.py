@@ -533,3 +533,43 @@ def test_dropin_refuses_what_the_release_cannot_run(version: str) -> None:
             )
         assert not fake.calls_to(FUSION)
         assert not fake.calls_to(LEGACY_FUSION)
+
+
+@pytest.mark.parametrize("version", [UNIFIED[0], RELEASES[-1]])
+def test_dropin_passes_a_native_workspace_through(version: str) -> None:
+    with fake_flashinfer(version) as fake:
+        record = fake.record
+        module = importlib.import_module("flashinfer.comm")
+        native = module.create_allreduce_fusion_workspace(
+            world_size=2, rank=0, max_token_num=16, hidden_dim=HIDDEN, dtype=DTYPE
+        )
+        x, r, w = _tensors()
+        pattern = comm.AllReduceFusionPattern.kARResidualRMSNorm
+        comm.allreduce_fusion(
+            input=x,
+            workspace=native,
+            pattern=pattern,
+            residual_in=r,
+            rms_gamma=w,
+            trigger_completion_at_end=False,
+        )
+        (call,) = fake.calls_to(FUSION)
+        _check_against_record(record, FUSION, dict(call.arguments))
+        assert call.arguments["workspace"] is native
+        takes_trigger = record.accepts(FUSION, "trigger_completion_at_end")
+        # Without PDL, leaving the flag out gives the same result.
+        assert ("trigger_completion_at_end" in call.arguments) == takes_trigger
+        fake.clear_calls()
+        if takes_trigger:
+            return
+        with pytest.raises(CapabilityMissingError, match="trigger_completion_at_end"):
+            comm.allreduce_fusion(
+                input=x,
+                workspace=native,
+                pattern=pattern,
+                residual_in=r,
+                rms_gamma=w,
+                launch_with_pdl=True,
+                trigger_completion_at_end=False,
+            )
+        assert not fake.calls_to(FUSION)
