@@ -617,13 +617,17 @@ def _create_unified(
                 raise _group_error(caps, UNIFIED_FACTORY, span, why)
         elif not takes_group and span.whole_world:
             decisions.append("group left out: it spans the whole world, the default")
-    native = factory(**kwargs)
     pattern = _pattern(comm)
     _check_call(caps, UNIFIED_FUSION, fusion, set(UNIFIED_CALL))
     pass_trigger = _accepts(caps, UNIFIED_FUSION, "trigger_completion_at_end")
+    native = factory(**kwargs)
     early: Launch | None = None
     if not pass_trigger:
-        early = _early_trigger(caps, comm, spec, native, pattern, decisions)
+        try:
+            early = _early_trigger(caps, comm, spec, native, pattern, decisions)
+        except BaseException:
+            native.destroy()  # do not leak the buffers of a workspace nobody will hold
+            raise
     run = bind_unified(
         spec,
         function=fusion,
