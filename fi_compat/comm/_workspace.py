@@ -598,9 +598,10 @@ def _create_unified(
             decisions.append("group passed as group=")
         local_root = caps.comm.bcast_root_is_group_local.supported
         needs_backend = not span.whole_world and (not takes_group or not local_root)
-        if needs_backend and comm_backend is None and backend != "mnnvl-cutedsl":
+        if needs_backend and comm_backend is None:
             path = caps.comm.torch_dist_backend
-            if takes_backend and path is not None:
+            # FlashInfer's mnnvl-cutedsl backend refuses comm_backend; it takes group.
+            if takes_backend and path is not None and backend != "mnnvl-cutedsl":
                 kwargs["comm_backend"] = comm_backend = group_backend(
                     _import(path), group, root_is_group_local=local_root
                 )
@@ -617,6 +618,8 @@ def _create_unified(
                 raise _group_error(caps, UNIFIED_FACTORY, span, why)
         elif not takes_group and span.whole_world:
             decisions.append("group left out: it spans the whole world, the default")
+        elif not takes_group:
+            decisions.append("group carried by the caller's comm_backend")
     pattern = _pattern(comm)
     _check_call(caps, UNIFIED_FUSION, fusion, set(UNIFIED_CALL))
     pass_trigger = _accepts(caps, UNIFIED_FUSION, "trigger_completion_at_end")
