@@ -573,3 +573,23 @@ def test_dropin_passes_a_native_workspace_through(version: str) -> None:
                 trigger_completion_at_end=False,
             )
         assert not fake.calls_to(FUSION)
+
+
+NO_GROUP = [v for v in UNIFIED if not load_release(v).accepts(FACTORY, "group")]
+
+
+@pytest.mark.parametrize("version", NO_GROUP[:1] + NO_GROUP[-1:])
+def test_caller_comm_backend_carries_the_group(
+    version: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_workspace, "group_span", _span(2, 4))
+    with fake_flashinfer(version) as fake:
+        backend = object()
+        workspace = comm.create_workspace(
+            2, 0, 16, HIDDEN, DTYPE, group=Group(), comm_backend=backend, device="cpu"
+        )
+        (created,) = fake.calls_to(FACTORY)
+        assert created.arguments["comm_backend"] is backend
+        assert "group" not in created.arguments
+        assert not fake.calls_to("TorchDistBackend.__init__")
+        assert "group carried by the caller's comm_backend" in workspace.decisions
