@@ -20,6 +20,7 @@ from fi_compat import capabilities
 from fi_compat._signature import Status, inspect_callable
 from fi_compat.testing import (
     CUDART_MESSAGE,
+    FakeUninstalledError,
     FunctionRecord,
     StandIn,
     UnknownReleaseError,
@@ -383,3 +384,11 @@ def test_submodules_the_release_lacks_are_missing() -> None:
         # TorchDistBackend of 0.6.5 lives in flashinfer.comm.mnnvl.
         backend = importlib.import_module("flashinfer.comm.mnnvl").TorchDistBackend
         assert backend(group=None).bcast("payload", 0) == "payload"
+
+
+def test_calling_a_fake_after_its_block_ended_is_a_clear_error() -> None:
+    with make_fake("0.6.5") as fi:
+        destroy = fi.comm.trtllm_destroy_ipc_workspace_for_all_reduce_fusion
+    with pytest.raises(FakeUninstalledError, match="has ended"):
+        destroy([])
+    assert issubclass(FakeUninstalledError, RuntimeError)

@@ -176,10 +176,27 @@ def test_unified_api_from_060() -> None:
     func = record.comm_function("create_allreduce_fusion_workspace")
     assert func is not None
     assert func.defined_in == "flashinfer.comm.allreduce"
-    assert record.workspace_classes == ("AllReduceFusionWorkspace",)
-    workspace = record.comm_class("AllReduceFusionWorkspace")
-    assert workspace is not None
-    assert workspace.method("destroy") is not None
+    assert func.returns == "AllReduceFusionWorkspace"
+    assert record.workspace_classes == (
+        "AllReduceFusionWorkspace",
+        "TRTLLMAllReduceFusionWorkspace",
+        "MNNVLAllReduceFusionWorkspace",
+    )
+    for name in record.workspace_classes:
+        workspace = record.comm_class(name)
+        assert workspace is not None
+        assert workspace.exported is True
+        destroy = workspace.method("destroy")
+        assert destroy is not None
+        assert [p.name for p in destroy.parameters] == ["self"]
+    base = record.comm_class("AllReduceFusionWorkspace")
+    assert base is not None
+    assert base.defined_in == "flashinfer.comm.workspace_base"
+    # 0.7.2.post1 also builds a CuTe DSL workspace that flashinfer.comm does not export.
+    cutedsl = load_release("0.7.2.post1").comm_class("MNNVLCuteDSLAllReduceFusionWorkspace")
+    assert cutedsl is not None
+    assert cutedsl.exported is False
+    assert cutedsl.method("destroy") is not None
 
 
 def test_legacy_api_in_every_release() -> None:

@@ -425,3 +425,43 @@ def test_errors(tmp_path: Path) -> None:
         record_release(tmp_path / "empty", release="1.0")
     with pytest.raises(ValueError, match="release version"):
         record_release(tmp_path / "empty")
+
+
+def test_workspace_classes_include_the_ones_the_factory_builds(tree: Tree) -> None:
+    files = _base_files()
+    files["flashinfer/comm/allreduce.py"] = textwrap.dedent(ALLREDUCE).replace(
+        "    return None\n",
+        "    if backend == 'a':\n"
+        "        return TRTLLMWorkspace(world_size, rank)\n"
+        "    from .cute import CuteWorkspace\n"
+        "    return CuteWorkspace(world_size, rank)\n",
+    ) + textwrap.dedent(
+        """
+        class TRTLLMWorkspace(AllReduceFusionWorkspace):
+            pass
+        """
+    )
+    files["flashinfer/comm/cute.py"] = textwrap.dedent(
+        """
+        from .workspace_base import AllReduceFusionWorkspace
+
+        class CuteWorkspace(AllReduceFusionWorkspace):
+            def destroy(self, force: bool = False) -> None:
+                pass
+        """
+    )
+    comm = _record(tree, files)["comm"]
+    assert comm["workspace_classes"] == [
+        "AllReduceFusionWorkspace",
+        "TRTLLMWorkspace",
+        "CuteWorkspace",
+    ]
+    trtllm = comm["classes"]["TRTLLMWorkspace"]
+    assert trtllm["exported"] is False
+    assert trtllm["defined_in"] == "flashinfer.comm.allreduce"
+    # destroy is inherited from the base class.
+    assert trtllm["methods"]["destroy"]["qualname"] == "AllReduceFusionWorkspace.destroy"
+    cute = comm["classes"]["CuteWorkspace"]
+    assert cute["defined_in"] == "flashinfer.comm.cute"
+    assert [p["name"] for p in cute["methods"]["destroy"]["parameters"]] == ["self", "force"]
+    assert comm["classes"]["AllReduceFusionWorkspace"]["exported"] is True

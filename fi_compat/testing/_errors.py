@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fi_compat.errors import FiCompatError
 
-__all__ = ["RecordingError", "UnknownReleaseError"]
+__all__ = ["FakeUninstalledError", "RecordingError", "UnknownReleaseError"]
 
 
 class RecordingError(FiCompatError, ValueError):
@@ -13,3 +13,7 @@ class RecordingError(FiCompatError, ValueError):
 
 class UnknownReleaseError(FiCompatError, LookupError):
     """No recorded signatures ship for the requested FlashInfer release."""
+
+
+class FakeUninstalledError(FiCompatError, RuntimeError):
+    """A function of a fake flashinfer was called after its ``fake_flashinfer()`` ended."""

@@ -32,6 +32,7 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import inspect
 import shutil
 import sys
 import tempfile
@@ -44,6 +45,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from fi_compat.testing._errors import FakeUninstalledError
 from fi_compat.testing._releases import (
     ClassRecord,
     EnumRecord,
@@ -186,7 +188,14 @@ class FakeFlashInfer:
 
 def _kit(token: str) -> FakeFlashInfer:
     """The live fake for ``token`` (called by generated code)."""
-    return _KITS[token]
+    kit = _KITS.get(token)
+    if kit is None:
+        raise FakeUninstalledError(
+            "expected a call into an installed fake flashinfer; found one into a fake whose "
+            "fake_flashinfer() block has ended. Fix: keep the call inside the block (or the "
+            "test that requested the fixture)."
+        )
+    return kit
 
 
 def _raise_planned(token: str, module: str) -> None:
@@ -202,8 +211,6 @@ def _merge_positional(
     """Name extra positional arguments after the target's first ``skip`` parameters."""
     if not extra:
         return dict(kwargs)
-    import inspect
-
     names = [
         p.name
         for p in inspect.signature(target).parameters.values()
@@ -458,8 +465,8 @@ def _generate(
             module(enum.defined_in).lines += ["", "", *_enum_source(enum)]
             comm.lines.append(f"from {enum.defined_in} import {name} as {name}")
         for name, cls in sorted(record.comm_classes.items()):
-            if cls is None:
-                continue
+            if cls is None or cls.exported is False:
+                continue  # concrete workspace classes flashinfer.comm does not export
             target = module(cls.defined_in)
             target.lines += ["", "", *_class_source(cls, target.defaults)]
             if name == "TorchDistBackend":

@@ -630,6 +630,37 @@ class _Recorder:
                         names.append(part)
         return names
 
+    def constructed_classes(self, module: str, function: str) -> dict[str, str]:
+        """Classes ``module.function`` instantiates in a ``return Class(...)``.
+
+        Maps each class name to the module it resolves in: the function's own module, or
+        the module of an import inside the function body (a lazy import).
+        """
+        found = self.exported(module, function)
+        if found is None or found[1].kind != "def":
+            return {}
+        defining = found[0]
+        local: dict[str, tuple[str, str]] = {}
+        for node in ast.walk(found[1].node):
+            if isinstance(node, ast.ImportFrom):
+                base = _absolute(defining, node.level, node.module)
+                for alias in node.names:
+                    local[alias.asname or alias.name] = (base, alias.name)
+        names: dict[str, str] = {}
+        returns = [node for node in ast.walk(found[1].node) if isinstance(node, ast.Return)]
+        for node in sorted(returns, key=lambda node: (node.lineno, node.col_offset)):
+            if not (
+                isinstance(node, ast.Return)
+                and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Name)
+            ):
+                continue
+            name = node.value.func.id
+            where, original = local.get(name, (defining.name, name))
+            if original == name and self._class(where, name) is not None:
+                names.setdefault(name, where)
+        return names
+
 
 # -------------------------------------------------------------------------- hazards
 
@@ -787,15 +818,22 @@ def record_release(path: Path, *, release: str | None = None) -> dict[str, Any]:
         name: recorder.enum_record("flashinfer.comm", name) if comm_exists else None
         for name in COMM_ENUMS
     }
-    workspace_classes = (
-        recorder.returned_classes("flashinfer.comm", "create_allreduce_fusion_workspace")
-        if comm_exists
-        else []
-    )
+    factory = "create_allreduce_fusion_workspace"
+    annotated = recorder.returned_classes("flashinfer.comm", factory) if comm_exists else []
+    constructed = recorder.constructed_classes("flashinfer.comm", factory) if comm_exists else {}
+    # The annotated (abstract) class first, then the concrete classes built per backend.
+    workspace_classes = [*annotated, *(name for name in constructed if name not in annotated)]
     classes: dict[str, Any] = {}
     for name in sorted({*COMM_CLASSES, *workspace_classes}):
-        found = recorder.class_record("flashinfer.comm", name, ("__init__", "destroy"))
-        classes[name] = found if comm_exists else None
+        methods = ("__init__", "destroy")
+        found = recorder.class_record("flashinfer.comm", name, methods) if comm_exists else None
+        if found is not None:
+            found["exported"] = True
+        elif comm_exists and name in workspace_classes:
+            found = recorder.class_record(constructed[name], name, methods)
+            if found is not None:
+                found["exported"] = False
+        classes[name] = found
     classes["TorchDistBackend"] = _torch_dist_backend(recorder) if comm_exists else None
 
     attention = {name: _wrapper(recorder, name) for name in ATTENTION_WRAPPERS}

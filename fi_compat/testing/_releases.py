@@ -125,7 +125,9 @@ class ClassRecord:
     ``methods`` maps each recorded method name to its record, or None when the class (and
     its bases) do not define it. ``module`` is where the class was looked up (only for
     ``TorchDistBackend``); ``plan_forwards_to`` only for attention wrappers;
-    ``bcast_root_is_group_local`` only for ``TorchDistBackend``.
+    ``bcast_root_is_group_local`` only for ``TorchDistBackend``; ``exported`` only for the
+    workspace classes (False for a concrete class the factory builds but
+    ``flashinfer.comm`` does not export).
     """
 
     name: str
@@ -135,6 +137,7 @@ class ClassRecord:
     module: str | None = None
     plan_forwards_to: str | None = None
     bcast_root_is_group_local: bool | None = None
+    exported: bool | None = None
 
     def method(self, name: str) -> FunctionRecord | None:
         """The recorded method ``name``, or None."""
@@ -295,6 +298,7 @@ def _class(name: str, data: Mapping[str, Any] | None) -> ClassRecord | None:
         module=data.get("module"),
         plan_forwards_to=data.get("plan_forwards_to"),
         bcast_root_is_group_local=data.get("bcast_root_is_group_local"),
+        exported=data.get("exported"),
     )
 
 
