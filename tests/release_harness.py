@@ -50,6 +50,7 @@ __all__ = [
     "ReleaseNeeds",
     "cache_root",
     "expected_answers",
+    "expected_torch_dist_backend",
     "recorded_keywords",
     "reported_answers",
 ]
@@ -142,6 +143,16 @@ def expected_answers(
         )
         for section, owner, keyword in NINE
     }
+
+
+def expected_torch_dist_backend(record: ReleaseRecord) -> tuple[str | None, str]:
+    """Where ``TorchDistBackend`` lives and the answer for ``bcast_root_is_group_local``."""
+    backend = record.torch_dist_backend
+    if backend is None:
+        return None, "unsupported"
+    group_local = backend.bcast_root_is_group_local
+    status = "unknown" if group_local is None else ("supported" if group_local else "unsupported")
+    return f"{backend.module or backend.defined_in}.TorchDistBackend", status
 
 
 def reported_answers(report: dict[str, Any]) -> dict[tuple[str, str, str], str]:

@@ -25,6 +25,7 @@ from tests.release_harness import (
     Prepared,
     RegistryUnreachableError,
     expected_answers,
+    expected_torch_dist_backend,
     recorded_keywords,
     reported_answers,
 )
@@ -136,6 +137,13 @@ def test_keyword_sets_match_the_recorded_signatures(session: _Session, version: 
         shape = signatures.get(section + qualname)
         found = None if shape is None else (shape["keywords"], shape["open_ended"])
         assert found == recorded_keywords(record, qualname), qualname
+
+
+@releases
+def test_torch_dist_backend_matches_the_recorded_source(session: _Session, version: str) -> None:
+    comm = _with_workarounds(session, version).report["comm"]
+    found = (comm["torch_dist_backend"], comm["bcast_root_is_group_local"]["status"])
+    assert found == expected_torch_dist_backend(load_release(version))
 
 
 @releases

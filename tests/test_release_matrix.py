@@ -23,7 +23,13 @@ from fi_compat.testing import (
     listed_releases,
     load_release,
 )
-from tests.release_harness import NINE, expected_answers, recorded_keywords, reported_answers
+from tests.release_harness import (
+    NINE,
+    expected_answers,
+    expected_torch_dist_backend,
+    recorded_keywords,
+    reported_answers,
+)
 
 DECODE = "BatchDecodeWithPagedKVCacheWrapper"
 
@@ -121,6 +127,14 @@ def test_probe_reads_the_recorded_keyword_sets(version: str) -> None:
             assert shape.keywords is not None, shape.error
             found = (sorted(shape.keywords), shape.open_ended)
         assert found == recorded_keywords(record, qualname), qualname
+
+
+@every_release
+def test_probe_finds_the_recorded_torch_dist_backend(version: str) -> None:
+    with fake_flashinfer(version):
+        comm = get_capabilities(refresh=True).comm
+    found = (comm.torch_dist_backend, comm.bcast_root_is_group_local.status.value)
+    assert found == expected_torch_dist_backend(load_release(version))
 
 
 @pytest.mark.parametrize("version", FORWARDING)
