@@ -12,6 +12,7 @@ import enum
 from dataclasses import dataclass
 
 from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from fi_compat._gates import GATES
 from fi_compat._signature import Status
@@ -47,23 +48,28 @@ class Hazard:
 @dataclass(frozen=True)
 class _ReleaseHazard:
     id: str
-    releases: SpecifierSet
+    releases: tuple[SpecifierSet, ...]  # a union of ranges: the hazard may skip releases
     severity: Severity
     message: str
+
+    def applies_to(self, version: Version) -> bool:
+        return any(spec.contains(version, prereleases=True) for spec in self.releases)
 
 
 #: Hazards of ``import flashinfer`` itself, by release range (not detectable afterwards).
 RELEASE_HAZARDS: tuple[_ReleaseHazard, ...] = (
     _ReleaseHazard(
         "import-queries-gpu",
-        SpecifierSet(">=0.6.8,<0.7.0.post1"),
+        # gdn_kernels/gdn_decode_bf16_state.py reads GPU 0's properties at module level;
+        # 0.6.12 and 0.6.13 read them lazily, 0.7.1 dropped the read.
+        (SpecifierSet(">=0.6.8,<0.6.12"), SpecifierSet(">=0.6.14,<0.7.1")),
         Severity.INFO,
-        "import flashinfer queries GPU 0 on this release (0.6.8 to 0.7.0): on a machine "
-        "without a GPU it fails unless the query is stubbed, as fi_compat.testing does.",
+        "import flashinfer queries GPU 0 on this release (0.6.8 to 0.6.11.post3 and 0.6.14 "
+        "to 0.7.0.post1): on a machine without a GPU it fails unless the query is stubbed.",
     ),
     _ReleaseHazard(
         "comm-needs-triton",
-        SpecifierSet(">=0.6.10,<0.6.14"),
+        (SpecifierSet(">=0.6.10,<0.6.14"),),
         Severity.INFO,
         "import flashinfer.comm needs triton on this release (0.6.10 to 0.6.13).",
     ),
@@ -176,7 +182,7 @@ def _release_hazards(capabilities: Capabilities) -> list[Hazard]:
     return [
         Hazard(entry.id, entry.severity, entry.message)
         for entry in RELEASE_HAZARDS
-        if entry.releases.contains(info.parsed_version, prereleases=True)
+        if entry.applies_to(info.parsed_version)
     ]
 
 

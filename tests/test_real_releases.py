@@ -94,15 +94,6 @@ def _with_workarounds(session: _Session, version: str) -> ImportRun:
 
 releases = pytest.mark.parametrize("version", list(RELEASES))
 
-#: Where ``fi_compat.hazards.RELEASE_HAZARDS`` disagrees with what the real release does.
-#: Strict xfails: when the range is fixed they pass, fail as XPASS, and go.
-HAZARD_RANGE_GAPS = {
-    "0.6.13": "import-queries-gpu covers >=0.6.8,<0.7.0.post1, but 0.6.12 and 0.6.13 import "
-    "flashinfer without querying the GPU",
-    "0.7.0.post1": "import-queries-gpu covers >=0.6.8,<0.7.0.post1, but 0.7.0.post1 still "
-    "reads GPU 0 in gdn_kernels/gdn_decode_bf16_state.py",
-}
-
 
 @releases
 def test_subprocess_imports_the_downloaded_release(session: _Session, version: str) -> None:
@@ -212,15 +203,7 @@ def test_comm_without_the_cuda_runtime(session: _Session, version: str) -> None:
     assert "comm-needs-cuda-runtime" in {hazard["id"] for hazard in report["hazards"]}
 
 
-@pytest.mark.parametrize(
-    "version",
-    [
-        pytest.param(version, marks=pytest.mark.xfail(reason=HAZARD_RANGE_GAPS[version]))
-        if version in HAZARD_RANGE_GAPS
-        else version
-        for version in RELEASES
-    ],
-)
+@releases
 def test_report_lists_the_import_hazards_the_release_really_has(
     session: _Session, version: str
 ) -> None:
