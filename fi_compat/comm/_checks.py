@@ -1,13 +1,14 @@
 """What a fused call needs from its tensors, and the errors that say what was wrong.
 
-The per-call check itself is inlined in each bound call (see ``_fused`` and
-``_reference``): one boolean expression of cheap attribute reads. Only when it fails is
+The per-call check is :func:`make_validator`'s closure, shared by every bound call (see
+``_fused``): one boolean expression of cheap attribute reads. Only when it fails is
 :func:`tensor_mismatch` asked which condition failed, to build a message that names what
-was expected and what was found. Nothing here runs on a successful call.
+was expected and what was found.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,14 @@ from fi_compat.errors import WorkspaceDestroyedError, WorkspaceMismatchError, ex
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Spec", "destroyed_error", "output_mismatch", "tensor_mismatch"]
+__all__ = [
+    "Spec",
+    "Validator",
+    "destroyed_error",
+    "make_validator",
+    "output_mismatch",
+    "tensor_mismatch",
+]
 
 
 @dataclass(frozen=True)
@@ -154,3 +162,74 @@ def destroyed_error(api: str) -> WorkspaceDestroyedError:
             "buffers were freed, and a launch on them could corrupt memory",
         )
     )
+
+
+Validator = Callable[..., "tuple[torch.Tensor, torch.Tensor]"]
+
+
+def make_validator(spec: Spec) -> Validator:
+    """The per-call check of one workspace, with everything it compares against bound.
+
+    The returned ``validate(input, residual, weight, norm_out, residual_out)`` is one
+    boolean expression of cheap attribute reads per tensor; it allocates the outputs that
+    are None and returns ``(norm_out, residual_out)``. Only when a check fails are
+    :func:`tensor_mismatch` / :func:`output_mismatch` asked which condition failed, to
+    say what was expected and what was found.
+    """
+    import torch
+
+    dtype, hidden, max_tokens, device = (
+        spec.dtype,
+        spec.hidden_dim,
+        spec.max_token_num,
+        spec.device_index,
+    )
+    weight_shape = (hidden,)
+    empty_like = torch.empty_like
+
+    def validate(
+        input: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        norm_out: torch.Tensor | None,
+        residual_out: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        shape = input.shape
+        if not (
+            input.dtype is dtype
+            and residual.dtype is dtype
+            and weight.dtype is dtype
+            and len(shape) == 2
+            and shape[1] == hidden
+            and shape[0] <= max_tokens
+            and residual.shape == shape
+            and weight.shape == weight_shape
+            and input.get_device() == device
+            and residual.get_device() == device
+            and weight.get_device() == device
+            and input.is_contiguous()
+            and residual.is_contiguous()
+            and weight.is_contiguous()
+        ):
+            raise tensor_mismatch(spec, input, residual, weight)
+        if norm_out is None:
+            norm_out = empty_like(input)
+        elif not (
+            norm_out.dtype is dtype
+            and norm_out.shape == shape
+            and norm_out.get_device() == device
+            and norm_out.is_contiguous()
+        ):
+            raise output_mismatch(spec, "norm_out", norm_out, input)
+        if residual_out is None:
+            residual_out = empty_like(input)
+        elif not (
+            residual_out.dtype is dtype
+            and residual_out.shape == shape
+            and residual_out.get_device() == device
+            and residual_out.is_contiguous()
+        ):
+            raise output_mismatch(spec, "residual_out", residual_out, input)
+        return norm_out, residual_out
+
+    return validate

@@ -1,4 +1,4 @@
-"""The bound per-call paths: validation inlined, then one call into FlashInfer.
+"""The bound per-call paths: one validation call, then one call into FlashInfer.
 
 Everything that depends on the installed release (which function, which keyword names,
 whether ``trigger_completion_at_end`` can be passed, the pattern code) is decided when a
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from fi_compat.comm._checks import Spec, output_mismatch, tensor_mismatch
+from fi_compat.comm._checks import Spec, make_validator
 
 if TYPE_CHECKING:
     import torch
@@ -107,16 +107,7 @@ def bind_unified(
         ``trigger_completion_at_end=False`` (the release itself would signal completion
         at the end). None means the release's behaviour is the same either way.
     """
-    import torch
-
-    dtype, hidden, max_tokens, device = (
-        spec.dtype,
-        spec.hidden_dim,
-        spec.max_token_num,
-        (spec.device_index),
-    )
-    weight_shape = (hidden,)
-    empty_like = torch.empty_like
+    validate = make_validator(spec)
 
     def run(
         input: torch.Tensor,
@@ -130,42 +121,7 @@ def bind_unified(
         trigger_completion_at_end: bool,
         launch_with_pdl: bool,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        shape = input.shape
-        if not (
-            input.dtype is dtype
-            and residual.dtype is dtype
-            and weight.dtype is dtype
-            and len(shape) == 2
-            and shape[1] == hidden
-            and shape[0] <= max_tokens
-            and residual.shape == shape
-            and weight.shape == weight_shape
-            and input.get_device() == device
-            and residual.get_device() == device
-            and weight.get_device() == device
-            and input.is_contiguous()
-            and residual.is_contiguous()
-            and weight.is_contiguous()
-        ):
-            raise tensor_mismatch(spec, input, residual, weight)
-        if norm_out is None:
-            norm_out = empty_like(input)
-        elif not (
-            norm_out.dtype is dtype
-            and norm_out.shape == shape
-            and norm_out.get_device() == device
-            and norm_out.is_contiguous()
-        ):
-            raise output_mismatch(spec, "norm_out", norm_out, input)
-        if residual_out is None:
-            residual_out = empty_like(input)
-        elif not (
-            residual_out.dtype is dtype
-            and residual_out.shape == shape
-            and residual_out.get_device() == device
-            and residual_out.is_contiguous()
-        ):
-            raise output_mismatch(spec, "residual_out", residual_out, input)
+        norm_out, residual_out = validate(input, residual, weight, norm_out, residual_out)
         if pass_trigger:
             function(
                 input=input,
@@ -193,7 +149,7 @@ def bind_unified(
                 fp32_acc,
                 trigger_completion_at_end,
                 launch_with_pdl,
-                shape[0],
+                input.shape[0],
             )
         else:
             function(
@@ -267,16 +223,7 @@ def legacy_launch(
 
 def bind_with_launch(spec: Spec, launch: Launch) -> Runner:
     """The per-call path for a launch that takes positional arguments (legacy, reference)."""
-    import torch
-
-    dtype, hidden, max_tokens, device = (
-        spec.dtype,
-        spec.hidden_dim,
-        spec.max_token_num,
-        (spec.device_index),
-    )
-    weight_shape = (hidden,)
-    empty_like = torch.empty_like
+    validate = make_validator(spec)
 
     def run(
         input: torch.Tensor,
@@ -290,42 +237,7 @@ def bind_with_launch(spec: Spec, launch: Launch) -> Runner:
         trigger_completion_at_end: bool,
         launch_with_pdl: bool,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        shape = input.shape
-        if not (
-            input.dtype is dtype
-            and residual.dtype is dtype
-            and weight.dtype is dtype
-            and len(shape) == 2
-            and shape[1] == hidden
-            and shape[0] <= max_tokens
-            and residual.shape == shape
-            and weight.shape == weight_shape
-            and input.get_device() == device
-            and residual.get_device() == device
-            and weight.get_device() == device
-            and input.is_contiguous()
-            and residual.is_contiguous()
-            and weight.is_contiguous()
-        ):
-            raise tensor_mismatch(spec, input, residual, weight)
-        if norm_out is None:
-            norm_out = empty_like(input)
-        elif not (
-            norm_out.dtype is dtype
-            and norm_out.shape == shape
-            and norm_out.get_device() == device
-            and norm_out.is_contiguous()
-        ):
-            raise output_mismatch(spec, "norm_out", norm_out, input)
-        if residual_out is None:
-            residual_out = empty_like(input)
-        elif not (
-            residual_out.dtype is dtype
-            and residual_out.shape == shape
-            and residual_out.get_device() == device
-            and residual_out.is_contiguous()
-        ):
-            raise output_mismatch(spec, "residual_out", residual_out, input)
+        norm_out, residual_out = validate(input, residual, weight, norm_out, residual_out)
         launch(
             input,
             residual,
@@ -337,7 +249,7 @@ def bind_with_launch(spec: Spec, launch: Launch) -> Runner:
             fp32_acc,
             trigger_completion_at_end,
             launch_with_pdl,
-            shape[0],
+            input.shape[0],
         )
         return norm_out, residual_out
 
