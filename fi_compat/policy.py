@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fi_compat.determinism import is_deterministic
 from fi_compat.errors import FiCompatError
 
 __all__ = [
@@ -240,7 +241,10 @@ class Deployment:
     moe_a2a_backend
         MoE all-to-all backend; ``"none"`` means none.
     deterministic
-        Whether deterministic inference is on.
+        Whether deterministic inference is on. Defaults to the process-wide switch,
+        :func:`fi_compat.determinism.is_deterministic`, read when the description is
+        made, so an engine that set determinism once cannot describe a deployment that
+        forgets it.
     fusion_choice
         What the user said about fusion.
 
@@ -258,7 +262,7 @@ class Deployment:
     dp_attention: bool = False
     attn_cp_size: int = 1
     moe_a2a_backend: str = "none"
-    deterministic: bool = False
+    deterministic: bool = field(default_factory=is_deterministic)
     fusion_choice: FusionChoice = FusionChoice.UNSET
 
     def __post_init__(self) -> None:

@@ -99,3 +99,23 @@ def test_settings_cannot_be_a_second_switch(on: bool) -> None:
         AttentionPlanner.single(decode=Decode(), settings=Settings(deterministic=not on))
     agreeing = AttentionPlanner.single(decode=Decode(), settings=Settings(deterministic=on))
     assert agreeing.settings.deterministic is on
+
+
+def test_policy_deployment_defaults_to_the_switch() -> None:
+    from fi_compat.policy import Deployment, FusionChoice, RuleId, decide_fusion
+
+    def described() -> Deployment:
+        return Deployment(
+            architecture="DeepseekV3ForCausalLM",
+            compute_capability=(9, 0),
+            tp_size=8,
+            fusion_choice=FusionChoice.ENABLE,
+        )
+
+    assert decide_fusion(described()).enabled
+    with determinism.deterministic(True):
+        deployment = described()
+        assert deployment.deterministic is True
+        decision = decide_fusion(deployment)
+    assert not decision.enabled
+    assert decision.rule is RuleId.DETERMINISTIC_INFERENCE
