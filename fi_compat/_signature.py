@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["Shape", "Status", "Support", "inspect_callable"]
+__all__ = ["Shape", "Status", "Support", "inspect_callable", "supports"]
 
 #: How many ``**kwargs`` hops are followed before giving up (``unknown``).
 MAX_FORWARD_DEPTH = 4

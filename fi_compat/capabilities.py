@@ -27,7 +27,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from fi_compat._log import get_logger
-from fi_compat._signature import Shape, Status, Support, inspect_callable
+from fi_compat._signature import Shape, Status, Support, inspect_callable, supports
 from fi_compat._version import __version__
 
 __all__ = [
@@ -344,7 +344,7 @@ def _probe_comm(flashinfer: FlashInferInfo) -> CommCapabilities:
             continue
         shape = inspect_callable(f"flashinfer.comm.{name}", func)
         shapes[name] = shape
-        kwargs[name] = {keyword: shape.support(keyword) for keyword in keywords}
+        kwargs[name] = supports(shape, keywords)
     backend, bcast_root = _find_torch_dist_backend(comm)
     return CommCapabilities(
         available=True,
@@ -391,7 +391,7 @@ def _probe_attention(
             shape = inspect_callable(name, func, owner=cls)
             shapes[name] = shape
             if method == "plan":
-                answers[key] = {keyword: shape.support(keyword) for keyword in keywords}
+                answers[key] = supports(shape, keywords)
     return answers, shapes
 
 
