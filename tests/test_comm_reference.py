@@ -175,13 +175,27 @@ def test_reference_path_across_processes(world: int, workers: Any) -> None:
         exact = [_rank_input(rank, dtype, exact=True) for rank in range(world)]
         expected = _expected(exact, residual, weight, dtype)
         for rank, result in enumerate(results):
-            for key in ("none", "workspace", "none-fp32acc", "workspace-fp32acc"):
+            for key in (
+                "none",
+                "workspace",
+                "prepared",
+                "none-fp32acc",
+                "workspace-fp32acc",
+                "prepared-fp32acc",
+            ):
                 norm_out, residual_out = result[f"exact-{dtype}-{key}"]
                 assert norm_out.dtype is dtype
                 assert torch.equal(residual_out, expected[1]), (rank, dtype, key)
                 assert torch.equal(norm_out, expected[0]), (rank, dtype, key)
         random = [_rank_input(rank, dtype, exact=False) for rank in range(world)]
         expected = _expected(random, residual, weight, dtype)
+        for rank, result in enumerate(results):
+            # The prepared call read the static buffer's second filling, not its first.
+            for key in ("", "-fp32acc"):
+                prepared = result[f"random-{dtype}-prepared{key}"]
+                checked = result[f"random-{dtype}-workspace{key}"]
+                assert torch.equal(prepared[0], checked[0]), (rank, dtype, key)
+                assert torch.equal(prepared[1], checked[1]), (rank, dtype, key)
         for key in ("none", "fp32acc"):
             first = results[0][f"random-{dtype}-{key}"]
             for result in results:
@@ -243,6 +257,12 @@ def _worker(rank: int, world: int, port: int, directory: Path) -> None:
         workspace = comm.create_workspace(
             world, rank, TOKENS, HIDDEN, dtype, api="reference", device="cpu"
         )
+        # Static buffers: prepared once, refilled before each launch.
+        static = torch.empty(TOKENS, HIDDEN, dtype=dtype)
+        prepared = {
+            fp32_acc: workspace.prepare(static, residual, weight, eps=EPS, fp32_acc=fp32_acc)
+            for fp32_acc in (False, True)
+        }
         for kind in ("exact", "random"):
             x = _rank_input(rank, dtype, exact=kind == "exact")
             for fp32_acc in (False, True):
@@ -252,6 +272,10 @@ def _worker(rank: int, world: int, port: int, directory: Path) -> None:
                 )
                 results[f"{kind}-{dtype}-workspace{suffix}"] = comm.allreduce_residual_rmsnorm(
                     x, residual, weight, workspace=workspace, eps=EPS, fp32_acc=fp32_acc
+                )
+                static.copy_(x)
+                results[f"{kind}-{dtype}-prepared{suffix}"] = tuple(
+                    out.clone() for out in prepared[fp32_acc]()
                 )
             results[f"{kind}-{dtype}-fp32acc"] = results[f"{kind}-{dtype}-none-fp32acc"]
     if world == 4:

@@ -355,6 +355,22 @@ def test_trigger_false_runs_the_same_kernel_through_the_legacy_entry(
         assert call.arguments["trigger_completion_at_end"] is False
         assert call.arguments["launch_with_pdl"] is True
         assert call.arguments["workspace_ptrs"] is pointers
+        # A prepared call takes the same route.
+        fake.clear_calls()
+        with (
+            pytest.warns(DeprecationWarning, match="unified API")
+            if deprecated
+            else contextlib.nullcontext()
+        ):
+            prepared = workspace.prepare(x, r, w, trigger_completion_at_end=False)
+            prepared()
+        assert not fake.calls_to(FUSION)
+        (frozen,) = fake.calls_to(LEGACY_FUSION)
+        assert frozen.arguments["trigger_completion_at_end"] is False
+        assert frozen.arguments["workspace_ptrs"] is pointers
+        assert frozen.arguments["allreduce_in"] is x
+        assert frozen.arguments["norm_out"] is prepared.norm_out
+        fake.clear_calls()
         comm.allreduce_residual_rmsnorm(x, r, w, workspace=workspace)
         (call,) = fake.calls_to(FUSION)
         assert "trigger_completion_at_end" not in call.arguments

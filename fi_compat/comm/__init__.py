@@ -7,7 +7,11 @@ One stable API over FlashInfer's allreduce + residual add + RMSNorm fusion:
   unavailable, the unfused reference path; it passes ``group`` and ``comm_backend`` only
   where the installed release takes them and never drops a group that matters.
 * :func:`allreduce_residual_rmsnorm` is the per-layer call; everything that depends on
-  the release was decided when the workspace was created.
+  the release was decided when the workspace was created, and every tensor is checked
+  before the launch.
+* :meth:`FusionWorkspace.prepare` checks a set of static buffers once and returns a
+  :class:`PreparedAllReduce`, a zero-argument call with no per-call work besides the
+  launch (for CUDA-graph capture and decode loops over fixed buffers).
 * :func:`create_allreduce_fusion_workspace`, :func:`allreduce_fusion` and
   :class:`AllReduceFusionPattern` are drop-in replacements for ``flashinfer.comm``'s, with
   the newest signatures.
@@ -25,11 +29,13 @@ if TYPE_CHECKING:
     from fi_compat.comm._dropin import allreduce_fusion, create_allreduce_fusion_workspace
     from fi_compat.comm._facade import allreduce_residual_rmsnorm
     from fi_compat.comm._pattern import AllReduceFusionPattern
+    from fi_compat.comm._prepared import PreparedAllReduce
     from fi_compat.comm._workspace import FusionWorkspace, create_workspace
 
 __all__ = [
     "AllReduceFusionPattern",
     "FusionWorkspace",
+    "PreparedAllReduce",
     "allreduce_fusion",
     "allreduce_residual_rmsnorm",
     "create_allreduce_fusion_workspace",
@@ -39,6 +45,7 @@ __all__ = [
 _WHERE = {
     "AllReduceFusionPattern": "fi_compat.comm._pattern",
     "FusionWorkspace": "fi_compat.comm._workspace",
+    "PreparedAllReduce": "fi_compat.comm._prepared",
     "allreduce_fusion": "fi_compat.comm._dropin",
     "allreduce_residual_rmsnorm": "fi_compat.comm._facade",
     "create_allreduce_fusion_workspace": "fi_compat.comm._dropin",

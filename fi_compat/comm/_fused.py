@@ -5,6 +5,11 @@ whether ``trigger_completion_at_end`` can be passed, the pattern code) is decide
 workspace is created; the closures built here only read tensor attributes and call. No
 signature inspection, dict building or logging happens per call.
 
+Each binder returns a :class:`Bound` pair: ``run`` validates and launches (the path of
+:func:`~fi_compat.comm.allreduce_residual_rmsnorm`); ``prepare`` validates once and
+freezes the launch into a zero-argument call (the path of
+:meth:`~fi_compat.comm.FusionWorkspace.prepare`).
+
 The argument names used below are exported as :data:`UNIFIED_CALL` and
 :data:`LEGACY_CALL` so that workspace creation can check them against the installed
 release, and tests against every recorded release.
@@ -12,10 +17,12 @@ release, and tests against every recorded release.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from fi_compat.comm._checks import Spec, make_validator
+from fi_compat.comm._prepared import freeze_call
 
 if TYPE_CHECKING:
     import torch
@@ -23,11 +30,16 @@ if TYPE_CHECKING:
 __all__ = [
     "LEGACY_CALL",
     "UNIFIED_CALL",
+    "Bound",
+    "Freeze",
     "Launch",
+    "Launcher",
+    "Preparer",
     "Runner",
     "bind_unified",
     "bind_with_launch",
     "legacy_launch",
+    "positional_launcher",
 ]
 
 #: ``(input, residual, weight, eps, norm_out, residual_out, use_oneshot, fp32_acc,
@@ -35,6 +47,34 @@ __all__ = [
 Runner = Callable[..., "tuple[torch.Tensor, torch.Tensor]"]
 #: Same arguments as :data:`Runner` (outputs already allocated) plus the token count.
 Launch = Callable[..., None]
+#: Same arguments as :data:`Launch` -> a zero-argument call that launches on them.
+Freeze = Callable[..., Callable[[], Any]]
+#: Same arguments as :data:`Runner` -> ``(call, norm_out, residual_out)``, validated.
+Preparer = Callable[..., "tuple[Callable[[], Any], torch.Tensor, torch.Tensor]"]
+
+
+class Launcher(NamedTuple):
+    """A launch for every call, and the same launch frozen on fixed arguments."""
+
+    launch: Launch
+    freeze: Freeze
+
+
+class Bound(NamedTuple):
+    """What a workspace runs: per call (:data:`Runner`) and prepared (:data:`Preparer`)."""
+
+    run: Runner
+    prepare: Preparer
+
+
+def positional_launcher(launch: Launch) -> Launcher:
+    """A :class:`Launcher` whose frozen call is ``launch`` with its arguments bound."""
+
+    def freeze(*arguments: Any) -> Callable[[], Any]:
+        return functools.partial(launch, *arguments)
+
+    return Launcher(launch, freeze)
+
 
 #: Keywords the facade passes to the unified ``allreduce_fusion`` (0.6.0+), besides
 #: ``trigger_completion_at_end`` (0.6.8+), which is passed only where accepted.
@@ -86,9 +126,9 @@ def bind_unified(
     native: Any,
     pattern: int,
     pass_trigger: bool,
-    early_trigger: Launch | None,
-) -> Runner:
-    """The per-call path into the unified ``allreduce_fusion``.
+    early_trigger: Launcher | None,
+) -> Bound:
+    """The paths into the unified ``allreduce_fusion``.
 
     Parameters
     ----------
@@ -138,7 +178,7 @@ def bind_unified(
                 fp32_acc=fp32_acc,
             )
         elif early_trigger is not None and launch_with_pdl and not trigger_completion_at_end:
-            early_trigger(
+            early_trigger.launch(
                 input,
                 residual,
                 weight,
@@ -167,12 +207,68 @@ def bind_unified(
             )
         return norm_out, residual_out
 
-    return run
+    def prepare(
+        input: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        eps: float,
+        norm_out: torch.Tensor | None,
+        residual_out: torch.Tensor | None,
+        use_oneshot: bool | None,
+        fp32_acc: bool,
+        trigger_completion_at_end: bool,
+        launch_with_pdl: bool,
+    ) -> tuple[Callable[[], Any], torch.Tensor, torch.Tensor]:
+        norm_out, residual_out = validate(input, residual, weight, norm_out, residual_out)
+        if (
+            not pass_trigger
+            and early_trigger is not None
+            and launch_with_pdl
+            and not trigger_completion_at_end
+        ):
+            call = early_trigger.freeze(
+                input,
+                residual,
+                weight,
+                eps,
+                norm_out,
+                residual_out,
+                use_oneshot,
+                fp32_acc,
+                trigger_completion_at_end,
+                launch_with_pdl,
+                input.shape[0],
+            )
+            return call, norm_out, residual_out
+        arguments = dict(
+            zip(
+                UNIFIED_CALL,
+                (
+                    input,
+                    native,
+                    pattern,
+                    launch_with_pdl,
+                    residual_out,
+                    norm_out,
+                    residual,
+                    weight,
+                    eps,
+                    use_oneshot,
+                    fp32_acc,
+                ),
+                strict=True,
+            )
+        )
+        if pass_trigger:
+            arguments["trigger_completion_at_end"] = trigger_completion_at_end
+        return freeze_call(function, arguments), norm_out, residual_out
+
+    return Bound(run, prepare)
 
 
 def legacy_launch(
     spec: Spec, *, function: Callable[..., Any], workspace_ptrs: Any, pattern: int
-) -> Launch:
+) -> Launcher:
     """A launch of the legacy ``trtllm_allreduce_fusion`` on ``workspace_ptrs``.
 
     Used for legacy workspaces, and on 0.6.0 to 0.6.7 to honour
@@ -218,12 +314,51 @@ def legacy_launch(
             layout_code=None,
         )
 
-    return launch
+    def freeze(
+        input: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        eps: float,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
+        use_oneshot: bool | None,
+        fp32_acc: bool,
+        trigger_completion_at_end: bool,
+        launch_with_pdl: bool,
+        tokens: int,
+    ) -> Callable[[], Any]:
+        values = (
+            input,
+            world_size,
+            rank,
+            tokens,
+            hidden,
+            workspace_ptrs,
+            launch_with_pdl,
+            trigger_completion_at_end,
+            fp32_acc,
+            pattern,
+            use_oneshot,
+            None,
+            residual,
+            residual_out,
+            norm_out,
+            None,
+            None,
+            weight,
+            eps,
+            None,
+            None,
+        )
+        return freeze_call(function, dict(zip(LEGACY_CALL, values, strict=True)))
+
+    return Launcher(launch, freeze)
 
 
-def bind_with_launch(spec: Spec, launch: Launch) -> Runner:
-    """The per-call path for a launch that takes positional arguments (legacy, reference)."""
+def bind_with_launch(spec: Spec, launcher: Launcher) -> Bound:
+    """The paths for a launch that takes positional arguments (legacy, reference)."""
     validate = make_validator(spec)
+    launch, freeze = launcher
 
     def run(
         input: torch.Tensor,
@@ -253,4 +388,32 @@ def bind_with_launch(spec: Spec, launch: Launch) -> Runner:
         )
         return norm_out, residual_out
 
-    return run
+    def prepare(
+        input: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        eps: float,
+        norm_out: torch.Tensor | None,
+        residual_out: torch.Tensor | None,
+        use_oneshot: bool | None,
+        fp32_acc: bool,
+        trigger_completion_at_end: bool,
+        launch_with_pdl: bool,
+    ) -> tuple[Callable[[], Any], torch.Tensor, torch.Tensor]:
+        norm_out, residual_out = validate(input, residual, weight, norm_out, residual_out)
+        call = freeze(
+            input,
+            residual,
+            weight,
+            eps,
+            norm_out,
+            residual_out,
+            use_oneshot,
+            fp32_acc,
+            trigger_completion_at_end,
+            launch_with_pdl,
+            input.shape[0],
+        )
+        return call, norm_out, residual_out
+
+    return Bound(run, prepare)

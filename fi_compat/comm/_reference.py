@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fi_compat.comm._checks import Spec, output_mismatch, tensor_mismatch
-from fi_compat.comm._fused import Launch
+from fi_compat.comm._fused import Launcher, positional_launcher
 from fi_compat.comm._group import group_span
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def compute(
     norm_out.copy_(wide_residual * scale * weight.to(torch.float32))
 
 
-def reference_launch(*, group: Any, world_size: int) -> Launch:
+def reference_launch(*, group: Any, world_size: int) -> Launcher:
     """The launch of a reference workspace (see ``_fused.bind_with_launch``)."""
 
     def launch(
@@ -78,7 +78,7 @@ def reference_launch(*, group: Any, world_size: int) -> Launch:
     ) -> None:
         compute(input, residual, weight, eps, norm_out, residual_out, fp32_acc, group, world_size)
 
-    return launch
+    return positional_launcher(launch)
 
 
 def unbound_reference(

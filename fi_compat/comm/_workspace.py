@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import weakref
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from fi_compat._gates import GATES
 from fi_compat._log import get_logger
@@ -24,7 +25,9 @@ from fi_compat.comm._checks import Spec, destroyed_error
 from fi_compat.comm._fused import (
     LEGACY_CALL,
     UNIFIED_CALL,
-    Launch,
+    Bound,
+    Launcher,
+    Preparer,
     Runner,
     bind_unified,
     bind_with_launch,
@@ -32,6 +35,7 @@ from fi_compat.comm._fused import (
 )
 from fi_compat.comm._group import GroupSpan, group_backend, group_span
 from fi_compat.comm._pattern import AllReduceFusionPattern
+from fi_compat.comm._prepared import PreparedAllReduce
 from fi_compat.comm._reference import reference_launch
 from fi_compat.determinism import ensure_fusion_allowed
 from fi_compat.errors import (
@@ -66,9 +70,9 @@ class FusionWorkspace:
 
     Obtain one from :func:`create_workspace` (or the drop-in
     :func:`fi_compat.comm.create_allreduce_fusion_workspace`); pass it to
-    :func:`fi_compat.comm.allreduce_residual_rmsnorm`. ``destroy()`` is idempotent and
-    frees the buffers with the destroy function of the workspace's own API; the workspace
-    is also a context manager.
+    :func:`fi_compat.comm.allreduce_residual_rmsnorm`, or :meth:`prepare` a call on static
+    buffers. ``destroy()`` is idempotent and frees the buffers with the destroy function
+    of the workspace's own API; the workspace is also a context manager.
 
     Attributes
     ----------
@@ -93,6 +97,8 @@ class FusionWorkspace:
     __slots__ = (
         "_destroy",
         "_destroyed",
+        "_prepare",
+        "_prepared",
         "_run",
         "api",
         "backend",
@@ -111,7 +117,7 @@ class FusionWorkspace:
         backend: str,
         spec: Spec,
         group: Any,
-        run: Runner,
+        bound: Bound,
         destroy: Callable[[], None] | None,
         native: Any = None,
         comm_backend: Any = None,
@@ -126,7 +132,9 @@ class FusionWorkspace:
         self.comm_backend = comm_backend
         self.reason = reason
         self.decisions = decisions
-        self._run = run
+        self._run: Runner = bound.run
+        self._prepare: Preparer = bound.prepare
+        self._prepared: weakref.WeakSet[PreparedAllReduce] = weakref.WeakSet()
         self._destroy = destroy
         self._destroyed = False
 
@@ -175,23 +183,80 @@ class FusionWorkspace:
         Unified: the FlashInfer workspace's own ``destroy()``. Legacy:
         ``trtllm_destroy_ipc_workspace_for_all_reduce_fusion(ipc_handles, group=...)``
         (never the non-fusion ``trtllm_destroy_ipc_workspace_for_all_reduce``).
-        Afterwards every call raises :class:`~fi_compat.errors.WorkspaceDestroyedError`.
+        Afterwards every call, prepared ones included, raises
+        :class:`~fi_compat.errors.WorkspaceDestroyedError`.
         """
         if self._destroyed:
             return
         self._destroyed = True
         api = self.api
 
-        def refuse(*_: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        def refuse(*_: Any) -> NoReturn:
             raise destroyed_error(api)
 
-        self._run = refuse
+        self._run = self._prepare = refuse
+        for prepared in list(self._prepared):
+            prepared._revoke(refuse)
+        self._prepared.clear()
         destroy, self._destroy = self._destroy, None
         if destroy is not None:
             destroy()
 
     def __enter__(self) -> FusionWorkspace:
         return self
+
+    # -- prepared calls ----------------------------------------------------------------
+
+    def prepare(
+        self,
+        input: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        *,
+        eps: float = 1e-6,
+        norm_out: torch.Tensor | None = None,
+        residual_out: torch.Tensor | None = None,
+        use_oneshot: bool | None = None,
+        fp32_acc: bool = False,
+        trigger_completion_at_end: bool = True,
+        launch_with_pdl: bool = True,
+    ) -> PreparedAllReduce:
+        """Check these tensors once and return a call that launches on them.
+
+        The arguments are those of :func:`~fi_compat.comm.allreduce_residual_rmsnorm`,
+        checked the same way (every :class:`~fi_compat.errors.WorkspaceMismatchError`
+        is raised here); outputs left as None are allocated now. The returned
+        :class:`~fi_compat.comm.PreparedAllReduce` takes no arguments: each call launches
+        the fused kernel (or the reference path) on these very tensors, reading whatever
+        values they hold, with no per-call checks. It is for static buffers, such as
+        those of a CUDA graph, that keep their shape and storage; prepare one per layer
+        and batch size.
+
+        Raises
+        ------
+        WorkspaceMismatchError
+            A tensor does not fit the workspace.
+        WorkspaceDestroyedError
+            The workspace was destroyed (a prepared call raises it too once it is).
+        CapabilityMissingError
+            ``launch_with_pdl=True, trigger_completion_at_end=False`` on a release that
+            can honour neither (see :attr:`decisions`).
+        """
+        call, norm_out, residual_out = self._prepare(
+            input,
+            residual,
+            weight,
+            eps,
+            norm_out,
+            residual_out,
+            use_oneshot,
+            fp32_acc,
+            trigger_completion_at_end,
+            launch_with_pdl,
+        )
+        prepared = PreparedAllReduce(self, call, norm_out, residual_out, int(input.shape[0]))
+        self._prepared.add(prepared)
+        return prepared
 
     def __exit__(
         self,
@@ -462,13 +527,13 @@ def create_workspace(
                 ),
                 feature="torch.distributed",
             )
-        run = bind_with_launch(spec, reference_launch(group=group, world_size=spec.world_size))
+        bound = bind_with_launch(spec, reference_launch(group=group, world_size=spec.world_size))
         return FusionWorkspace(
             api="reference",
             backend="reference",
             spec=spec,
             group=group,
-            run=run,
+            bound=bound,
             destroy=None,
             reason=reason,
             decisions=decisions,
@@ -624,14 +689,14 @@ def _create_unified(
     _check_call(caps, UNIFIED_FUSION, fusion, set(UNIFIED_CALL))
     pass_trigger = _accepts(caps, UNIFIED_FUSION, "trigger_completion_at_end")
     native = factory(**kwargs)
-    early: Launch | None = None
+    early: Launcher | None = None
     if not pass_trigger:
         try:
             early = _early_trigger(caps, comm, spec, native, pattern, decisions)
         except BaseException:
             native.destroy()  # do not leak the buffers of a workspace nobody will hold
             raise
-    run = bind_unified(
+    bound = bind_unified(
         spec,
         function=fusion,
         native=native,
@@ -645,7 +710,7 @@ def _create_unified(
         backend=native_backend if isinstance(native_backend, str) else backend,
         spec=spec,
         group=group,
-        run=run,
+        bound=bound,
         destroy=native.destroy,
         native=native,
         comm_backend=comm_backend,
@@ -655,7 +720,7 @@ def _create_unified(
 
 def _early_trigger(
     caps: Capabilities, comm: Any, spec: Spec, native: Any, pattern: int, decisions: list[str]
-) -> Launch | None:
+) -> Launcher | None:
     """How a release without ``trigger_completion_at_end`` (0.6.0 to 0.6.7) honours False.
 
     Those releases run the TRT-LLM kernel with the flag equal to ``launch_with_pdl``: the
@@ -688,7 +753,7 @@ def _early_trigger(
     )
     version = caps.flashinfer.version
 
-    def refuse(*_: Any) -> None:
+    def refuse(*_: Any) -> NoReturn:
         raise _missing(
             "trigger_completion_at_end",
             "allreduce_fusion to take trigger_completion_at_end=False",
@@ -698,7 +763,8 @@ def _early_trigger(
             "overlap with the next kernel is lost), or upgrade flashinfer-python",
         )
 
-    return refuse
+    # A prepared call is refused when it is prepared, not when it is launched.
+    return Launcher(refuse, refuse)
 
 
 def _create_legacy(
@@ -789,7 +855,7 @@ def _create_legacy(
         backend="trtllm",
         spec=spec,
         group=group,
-        run=bind_with_launch(spec, launch),
+        bound=bind_with_launch(spec, launch),
         destroy=free,
         native=created,
         decisions=tuple(decisions),
