@@ -33,7 +33,12 @@ from typing import Any
 import torch
 
 from fi_compat import get_capabilities
-from fi_compat.comm import AllReduceFusionPattern, allreduce_residual_rmsnorm, create_workspace
+from fi_compat.comm import (
+    AllReduceFusionPattern,
+    FusionWorkspace,
+    allreduce_residual_rmsnorm,
+    create_workspace,
+)
 from fi_compat.testing import available_releases, fake_flashinfer, load_release
 
 TOKENS, HIDDEN = 8, 4096
@@ -72,11 +77,55 @@ def best_ns(statements: dict[str, Callable[[], object]], number: int = NUMBER) -
     return best
 
 
-def _tensors() -> tuple[torch.Tensor, ...]:
+Tensors = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+def _tensors() -> Tensors:
+    """input, residual, weight, norm_out, residual_out."""
     x = torch.randn(TOKENS, HIDDEN, dtype=torch.bfloat16)
     residual = torch.randn_like(x)
     weight = torch.randn(HIDDEN, dtype=torch.bfloat16)
     return x, residual, weight, torch.empty_like(x), torch.empty_like(x)
+
+
+def _calls(
+    target: Callable[..., Any], native: Any, workspace: FusionWorkspace, tensors: Tensors
+) -> dict[str, Callable[[], object]]:
+    """The direct call of ``target``, the checked call and the prepared call, alike."""
+    x, residual, weight, norm_out, residual_out = tensors
+    pattern = AllReduceFusionPattern.kARResidualRMSNorm
+
+    def direct() -> None:
+        target(
+            input=x,
+            workspace=native,
+            pattern=pattern,
+            launch_with_pdl=True,
+            trigger_completion_at_end=True,
+            residual_out=residual_out,
+            norm_out=norm_out,
+            residual_in=residual,
+            rms_gamma=weight,
+            rms_eps=1e-6,
+            use_oneshot=None,
+            fp32_acc=False,
+        )
+
+    def checked() -> None:
+        allreduce_residual_rmsnorm(
+            x,
+            residual,
+            weight,
+            workspace=workspace,
+            eps=1e-6,
+            norm_out=norm_out,
+            residual_out=residual_out,
+        )
+
+    prepared = workspace.prepare(
+        x, residual, weight, eps=1e-6, norm_out=norm_out, residual_out=residual_out
+    )
+    return {"direct": direct, "checked": checked, "prepared": prepared}
 
 
 def against_stand_in() -> tuple[str, dict[str, float]]:
@@ -93,38 +142,9 @@ def against_stand_in() -> tuple[str, dict[str, float]]:
         workspace = create_workspace(2, 0, TOKENS, HIDDEN, torch.bfloat16, device="cpu")
         native = workspace.native
         pattern = AllReduceFusionPattern.kARResidualRMSNorm
-        x, residual, weight, norm_out, residual_out = _tensors()
-
-        def direct() -> None:
-            no_op(
-                input=x,
-                workspace=native,
-                pattern=pattern,
-                launch_with_pdl=True,
-                trigger_completion_at_end=True,
-                residual_out=residual_out,
-                norm_out=norm_out,
-                residual_in=residual,
-                rms_gamma=weight,
-                rms_eps=1e-6,
-                use_oneshot=None,
-                fp32_acc=False,
-            )
-
-        def checked() -> None:
-            allreduce_residual_rmsnorm(
-                x,
-                residual,
-                weight,
-                workspace=workspace,
-                eps=1e-6,
-                norm_out=norm_out,
-                residual_out=residual_out,
-            )
-
-        prepared = workspace.prepare(
-            x, residual, weight, eps=1e-6, norm_out=norm_out, residual_out=residual_out
-        )
+        tensors = _tensors()
+        x, residual, weight, norm_out, residual_out = tensors
+        calls = _calls(no_op, native, workspace, tensors)
 
         def dict_per_call() -> None:
             kwargs = dict(  # noqa: C408  (spelled the way SGLang spells it)
@@ -167,18 +187,10 @@ def against_stand_in() -> tuple[str, dict[str, float]]:
                 and residual_out.is_contiguous()
             )
 
-        checked()
-        prepared()
+        for call in calls.values():
+            call()
         assert reads_only()
-        figures = best_ns(
-            {
-                "direct": direct,
-                "checked": checked,
-                "prepared": prepared,
-                "dict": dict_per_call,
-                "reads": reads_only,
-            }
-        )
+        figures = best_ns({**calls, "dict": dict_per_call, "reads": reads_only})
         workspace.destroy()
     return release, figures
 
@@ -214,51 +226,16 @@ def against_real_python_path() -> tuple[str, dict[str, float]] | str:
     real.create_allreduce_fusion_workspace = lambda **_: native
     try:
         workspace = create_workspace(2, 0, TOKENS, HIDDEN, torch.bfloat16, device="cpu")
-        x, residual, weight, norm_out, residual_out = _tensors()
-        pattern = real.AllReduceFusionPattern.kARResidualRMSNorm
-
-        def direct() -> None:
-            real.allreduce_fusion(
-                input=x,
-                workspace=native,
-                pattern=pattern,
-                launch_with_pdl=True,
-                trigger_completion_at_end=True,
-                residual_out=residual_out,
-                norm_out=norm_out,
-                residual_in=residual,
-                rms_gamma=weight,
-                rms_eps=1e-6,
-                use_oneshot=None,
-                fp32_acc=False,
-            )
-
-        def checked() -> None:
-            allreduce_residual_rmsnorm(
-                x,
-                residual,
-                weight,
-                workspace=workspace,
-                eps=1e-6,
-                norm_out=norm_out,
-                residual_out=residual_out,
-            )
-
-        prepared = workspace.prepare(
-            x, residual, weight, eps=1e-6, norm_out=norm_out, residual_out=residual_out
-        )
+        calls = _calls(real.allreduce_fusion, native, workspace, _tensors())
         try:
-            direct()
-            checked()
-            prepared()
+            for call in calls.values():
+                call()
         except Exception as error:
             return f"flashinfer {flashinfer.__version__} differs from 0.7.x here ({error!r})"
         if len(launches) != 3:
             return f"expected 3 stand-in kernel launches, saw {len(launches)}"
         # Each call costs about 100 times part 1's: fewer calls per round.
-        figures = best_ns(
-            {"direct": direct, "checked": checked, "prepared": prepared}, number=NUMBER // 20
-        )
+        figures = best_ns(calls, number=NUMBER // 20)
         return flashinfer.__version__, figures
     finally:
         trtllm_ar.get_trtllm_comm_module, real.create_allreduce_fusion_workspace = originals

@@ -21,7 +21,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from fi_compat.comm._checks import Spec, make_validator
+from fi_compat.comm._checks import Spec, Validator, make_validator
 from fi_compat.comm._prepared import freeze_call
 
 if TYPE_CHECKING:
@@ -207,26 +207,26 @@ def bind_unified(
             )
         return norm_out, residual_out
 
-    def prepare(
+    def freeze(
         input: torch.Tensor,
         residual: torch.Tensor,
         weight: torch.Tensor,
         eps: float,
-        norm_out: torch.Tensor | None,
-        residual_out: torch.Tensor | None,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
         use_oneshot: bool | None,
         fp32_acc: bool,
         trigger_completion_at_end: bool,
         launch_with_pdl: bool,
-    ) -> tuple[Callable[[], Any], torch.Tensor, torch.Tensor]:
-        norm_out, residual_out = validate(input, residual, weight, norm_out, residual_out)
+        tokens: int,
+    ) -> Callable[[], Any]:
         if (
             not pass_trigger
             and early_trigger is not None
             and launch_with_pdl
             and not trigger_completion_at_end
         ):
-            call = early_trigger.freeze(
+            return early_trigger.freeze(
                 input,
                 residual,
                 weight,
@@ -237,33 +237,27 @@ def bind_unified(
                 fp32_acc,
                 trigger_completion_at_end,
                 launch_with_pdl,
-                input.shape[0],
+                tokens,
             )
-            return call, norm_out, residual_out
-        arguments = dict(
-            zip(
-                UNIFIED_CALL,
-                (
-                    input,
-                    native,
-                    pattern,
-                    launch_with_pdl,
-                    residual_out,
-                    norm_out,
-                    residual,
-                    weight,
-                    eps,
-                    use_oneshot,
-                    fp32_acc,
-                ),
-                strict=True,
-            )
+        values = (
+            input,
+            native,
+            pattern,
+            launch_with_pdl,
+            residual_out,
+            norm_out,
+            residual,
+            weight,
+            eps,
+            use_oneshot,
+            fp32_acc,
         )
+        arguments = dict(zip(UNIFIED_CALL, values, strict=True))
         if pass_trigger:
             arguments["trigger_completion_at_end"] = trigger_completion_at_end
-        return freeze_call(function, arguments), norm_out, residual_out
+        return freeze_call(function, arguments)
 
-    return Bound(run, prepare)
+    return Bound(run, _preparer(validate, freeze))
 
 
 def legacy_launch(
@@ -388,6 +382,12 @@ def bind_with_launch(spec: Spec, launcher: Launcher) -> Bound:
         )
         return norm_out, residual_out
 
+    return Bound(run, _preparer(validate, freeze))
+
+
+def _preparer(validate: Validator, freeze: Freeze) -> Preparer:
+    """The prepare path: validate once (allocating missing outputs), then freeze."""
+
     def prepare(
         input: torch.Tensor,
         residual: torch.Tensor,
@@ -395,25 +395,11 @@ def bind_with_launch(spec: Spec, launcher: Launcher) -> Bound:
         eps: float,
         norm_out: torch.Tensor | None,
         residual_out: torch.Tensor | None,
-        use_oneshot: bool | None,
-        fp32_acc: bool,
-        trigger_completion_at_end: bool,
-        launch_with_pdl: bool,
+        *flags: Any,
     ) -> tuple[Callable[[], Any], torch.Tensor, torch.Tensor]:
+        # flags: use_oneshot, fp32_acc, trigger_completion_at_end, launch_with_pdl
         norm_out, residual_out = validate(input, residual, weight, norm_out, residual_out)
-        call = freeze(
-            input,
-            residual,
-            weight,
-            eps,
-            norm_out,
-            residual_out,
-            use_oneshot,
-            fp32_acc,
-            trigger_completion_at_end,
-            launch_with_pdl,
-            input.shape[0],
-        )
+        call = freeze(input, residual, weight, eps, norm_out, residual_out, *flags, input.shape[0])
         return call, norm_out, residual_out
 
-    return Bound(run, prepare)
+    return prepare
