@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import fi_compat.comm as comm
-from fi_compat.comm._prepared import freeze_call
+from fi_compat.comm._binding import freeze_call
 from fi_compat.errors import (
     CapabilityMissingError,
     WorkspaceDestroyedError,

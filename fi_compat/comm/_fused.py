@@ -21,8 +21,8 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from fi_compat.comm._binding import freeze_call, positional_layout
 from fi_compat.comm._checks import Spec, Validator, make_validator
-from fi_compat.comm._prepared import freeze_call
 
 if TYPE_CHECKING:
     import torch
@@ -268,8 +268,87 @@ def legacy_launch(
     Used for legacy workspaces, and on 0.6.0 to 0.6.7 to honour
     ``trigger_completion_at_end=False`` on a unified TRT-LLM workspace (the unified call
     of those releases runs this same kernel with the flag tied to ``launch_with_pdl``).
+
+    The function takes 21 arguments, too many to pass by keyword without CPython building
+    a dict per call, so where its signature allows they are passed by position: the
+    constants are placed once in a template, and each call copies it and fills the
+    per-call slots. Behind a forwarding wrapper (the ``deprecated`` legacy entry points of
+    0.6.0+), which builds its own ``**kwargs`` dict anyway, they are passed by keyword.
     """
-    world_size, rank, hidden = spec.world_size, spec.rank, spec.hidden_dim
+    constants: dict[str, Any] = {
+        "world_size": spec.world_size,
+        "world_rank": spec.rank,
+        "hidden_dim": spec.hidden_dim,
+        "workspace_ptrs": workspace_ptrs,
+        "pattern_code": pattern,
+        "allreduce_out": None,
+        "quant_out": None,
+        "scale_out": None,
+        "scale_factor": None,
+        "layout_code": None,
+    }
+
+    def by_name(
+        input: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        eps: float,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
+        use_oneshot: bool | None,
+        fp32_acc: bool,
+        trigger_completion_at_end: bool,
+        launch_with_pdl: bool,
+        tokens: int,
+    ) -> dict[str, Any]:
+        """Every argument of :data:`LEGACY_CALL` by name (off the per-call path)."""
+        return {
+            "allreduce_in": input,
+            "token_num": tokens,
+            "launch_with_pdl": launch_with_pdl,
+            "trigger_completion_at_end": trigger_completion_at_end,
+            "fp32_acc": fp32_acc,
+            "use_oneshot": use_oneshot,
+            "residual_in": residual,
+            "residual_out": residual_out,
+            "norm_out": norm_out,
+            "rms_gamma": weight,
+            "rms_eps": eps,
+            **constants,
+        }
+
+    def freeze(*arguments: Any) -> Callable[[], Any]:
+        return freeze_call(function, by_name(*arguments))
+
+    layout = positional_layout(function, LEGACY_CALL)
+    if layout is None:
+
+        def by_keyword(*arguments: Any) -> None:
+            function(**by_name(*arguments))
+
+        return Launcher(by_keyword, freeze)
+
+    template, slots = layout
+    slot = dict(zip(LEGACY_CALL, slots, strict=True))
+    for name, value in constants.items():
+        template[slot[name]] = value
+    s_input, s_tokens, s_residual, s_residual_out = (
+        slot["allreduce_in"],
+        slot["token_num"],
+        slot["residual_in"],
+        slot["residual_out"],
+    )
+    s_norm_out, s_weight, s_eps, s_oneshot = (
+        slot["norm_out"],
+        slot["rms_gamma"],
+        slot["rms_eps"],
+        slot["use_oneshot"],
+    )
+    s_pdl, s_trigger, s_fp32_acc = (
+        slot["launch_with_pdl"],
+        slot["trigger_completion_at_end"],
+        slot["fp32_acc"],
+    )
 
     def launch(
         input: torch.Tensor,
@@ -284,67 +363,19 @@ def legacy_launch(
         launch_with_pdl: bool,
         tokens: int,
     ) -> None:
-        function(
-            allreduce_in=input,
-            world_size=world_size,
-            world_rank=rank,
-            token_num=tokens,
-            hidden_dim=hidden,
-            workspace_ptrs=workspace_ptrs,
-            launch_with_pdl=launch_with_pdl,
-            trigger_completion_at_end=trigger_completion_at_end,
-            fp32_acc=fp32_acc,
-            pattern_code=pattern,
-            use_oneshot=use_oneshot,
-            allreduce_out=None,
-            residual_in=residual,
-            residual_out=residual_out,
-            norm_out=norm_out,
-            quant_out=None,
-            scale_out=None,
-            rms_gamma=weight,
-            rms_eps=eps,
-            scale_factor=None,
-            layout_code=None,
-        )
-
-    def freeze(
-        input: torch.Tensor,
-        residual: torch.Tensor,
-        weight: torch.Tensor,
-        eps: float,
-        norm_out: torch.Tensor,
-        residual_out: torch.Tensor,
-        use_oneshot: bool | None,
-        fp32_acc: bool,
-        trigger_completion_at_end: bool,
-        launch_with_pdl: bool,
-        tokens: int,
-    ) -> Callable[[], Any]:
-        values = (
-            input,
-            world_size,
-            rank,
-            tokens,
-            hidden,
-            workspace_ptrs,
-            launch_with_pdl,
-            trigger_completion_at_end,
-            fp32_acc,
-            pattern,
-            use_oneshot,
-            None,
-            residual,
-            residual_out,
-            norm_out,
-            None,
-            None,
-            weight,
-            eps,
-            None,
-            None,
-        )
-        return freeze_call(function, dict(zip(LEGACY_CALL, values, strict=True)))
+        arguments = template.copy()
+        arguments[s_input] = input
+        arguments[s_tokens] = tokens
+        arguments[s_pdl] = launch_with_pdl
+        arguments[s_trigger] = trigger_completion_at_end
+        arguments[s_fp32_acc] = fp32_acc
+        arguments[s_oneshot] = use_oneshot
+        arguments[s_residual] = residual
+        arguments[s_residual_out] = residual_out
+        arguments[s_norm_out] = norm_out
+        arguments[s_weight] = weight
+        arguments[s_eps] = eps
+        function(*arguments)
 
     return Launcher(launch, freeze)
 

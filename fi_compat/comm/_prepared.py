@@ -3,71 +3,20 @@
 :meth:`FusionWorkspace.prepare <fi_compat.comm.FusionWorkspace.prepare>` checks a set of
 tensors the way every :func:`~fi_compat.comm.allreduce_residual_rmsnorm` call does and
 returns a :class:`PreparedAllReduce`: a zero-argument call of the installed release's
-function with every argument already in place. It is meant for static buffers, the ones
-an engine fills before each step and captures in a CUDA graph. Calling it reads no tensor
-attribute, builds nothing and inspects nothing.
-
-:func:`freeze_call` is where the arguments are put in place: positionally when the
-callable's own signature lists them (a plain ``def``, as FlashInfer's functions are when
-no wrapper sits in front of them), otherwise by keyword. Both are decided once, when the
-call is prepared.
+function with every argument already in place (see ``_binding.freeze_call``). It is meant
+for static buffers, the ones an engine fills before each step and captures in a CUDA
+graph. Calling it reads no tensor attribute, builds nothing and inspects nothing.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["PreparedAllReduce", "freeze_call"]
-
-_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-
-
-def _positional(
-    function: Callable[..., Any], arguments: Mapping[str, Any]
-) -> tuple[Any, ...] | None:
-    """``arguments`` in the order of ``function``'s own parameters, or None.
-
-    Parameters left out before the last one given are filled with their defaults (the
-    very objects the signature holds, so the call is the same as leaving them out). None
-    when the callable's own signature is unreadable or is a forwarding ``(*args,
-    **kwargs)``, or when a name is keyword-only or unknown: keywords are used then.
-    """
-    try:
-        parameters = inspect.signature(function, follow_wrapped=False).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    remaining = dict(arguments)
-    values: list[Any] = []
-    for parameter in parameters:
-        if not remaining:
-            break
-        if parameter.kind not in _POSITIONAL:
-            return None
-        if parameter.name in remaining:
-            values.append(remaining.pop(parameter.name))
-        elif parameter.default is not inspect.Parameter.empty:
-            values.append(parameter.default)
-        else:
-            return None
-    return None if remaining else tuple(values)
-
-
-def freeze_call(function: Callable[..., Any], arguments: Mapping[str, Any]) -> Callable[[], Any]:
-    """A zero-argument call that runs ``function(**arguments)``.
-
-    Positional where the function's own signature allows (cheapest to call), by keyword
-    otherwise; the result is a :func:`functools.partial` either way.
-    """
-    ordered = _positional(function, arguments)
-    if ordered is not None:
-        return functools.partial(function, *ordered)
-    return functools.partial(function, **arguments)
+__all__ = ["PreparedAllReduce"]
 
 
 class PreparedAllReduce:
