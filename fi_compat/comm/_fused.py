@@ -332,23 +332,17 @@ def legacy_launch(
     slot = dict(zip(LEGACY_CALL, slots, strict=True))
     for name, value in constants.items():
         template[slot[name]] = value
-    s_input, s_tokens, s_residual, s_residual_out = (
-        slot["allreduce_in"],
-        slot["token_num"],
-        slot["residual_in"],
-        slot["residual_out"],
-    )
-    s_norm_out, s_weight, s_eps, s_oneshot = (
-        slot["norm_out"],
-        slot["rms_gamma"],
-        slot["rms_eps"],
-        slot["use_oneshot"],
-    )
-    s_pdl, s_trigger, s_fp32_acc = (
-        slot["launch_with_pdl"],
-        slot["trigger_completion_at_end"],
-        slot["fp32_acc"],
-    )
+    s_input = slot["allreduce_in"]
+    s_tokens = slot["token_num"]
+    s_pdl = slot["launch_with_pdl"]
+    s_trigger = slot["trigger_completion_at_end"]
+    s_fp32_acc = slot["fp32_acc"]
+    s_oneshot = slot["use_oneshot"]
+    s_residual = slot["residual_in"]
+    s_residual_out = slot["residual_out"]
+    s_norm_out = slot["norm_out"]
+    s_weight = slot["rms_gamma"]
+    s_eps = slot["rms_eps"]
 
     def launch(
         input: torch.Tensor,

@@ -205,6 +205,14 @@ class FusionWorkspace:
     def __enter__(self) -> FusionWorkspace:
         return self
 
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.destroy()
+
     # -- prepared calls ----------------------------------------------------------------
 
     def prepare(
@@ -257,14 +265,6 @@ class FusionWorkspace:
         prepared = PreparedAllReduce(self, call, norm_out, residual_out, int(input.shape[0]))
         self._prepared.add(prepared)
         return prepared
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.destroy()
 
     def __getattr__(self, name: str) -> Any:
         # Drop-in use: attributes of FlashInfer's own workspace (is_buffer_size_sufficient,
