@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         FlashInferUnavailableError,
         FusionForbiddenError,
         GroupNotSupportedError,
+        InvalidArgumentError,
         WorkspaceDestroyedError,
         WorkspaceMismatchError,
     )
@@ -38,6 +39,7 @@ __all__ = [
     "FlashInferUnavailableError",
     "FusionForbiddenError",
     "GroupNotSupportedError",
+    "InvalidArgumentError",
     "Status",
     "Support",
     "WorkspaceDestroyedError",
@@ -58,6 +60,7 @@ _LAZY: dict[str, str] = {
     "FlashInferUnavailableError": "fi_compat.errors",
     "FusionForbiddenError": "fi_compat.errors",
     "GroupNotSupportedError": "fi_compat.errors",
+    "InvalidArgumentError": "fi_compat.errors",
     "WorkspaceDestroyedError": "fi_compat.errors",
     "WorkspaceMismatchError": "fi_compat.errors",
 }

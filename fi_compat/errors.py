@@ -18,6 +18,7 @@ __all__ = [
     "FlashInferUnavailableError",
     "FusionForbiddenError",
     "GroupNotSupportedError",
+    "InvalidArgumentError",
     "WorkspaceDestroyedError",
     "WorkspaceMismatchError",
     "explain",
@@ -54,6 +55,16 @@ def explain(
 
 class FiCompatError(Exception):
     """Base class of every exception fi-compat raises on purpose."""
+
+
+class InvalidArgumentError(FiCompatError, TypeError, ValueError):
+    """An argument of a fi-compat entry point has the wrong type or value.
+
+    Raised before anything reaches FlashInfer. It is both a ``TypeError`` and a
+    ``ValueError``, so an engine catches it with whichever built-in it expects for a bad
+    argument. The errors for a tensor that does not fit a workspace, a malformed planner
+    and a malformed deployment description subclass it.
+    """
 
 
 class FlashInferUnavailableError(FiCompatError, ImportError):
@@ -93,7 +104,7 @@ class FusionForbiddenError(FiCompatError, RuntimeError):
     """Allreduce fusion was asked for while deterministic inference is on."""
 
 
-class WorkspaceMismatchError(FiCompatError, ValueError):
+class WorkspaceMismatchError(InvalidArgumentError):
     """Tensors given to a fused call do not fit the workspace they would run on."""
 
 
