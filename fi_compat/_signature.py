@@ -7,8 +7,10 @@ cannot be resolved all become an answer of status ``unknown`` carrying the reaso
 A ``**kwargs`` parameter is followed, not trusted. FlashInfer's decode wrapper (0.6.15+)
 declares ``plan(self, ..., *deprecated_positional_args, **kwargs)`` and forwards the
 keywords to ``self._plan_impl(...)``; the answer for a keyword is then what
-``_plan_impl`` declares. A bare ``**kwargs`` with no resolvable destination is
-``unknown``, never ``supported``.
+``_plan_impl`` declares, provided the syntax tree of ``plan`` proves the keyword reaches
+it unchanged on every path (:mod:`fi_compat._forwarding`, shared with the recorder). A
+keyword that may be popped, replaced or bound twice on the way is ``unknown``, as is
+every keyword of a ``**kwargs`` with no provable destination; never ``supported``.
 """
 
 from __future__ import annotations
@@ -17,11 +19,21 @@ import ast
 import builtins
 import enum
 import inspect
-import textwrap
+import linecache
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
+
+from fi_compat._forwarding import (
+    ALL,
+    FunctionNode,
+    Ref,
+    analyse,
+    bound_skip,
+    method_kind,
+    positional_doubts,
+)
 
 __all__ = ["Shape", "Status", "Support", "inspect_callable", "supports"]
 
@@ -29,6 +41,9 @@ __all__ = ["Shape", "Status", "Support", "inspect_callable", "supports"]
 MAX_FORWARD_DEPTH = 4
 
 _KEYWORD_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+#: What a probe step may raise besides ``Exception``: a hostile ``__signature__`` or
+#: attribute can raise ``SystemExit`` and friends. ``KeyboardInterrupt`` is let through.
+_FAILURES = (Exception, SystemExit, GeneratorExit)
 
 
 class Status(str, enum.Enum):
@@ -78,6 +93,13 @@ class Shape:
         The chain of callables the keywords were gathered from, first the callable itself.
     error
         Why the signature (or a forward) could not be read, when it could not.
+    doubts
+        Keywords that may be dropped, replaced or rejected on the way through a
+        ``**kwargs`` forward, each with the construct and line that puts it in doubt (the
+        answer for them is ``unknown``, even when the target declares them).
+    doubt_all
+        Set when a forward may drop or replace any keyword: names the target does not
+        declare are then ``unknown`` instead of ``unsupported``.
     """
 
     name: str
@@ -85,6 +107,8 @@ class Shape:
     open_ended: bool
     via: tuple[str, ...]
     error: str | None
+    doubts: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    doubt_all: str | None = None
 
     def support(self, keyword: str) -> Support:
         """Answer for one keyword argument."""
@@ -93,95 +117,124 @@ class Shape:
                 Status.UNKNOWN, f"cannot read the signature of {self.name}: {self.error}"
             )
         declarer = self.keywords.get(keyword)
-        if declarer is not None:
-            if declarer != self.name:
-                chain = " -> ".join(self.via[: self.via.index(declarer) + 1])
-                return Support(Status.SUPPORTED, f"declared via **kwargs forwarding: {chain}")
+        if declarer == self.name:
             return Support(Status.SUPPORTED, f"declared by {self.name}")
+        doubt = self.doubts.get(keyword)
+        if doubt is not None:
+            return Support(Status.UNKNOWN, f"{self.name} forwards **kwargs, but {doubt}")
+        if declarer is not None:
+            chain = " -> ".join(self.via[: self.via.index(declarer) + 1])
+            return Support(Status.SUPPORTED, f"declared via **kwargs forwarding: {chain}")
         if self.open_ended:
             detail = f": {self.error}" if self.error else ""
             return Support(
                 Status.UNKNOWN,
                 f"{self.name} takes **kwargs whose destination cannot be resolved{detail}",
             )
+        if self.doubt_all is not None:
+            return Support(Status.UNKNOWN, f"{self.name} forwards **kwargs, but {self.doubt_all}")
         return Support(Status.UNSUPPORTED, f"not a keyword parameter of {' -> '.join(self.via)}")
 
 
 def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"
+    """``Type: message`` without trusting the exception (its ``__str__`` may raise)."""
+    try:
+        kind = str(type(error).__name__)
+    except _FAILURES:  # a hostile metaclass
+        kind = "exception"
+    try:
+        message = str(error)
+    except _FAILURES:
+        message = "<unprintable>"
+    return f"{kind}: {message}" if message else kind
 
 
-def _signature(func: Callable[..., Any]) -> inspect.Signature:
-    return inspect.signature(func)
+def _parse_def(func: Callable[..., Any]) -> FunctionNode:
+    """The ``def`` of ``func`` (decorators unwrapped), line numbers as in its file.
 
-
-def _forward_call_targets(func: Callable[..., Any], var_keyword: str) -> list[ast.expr]:
-    """The ``func`` expressions of calls inside ``func`` that splat its ``**kwargs``.
-
-    A name assigned from an expression that mentions the ``**kwargs`` name (for example
-    ``merged = _merge(kwargs, ...)``) carries it on.
+    Reads the lines like ``inspect.getsourcelines`` does, minus its ``getmodule`` scan of
+    ``sys.modules`` (the slow part once torch is imported).
     """
-    source = textwrap.dedent(inspect.getsource(func))
-    tree = ast.parse(source)
-    body = next(
-        node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-    )
+    code = inspect.unwrap(func).__code__
+    filename = code.co_filename
+    linecache.checkcache(filename)
+    lines = linecache.getlines(filename, getattr(inspect.unwrap(func), "__globals__", None))
+    if not lines or code.co_firstlineno > len(lines):
+        raise OSError(f"source of {filename} is not available")
+    start = code.co_firstlineno
+    lines = inspect.getblock(lines[start - 1 :])
+    source = "".join(lines)
+    indented = source[:1].isspace()
+    tree = ast.parse("if 1:\n" + source if indented else source)
+    node: ast.stmt = tree.body[0]
+    if indented and isinstance(node, ast.If):
+        node = node.body[0]
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        raise ValueError("its source is not a def")
+    ast.increment_lineno(tree, start - (2 if indented else 1))
+    return node
 
-    def mentions(node: ast.AST, names: set[str]) -> bool:
-        return any(isinstance(sub, ast.Name) and sub.id in names for sub in ast.walk(node))
 
-    carried = {var_keyword}
-    changed = True
-    while changed:
-        changed = False
-        for node in ast.walk(body):
-            value: ast.expr | None
-            targets: list[ast.expr]
-            if isinstance(node, ast.Assign):
-                value, targets = node.value, list(node.targets)
-            elif isinstance(node, ast.AnnAssign | ast.AugAssign):
-                value, targets = node.value, [node.target]
-            else:
-                continue
-            if value is None or not mentions(value, carried):
-                continue
-            for target in targets:
-                for sub in ast.walk(target):
-                    if isinstance(sub, ast.Name) and sub.id not in carried:
-                        carried.add(sub.id)
-                        changed = True
-    calls: list[ast.expr] = []
-    for node in ast.walk(body):
-        if isinstance(node, ast.Call) and any(
-            keyword.arg is None and mentions(keyword.value, carried) for keyword in node.keywords
-        ):
-            calls.append(node.func)
-    return calls
+class _LiveResolver:
+    """Resolve names in a live function's module (``__globals__``) for the analysis."""
+
+    def __init__(
+        self,
+        namespace: Mapping[str, Any],
+        parsed: dict[int, tuple[Any, FunctionNode | None]] | None = None,
+    ) -> None:
+        self.namespace = namespace
+        #: Parsed helpers by id (the function is kept alive next to its node).
+        self.parsed: dict[int, tuple[Any, FunctionNode | None]] = {} if parsed is None else parsed
+
+    def function(self, name: str) -> tuple[FunctionNode, _LiveResolver] | None:
+        found = self.namespace.get(name)
+        if not inspect.isfunction(found) or "__wrapped__" in vars(found):
+            return None
+        if id(found) not in self.parsed:
+            try:
+                node: FunctionNode | None = _parse_def(found)
+            except _FAILURES:  # unreadable source: not a helper the analysis can trust
+                node = None
+            self.parsed[id(found)] = (found, node)
+        node = self.parsed[id(found)][1]
+        if node is None:
+            return None
+        return node, _LiveResolver(found.__globals__, self.parsed)
+
+    def is_builtin(self, name: str) -> bool:
+        missing = object()
+        real = getattr(builtins, name, missing)
+        return real is not missing and self.namespace.get(name, real) is real
 
 
 def _resolve(
-    expr: ast.expr, func: Callable[..., Any], owner: type | None
-) -> Callable[..., Any] | None:
-    """Turn a call's ``func`` expression back into the object it names, or None."""
-    if isinstance(expr, ast.Attribute):
-        base = expr.value
-        if isinstance(base, ast.Name) and base.id in ("self", "cls"):
-            if owner is None:
-                return None
-            found: Any = inspect.getattr_static(owner, expr.attr, None)
-            if isinstance(found, staticmethod | classmethod):
-                found = found.__func__
-            return found if callable(found) else None
-        parent = _resolve(base, func, owner)
-        if parent is None:
+    ref: Ref, namespace: Mapping[str, Any], owner: type | None
+) -> tuple[Callable[..., Any], int, type | None] | None:
+    """The object a forward target names, how many leading parameters the call binds
+    implicitly, and the owner class for following it further; None when unresolvable."""
+    if ref.base != "global":
+        if owner is None:
             return None
-        found = getattr(parent, expr.attr, None)
-        return found if callable(found) or inspect.ismodule(found) else None
-    if isinstance(expr, ast.Name):
-        namespace: Mapping[str, Any] = getattr(inspect.unwrap(func), "__globals__", {})
-        found = namespace.get(expr.id, getattr(builtins, expr.id, None))
-        return found if callable(found) or inspect.ismodule(found) else None
-    return None
+        found: Any = inspect.getattr_static(owner, ref.path[0], None)
+        descriptor = "function"
+        if isinstance(found, staticmethod | classmethod):
+            descriptor = type(found).__name__
+            found = found.__func__
+        if not inspect.isfunction(found):
+            return None
+        return found, bound_skip(ref.base, descriptor), owner
+    missing = object()
+    found = namespace.get(ref.path[0], missing)
+    if found is missing:
+        found = getattr(builtins, ref.path[0], None)
+    for attr in ref.path[1:]:
+        if not inspect.ismodule(found):
+            return None
+        found = inspect.getattr_static(found, attr, None)
+    if found is None or inspect.ismodule(found) or not callable(found):
+        return None
+    return found, 0, None
 
 
 def _qualname(func: Any) -> str:
@@ -190,62 +243,95 @@ def _qualname(func: Any) -> str:
     return f"{module}.{name}" if module else str(name)
 
 
+@dataclass
+class _Gathered:
+    keywords: dict[str, str]
+    doubts: dict[str, str] = field(default_factory=dict)
+    doubt_all: str | None = None
+    open_ended: bool = False
+    via: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
 def _gather(
     name: str,
     func: Callable[..., Any],
     owner: type | None,
     depth: int,
     seen: set[int],
-) -> tuple[dict[str, str], bool, list[str], str | None]:
-    """Keyword names of ``func`` and of whatever its ``**kwargs`` reach.
+) -> _Gathered:
+    """Keyword names of ``func`` and of whatever its ``**kwargs`` provably reach.
 
-    Returns (keywords, open_ended, via chain, error). Raises only for the top callable's
-    signature; the caller turns that into an ``unknown`` shape.
+    Raises only for the top callable's signature; the caller turns that into an
+    ``unknown`` shape.
     """
-    signature = _signature(func)
+    signature = inspect.signature(func)
     keywords = {p.name: name for p in signature.parameters.values() if p.kind in _KEYWORD_KINDS}
     var_keyword = next(
         (p.name for p in signature.parameters.values() if p.kind is inspect.Parameter.VAR_KEYWORD),
         None,
     )
     if var_keyword is None:
-        return keywords, False, [], None
+        return _Gathered(keywords)
+
+    def unknown(error: str) -> _Gathered:
+        return _Gathered(keywords, open_ended=True, error=error)
+
     if depth >= MAX_FORWARD_DEPTH:
-        return keywords, True, [], f"more than {MAX_FORWARD_DEPTH} **kwargs hops"
+        return unknown(f"more than {MAX_FORWARD_DEPTH} **kwargs hops")
     try:
-        exprs = _forward_call_targets(func, var_keyword)
-    except Exception as failure:  # unreadable or unparsable source: the answer is unknown
-        return keywords, True, [], f"cannot read its source ({_describe(failure)})"
-    if not exprs:
-        return keywords, True, [], f"no call forwards **{var_keyword}"
-    targets: list[Callable[..., Any]] = []
-    for expr in exprs:
-        target = _resolve(expr, func, owner)
-        if target is None or inspect.ismodule(target):
-            return keywords, True, [], f"cannot resolve the call to {ast.unparse(expr)}"
-        if id(target) not in {id(t) for t in targets}:
-            targets.append(target)
-    if len(targets) > 1:
-        names = ", ".join(_qualname(t) for t in targets)
-        return keywords, True, [], f"**{var_keyword} is forwarded to several callables ({names})"
-    target = targets[0]
+        node = _parse_def(func)
+        namespace: Mapping[str, Any] = getattr(inspect.unwrap(func), "__globals__", {})
+        if node.args.kwarg is None or node.args.kwarg.arg != var_keyword:
+            return unknown(f"its signature's **{var_keyword} is not in its source")
+        kind = method_kind(node) if owner is not None else None
+        analysis = analyse(node, var_keyword, _LiveResolver(namespace), where=name, method=kind)
+        if analysis.problem is not None or analysis.target is None:
+            return unknown(analysis.problem or f"no call forwards **{var_keyword}")
+        resolved = _resolve(analysis.target, namespace, owner)
+    except _FAILURES as failure:  # unreadable source or hostile objects: unknown
+        return unknown(f"cannot read its source ({_describe(failure)})")
+    if resolved is None:
+        return unknown(f"cannot resolve the call to {analysis.target.text}")
+    target, skip, target_owner = resolved
     target_name = _qualname(target)
     if id(target) in seen:
-        return keywords, True, [], f"**{var_keyword} forwarding loops back to {target_name}"
+        return unknown(f"**{var_keyword} forwarding loops back to {target_name}")
     try:
-        inner, open_ended, via, error = _gather(
-            target_name, target, owner, depth + 1, seen | {id(target)}
-        )
-    except Exception as failure:
-        return keywords, True, [], f"cannot read the signature of {target_name} ({failure})"
+        parameters = [(p.name, p.kind.name) for p in inspect.signature(target).parameters.values()]
+        inner = _gather(target_name, target, target_owner, depth + 1, seen | {id(target)})
+    except _FAILURES as failure:
+        return unknown(f"cannot read the signature of {target_name} ({_describe(failure)})")
+    hop: dict[str, str] = {}
+    hop_all: str | None = None
+    for doubt in (*analysis.doubts, *positional_doubts(analysis.calls, parameters, skip, name)):
+        if doubt.keyword == ALL:
+            hop_all = hop_all or doubt.reason
+        else:
+            hop.setdefault(doubt.keyword, doubt.reason)
+    doubts: dict[str, str] = {}
+    for keyword in inner.keywords:
+        reason = hop.get(keyword) or hop_all or inner.doubts.get(keyword)
+        if reason is not None:
+            doubts[keyword] = reason
+    for keyword, reason in (*hop.items(), *inner.doubts.items()):
+        doubts.setdefault(keyword, reason)
     # The outer callable's own declaration wins: it is what a caller binds against first.
-    return inner | keywords, open_ended, [target_name, *via], error
+    return _Gathered(
+        keywords=inner.keywords | keywords,
+        doubts={k: r for k, r in doubts.items() if k not in keywords},
+        doubt_all=hop_all or inner.doubt_all,
+        open_ended=inner.open_ended,
+        via=[target_name, *inner.via],
+        error=inner.error,
+    )
 
 
 def inspect_callable(name: str, func: Callable[..., Any], *, owner: type | None = None) -> Shape:
     """Read what ``func`` accepts by keyword, following ``**kwargs`` forwards.
 
-    Never raises.
+    Never raises (except ``KeyboardInterrupt``): any failure, ``SystemExit`` from a
+    hostile ``__signature__`` included, becomes an ``unknown`` shape with the reason.
 
     Parameters
     ----------
@@ -257,10 +343,20 @@ def inspect_callable(name: str, func: Callable[..., Any], *, owner: type | None 
         The class a method belongs to, so that ``self.method(**kwargs)`` can be resolved.
     """
     try:
-        keywords, open_ended, via, error = _gather(name, func, owner, 0, {id(func)})
-    except Exception as failure:
+        found = _gather(name, func, owner, 0, {id(func)})
+        return Shape(
+            name,
+            MappingProxyType(found.keywords),
+            found.open_ended,
+            (name, *found.via),
+            found.error,
+            doubts=MappingProxyType(found.doubts),
+            doubt_all=found.doubt_all,
+        )
+    except KeyboardInterrupt:
+        raise
+    except BaseException as failure:  # the probe must never raise
         return Shape(name, None, True, (name,), _describe(failure))
-    return Shape(name, MappingProxyType(keywords), open_ended, (name, *via), error)
 
 
 def supports(shape: Shape, keywords: Iterable[str]) -> dict[str, Support]:

@@ -121,7 +121,10 @@ class BatchDecodeWithPagedKVCacheWrapper:
 FORWARDING_DECODE = """
 def _merge(kwargs, extra):
     merged = dict(kwargs)
-    merged.update(extra)
+    for name, value in extra.items():
+        if name in merged:
+            raise TypeError(f"got multiple values for {name!r}")
+        merged[name] = value
     return merged
 
 class BatchDecodeWithPagedKVCacheWrapper:
@@ -193,15 +196,20 @@ def package(
     extra: str = "",
     init_raises: str | None = None,
     comm_raises: str | None = None,
+    prelude: str = "",
 ) -> dict[str, str]:
-    """Files of one fake ``flashinfer`` package."""
+    """Files of one fake ``flashinfer`` package.
+
+    ``prelude`` is put first in ``flashinfer/__init__.py`` and in a raising
+    ``flashinfer/comm/__init__.py`` (for example the classes ``init_raises`` names).
+    """
     init = f"__version__ = {version!r}\n"
     if init_raises:
         init = f"raise {init_raises}\n"
-    init += "from .wrappers import *\n" + extra
+    init = prelude + init + "from .wrappers import *\n" + extra
     files = {"flashinfer/__init__.py": init, "flashinfer/wrappers.py": wrappers}
     if comm_raises:
-        files["flashinfer/comm/__init__.py"] = f"raise {comm_raises}\n"
+        files["flashinfer/comm/__init__.py"] = f"{prelude}raise {comm_raises}\n"
     elif comm is not None:
         files["flashinfer/comm/__init__.py"] = comm
     return files

@@ -32,7 +32,6 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
-import inspect
 import shutil
 import sys
 import tempfile
@@ -205,22 +204,6 @@ def _raise_planned(token: str, module: str) -> None:
         raise error
 
 
-def _merge_positional(
-    target: Any, skip: int, extra: Sequence[Any], kwargs: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Name extra positional arguments after the target's first ``skip`` parameters."""
-    if not extra:
-        return dict(kwargs)
-    names = [
-        p.name
-        for p in inspect.signature(target).parameters.values()
-        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-    ][skip:]
-    merged = dict(zip(names, extra, strict=False))
-    merged.update(kwargs)
-    return merged
-
-
 # ----------------------------------------------------------------------- generation
 
 
@@ -258,8 +241,15 @@ def _kinds(func: FunctionRecord) -> str:
     return repr({p.name: p.kind for p in func.parameters})
 
 
-def _forward_source(owner: ClassRecord, func: FunctionRecord) -> str | None:
-    """``return self.<target>(...)`` for a method whose ``**kwargs`` is forwarded."""
+def _forward_source(owner: ClassRecord, func: FunctionRecord) -> list[str] | None:
+    """The body of a method whose ``**kwargs`` is forwarded to ``self.<target>(...)``.
+
+    Written in the shape real releases use (0.7.2.post1's ``_merge_deprecated_plan_kwargs``)
+    so that the probe's forwarding analysis can prove it: the keywords are copied with
+    ``dict(kwargs)``, extra positionals are added by name to the target's parameters
+    after the named ones (only if absent: the add-only idiom), and recorded drops are
+    reproduced with ``pop`` (or ``clear`` for any keyword).
+    """
     target_name = func.forwards_kwargs_to
     if target_name is None or func.var_keyword is None:
         return None
@@ -269,12 +259,31 @@ def _forward_source(owner: ClassRecord, func: FunctionRecord) -> str | None:
     target_keywords = set(target.keyword_names)
     named = [p.name for p in func.parameters[1:] if p.accepts_keyword and p.name in target_keywords]
     var_positional = next((p.name for p in func.parameters if p.kind == "VAR_POSITIONAL"), None)
-    extra = var_positional or "()"
-    merged = (
-        f"_fake._merge_positional(self.{target_name}, {len(named)}, {extra}, {func.var_keyword})"
-    )
-    arguments = ", ".join([*(f"{name}={name}" for name in named), f"**{merged}"])
-    return f"return self.{target_name}({arguments})"
+    lines = [f"_fi_merged = dict({func.var_keyword})"]
+    if var_positional is not None:
+        extra = tuple(target.keyword_names[1:])[len(named) :]
+        lines += [
+            f"for _fi_name, _fi_value in zip({extra!r}, {var_positional}):",
+            "    if _fi_name in _fi_merged:",
+            f"        raise TypeError(f'{func.qualname}() got multiple values for {{_fi_name!r}}')",
+            "    _fi_merged[_fi_name] = _fi_value",
+        ]
+    if "*" in func.forwards_kwargs_drops:
+        lines.append("_fi_merged.clear()")
+    else:
+        lines += [f"_fi_merged.pop({name!r}, None)" for name in func.forwards_kwargs_drops]
+    arguments = ", ".join([*(f"{name}={name}" for name in named), "**_fi_merged"])
+    return [*lines, f"return self.{target_name}({arguments})"]
+
+
+def _values_source(func: FunctionRecord) -> str:
+    """``dict(locals())`` spelled out, with ``**kwargs`` copied (a forwarder's analysis
+    must see that nothing but the forwarding call can change the keywords)."""
+    items = [
+        f"{p.name!r}: dict({p.name})" if p.kind == "VAR_KEYWORD" else f"{p.name!r}: {p.name}"
+        for p in func.parameters
+    ]
+    return "{" + ", ".join(items) + "}"
 
 
 def _deprecation_message(decorators: Sequence[str]) -> str | None:
@@ -312,7 +321,12 @@ def _deprecated(message: str) -> Callable[[Callable[..., Any]], Callable[..., An
 
 
 def _function_source(
-    func: FunctionRecord, call_name: str, body: list[str], defaults: list[str], indent: str
+    func: FunctionRecord,
+    call_name: str,
+    body: list[str],
+    defaults: list[str],
+    indent: str,
+    values: str = "dict(locals())",
 ) -> list[str]:
     params = _signature_source(func.parameters, defaults)
     lines = []
@@ -322,7 +336,7 @@ def _function_source(
         lines.append(f"{indent}@_fake._deprecated({message!r})")
     lines.append(f"{indent}def {func.name}({params}):")
     inner = indent + "    "
-    lines.append(f"{inner}__values = dict(locals())")
+    lines.append(f"{inner}__values = {values}")
     lines.append(
         f"{inner}__call = _fake._kit(_TOKEN)._record({call_name!r}, __values, {_kinds(func)})"
     )
@@ -347,12 +361,12 @@ def _comm_function_body(name: str, func: FunctionRecord) -> list[str]:
 def _method_body(owner: ClassRecord, func: FunctionRecord) -> list[str]:
     forward = _forward_source(owner, func)
     if forward is not None:
-        return [forward]
+        return forward
     if owner.name == "TorchDistBackend" and func.name == "bcast":
         lines = []
         if owner.bcast_root_is_group_local:
             # Mirrors the recorded fact: this release maps a group-local root.
-            lines.append("_global_root = _fake._get_global_rank(__call.arguments)")
+            lines.append("_global_root = _fake.get_global_rank(__call.arguments)")
         data = func.parameters[1].name if len(func.parameters) > 1 else "None"
         return [*lines, f"return {data}"]
     if func.name == "destroy":
@@ -360,7 +374,7 @@ def _method_body(owner: ClassRecord, func: FunctionRecord) -> list[str]:
     return ["return None"]
 
 
-def _get_global_rank(arguments: Mapping[str, Any]) -> Any:
+def get_global_rank(arguments: Mapping[str, Any]) -> Any:
     """Stand-in for ``torch.distributed.get_global_rank`` (the group-local root as is)."""
     return arguments.get("root")
 
@@ -410,7 +424,12 @@ def _class_source(owner: ClassRecord, defaults: list[str]) -> list[str]:
         body = _method_body(owner, method)
         if method.name == "destroy":
             body = ["if self.destroyed:", "    return None", *body]
-        source = _function_source(method, f"{owner.name}.{method_name}", body, defaults, "    ")
+        values = "dict(locals())"
+        if _forward_source(owner, method) is not None:
+            values = _values_source(method)
+        source = _function_source(
+            method, f"{owner.name}.{method_name}", body, defaults, "    ", values
+        )
         lines += ["", *source]
     return lines
 

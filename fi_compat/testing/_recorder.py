@@ -23,6 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from fi_compat._forwarding import (
+    ALL,
+    FunctionNode,
+    analyse,
+    bound_skip,
+    calls_named,
+    method_kind,
+    positional_doubts,
+)
 from fi_compat.testing._errors import RecordingError
 
 __all__ = [
@@ -462,44 +471,35 @@ def _parameters(args: ast.arguments) -> list[dict[str, str]]:
     return records
 
 
-def _kwargs_forward_target(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
-    """The ``self.<method>`` (or plain function) a ``**kwargs`` is splatted into."""
-    if func.args.kwarg is None:
-        return None
-    carried = {func.args.kwarg.arg}
-    changed = True
-    while changed:
-        changed = False
-        for node in ast.walk(func):
-            if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
-                mentions = any(
-                    isinstance(sub, ast.Name) and sub.id in carried for sub in ast.walk(node.value)
-                )
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
-                    if mentions and isinstance(target, ast.Name) and target.id not in carried:
-                        carried.add(target.id)
-                        changed = True
-    for node in ast.walk(func):
-        if not isinstance(node, ast.Call):
-            continue
-        for keyword in node.keywords:
-            if keyword.arg is None and any(
-                isinstance(sub, ast.Name) and sub.id in carried for sub in ast.walk(keyword.value)
-            ):
-                target = node.func
-                if (
-                    isinstance(target, ast.Attribute)
-                    and isinstance(target.value, ast.Name)
-                    and target.value.id in ("self", "cls")
-                ):
-                    return target.attr
-                return ast.unparse(target)
-    return None
+class _RecordedResolver:
+    """Resolve names in a recorded module for :func:`fi_compat._forwarding.analyse`."""
+
+    def __init__(self, package: _Package, module: str) -> None:
+        self.package = package
+        self.module = module
+
+    def function(self, name: str) -> tuple[FunctionNode, _RecordedResolver] | None:
+        found = self.package.resolve(self.module, name)
+        if found is None or found[1].kind != "def":
+            return None
+        node = found[1].node
+        assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        return node, _RecordedResolver(self.package, found[0].name)
+
+    def is_builtin(self, name: str) -> bool:
+        return self.package.resolve(self.module, name) is None
+
+
+def _descriptor(node: FunctionNode) -> str:
+    names = {ast.unparse(decorator) for decorator in node.decorator_list}
+    return next((kind for kind in ("staticmethod", "classmethod") if kind in names), "function")
 
 
 def _function_record(
-    module: _Module, func: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str
+    module: _Module,
+    func: ast.FunctionDef | ast.AsyncFunctionDef,
+    qualname: str,
+    forward: tuple[str | None, list[str]] = (None, []),
 ) -> dict[str, Any]:
     record: dict[str, Any] = {
         "defined_in": module.name,
@@ -509,9 +509,11 @@ def _function_record(
     }
     if func.returns is not None:
         record["returns"] = ast.unparse(func.returns)
-    forward = _kwargs_forward_target(func)
-    if forward is not None:
-        record["forwards_kwargs_to"] = forward
+    target, drops = forward
+    if target is not None:
+        record["forwards_kwargs_to"] = target
+        if drops:
+            record["forwards_kwargs_drops"] = drops
     return record
 
 
@@ -531,7 +533,8 @@ class _Recorder:
             return None
         node = binding.node
         assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-        return _function_record(defining, node, node.name)
+        forward = self.forwarding(defining, node, node.name, None)
+        return _function_record(defining, node, node.name, forward)
 
     def _class(self, module: str, name: str) -> tuple[_Module, ast.ClassDef] | None:
         found = self.exported(module, name)
@@ -556,12 +559,66 @@ class _Recorder:
                         todo.append(resolved)
         return chain
 
-    def method(self, module: _Module, node: ast.ClassDef, name: str) -> dict[str, Any] | None:
+    def _find_method(
+        self, module: _Module, node: ast.ClassDef, name: str
+    ) -> tuple[_Module, ast.ClassDef, FunctionNode] | None:
         for owner_module, owner in self._mro(module, node):
             for stmt in owner.body:
                 if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == name:
-                    return _function_record(owner_module, stmt, f"{owner.name}.{name}")
+                    return owner_module, owner, stmt
         return None
+
+    def method(self, module: _Module, node: ast.ClassDef, name: str) -> dict[str, Any] | None:
+        found = self._find_method(module, node, name)
+        if found is None:
+            return None
+        owner_module, owner, stmt = found
+        where = f"{owner.name}.{name}"
+        forward = self.forwarding(owner_module, stmt, where, (module, node))
+        return _function_record(owner_module, stmt, where, forward)
+
+    def forwarding(
+        self,
+        module: _Module,
+        func: FunctionNode,
+        where: str,
+        cls: tuple[_Module, ast.ClassDef] | None,
+    ) -> tuple[str | None, list[str]]:
+        """Where ``func``'s ``**kwargs`` provably goes, and the keywords it may drop.
+
+        The same analysis as the live probe (:func:`fi_compat._forwarding.analyse`).
+        Returns (None, []) when no forward is proven; the drops list :data:`ALL` (``"*"``)
+        when any keyword may be dropped. A target the class defines is recorded by method
+        name; any other target as source text (the loader treats that as unresolved).
+        """
+        if func.args.kwarg is None:
+            return None, []
+        kind = method_kind(func) if cls is not None else None
+        resolver = _RecordedResolver(self.package, module.name)
+        analysis = analyse(func, func.args.kwarg.arg, resolver, where=where, method=kind)
+        ref = analysis.target
+        if analysis.problem is not None or ref is None:
+            return None, []
+        doubts = list(analysis.doubts)
+        if ref.base == "global":
+            target = ref.text
+        else:
+            target = ref.path[0]
+            assert cls is not None
+            found = self._find_method(*cls, target)
+            if found is not None:
+                callee = found[2]
+                parameters = [(p["name"], p["kind"]) for p in _parameters(callee.args)]
+                skip = bound_skip(ref.base, _descriptor(callee))
+                doubts += positional_doubts(analysis.calls, parameters, skip, where)
+        # A keyword the function declares itself never travels in **kwargs.
+        own = {
+            p["name"]
+            for p in _parameters(func.args)
+            if p["kind"] in ("POSITIONAL_OR_KEYWORD", "KEYWORD_ONLY")
+        }
+        drops = sorted({doubt.keyword for doubt in doubts} - own)
+        return target, [ALL] if ALL in drops else drops
 
     def class_record(
         self, module: str, name: str, methods: tuple[str, ...]
@@ -876,10 +933,8 @@ def _torch_dist_backend(recorder: _Recorder) -> dict[str, Any] | None:
             None,
         )
         found["module"] = module
-        found["bcast_root_is_group_local"] = bcast is not None and any(
-            isinstance(node, ast.Attribute | ast.Name)
-            and (getattr(node, "attr", None) or getattr(node, "id", None)) == "get_global_rank"
-            for node in ast.walk(bcast)
+        found["bcast_root_is_group_local"] = bcast is not None and calls_named(
+            bcast, "get_global_rank"
         )
         return found
     return None

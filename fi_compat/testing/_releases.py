@@ -87,8 +87,15 @@ class FunctionRecord:
     returns
         The return annotation as source text, or None.
     forwards_kwargs_to
-        Where a ``**kwargs`` is splatted: a method name of the same class (``"_plan_impl"``)
-        or a callable's source text; None when there is no ``**kwargs`` forward.
+        Where a ``**kwargs`` is provably splatted: a method name of the same class
+        (``"_plan_impl"``) or a callable's source text; None when there is no forward the
+        analysis can prove (:mod:`fi_compat._forwarding`, the same one the live probe uses).
+    forwards_kwargs_drops
+        Keywords that may be dropped, replaced or rejected on the way to
+        :attr:`forwards_kwargs_to` (``("*",)``: any keyword). Absent from the JSON when
+        empty, so files recorded before this field existed read as "none dropped"; that
+        holds for every recorded release (checked by re-running the recorder on their
+        sources).
     """
 
     qualname: str
@@ -97,6 +104,11 @@ class FunctionRecord:
     parameters: tuple[ParameterRecord, ...]
     returns: str | None = None
     forwards_kwargs_to: str | None = None
+    forwards_kwargs_drops: tuple[str, ...] = ()
+
+    def drops(self, keyword: str) -> bool:
+        """True when ``keyword`` may not survive the ``**kwargs`` forward unchanged."""
+        return keyword in self.forwards_kwargs_drops or "*" in self.forwards_kwargs_drops
 
     @property
     def name(self) -> str:
@@ -242,10 +254,11 @@ class ReleaseRecord:
     def support(self, qualname: str, keyword: str) -> SupportAnswer:
         """Does ``qualname`` accept ``keyword``, following ``**kwargs`` forwards?
 
-        ``"supported"`` when the callable (or a method its ``**kwargs`` is forwarded to)
-        declares the keyword; ``"unknown"`` when it takes ``**kwargs`` whose destination
-        is not a recorded method; ``"unsupported"`` otherwise, including when the callable
-        is absent.
+        ``"supported"`` when the callable (or a method its ``**kwargs`` is provably
+        forwarded to) declares the keyword; ``"unknown"`` when it takes ``**kwargs`` whose
+        destination is not a recorded method, or the forward may drop the keyword;
+        ``"unsupported"`` otherwise, including when the callable is absent. The same
+        answers as :func:`fi_compat._signature.inspect_callable` on the live release.
         """
         owner, func = self._owner(qualname)
         for _ in range(_MAX_FORWARDS + 1):
@@ -257,6 +270,8 @@ class ReleaseRecord:
                 return "unsupported"
             target = func.forwards_kwargs_to
             if owner is None or target is None or owner.method(target) is None:
+                return "unknown"
+            if func.drops(keyword):
                 return "unknown"
             func = owner.method(target)
         return "unknown"
@@ -282,6 +297,7 @@ def _function(data: Mapping[str, Any] | None) -> FunctionRecord | None:
         ),
         returns=data.get("returns"),
         forwards_kwargs_to=data.get("forwards_kwargs_to"),
+        forwards_kwargs_drops=tuple(data.get("forwards_kwargs_drops", ())),
     )
 
 
