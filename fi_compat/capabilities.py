@@ -1,36 +1,46 @@
 """Capability probing: what does the FlashInfer installed here actually accept?
 
 :func:`get_capabilities` answers once per process and caches the answer. The probe imports
-``flashinfer`` and ``flashinfer.comm`` and reads signatures; every import and every
-inspection is guarded, so a broken or absent FlashInfer becomes a finding (an
-``unavailable`` flag or an ``unknown`` answer carrying the error text), never a crash.
+``flashinfer`` and ``flashinfer.comm`` and reads signatures; every import, every attribute
+read and every inspection is guarded, so a broken, absent or hostile FlashInfer becomes a
+finding (an ``unavailable`` flag or an ``unknown`` answer carrying the error text), never
+a crash and never a ``supported`` it cannot show.
 
 Releases before 0.6.14 raise ``AssertionError`` (not ``ImportError``) from
 ``import flashinfer.comm`` on a machine without a loaded CUDA runtime; other builds raise
 ``OSError`` or ``TypeError``; a C-extension callable without signature metadata makes
-``inspect.signature`` raise ``ValueError``. All of those are caught here.
+``inspect.signature`` raise ``ValueError``. All of those are caught here, and so is
+everything else FlashInfer can throw at the probe: ``SystemExit`` and other
+``BaseException`` subclasses become findings too. Only ``KeyboardInterrupt`` propagates,
+because it is the user asking to stop. Error text is built without trusting ``str()``:
+an exception whose ``__str__`` raises is described as ``<unprintable ValueError>``.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.metadata
 import importlib.util
 import inspect
+import os
 import sys
+import textwrap
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType, ModuleType
-from typing import Any
+from types import MappingProxyType
+from typing import Any, TypeVar
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
+from fi_compat._forwarding import calls_named
 from fi_compat._log import get_logger
 from fi_compat._signature import Shape, Status, Support, inspect_callable, supports
 from fi_compat._version import __version__
 
 __all__ = [
+    "ATTENTION_PROBES",
     "ATTENTION_WRAPPERS",
     "COMM_PROBES",
     "Capabilities",
@@ -45,6 +55,8 @@ __all__ = [
 
 logger = get_logger(__name__)
 
+_T = TypeVar("_T")
+
 #: Keyword arguments probed on each ``flashinfer.comm`` callable. The first two entries are
 #: the unified API (0.6.0+), the last two the legacy TRT-LLM IPC API.
 COMM_PROBES: Mapping[str, tuple[str, ...]] = MappingProxyType(
@@ -56,6 +68,10 @@ COMM_PROBES: Mapping[str, tuple[str, ...]] = MappingProxyType(
     }
 )
 
+#: The two entries of :data:`COMM_PROBES` that make up each API.
+_UNIFIED_API = ("create_allreduce_fusion_workspace", "allreduce_fusion")
+_LEGACY_API = ("trtllm_create_ipc_workspace_for_all_reduce_fusion", "trtllm_allreduce_fusion")
+
 #: The attention wrappers whose ``plan`` must take the split-KV settings for determinism.
 ATTENTION_WRAPPERS: tuple[str, ...] = (
     "BatchPrefillWithPagedKVCacheWrapper",
@@ -66,6 +82,12 @@ ATTENTION_WRAPPERS: tuple[str, ...] = (
 #: Keyword arguments probed on each wrapper's ``plan`` (both 0.4.0+).
 PLAN_KWARGS: tuple[str, ...] = ("fixed_split_size", "disable_split_kv")
 
+#: Keyword arguments probed on each ``<wrapper>.plan``: the keys of
+#: :attr:`Capabilities.attention`, as :data:`COMM_PROBES` gives those of its ``kwargs``.
+ATTENTION_PROBES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {f"{wrapper}.plan": PLAN_KWARGS for wrapper in ATTENTION_WRAPPERS}
+)
+
 #: Keyword arguments probed on each wrapper's ``__init__``.
 INIT_KWARGS: tuple[str, ...] = ("use_tensor_cores", "backend")
 
@@ -75,11 +97,85 @@ TORCH_DIST_BACKEND_MODULES: tuple[str, ...] = (
     "flashinfer.comm.mnnvl",
 )
 
+#: The reason every item carries in the answer given to a re-entrant call.
+PROBE_IN_PROGRESS = (
+    "fi-compat is still probing FlashInfer on this thread: get_capabilities() was called "
+    "from code the probe runs (for example from flashinfer's __init__), so nothing can be "
+    "known yet; this answer is not cached, ask again once import flashinfer has finished"
+)
+
 _SOURCE_BUILD_VERSION = Version("0.0.0")
 
 
+# ---------------------------------------------------------------- text that cannot lie or raise
+
+
+def _text(value: object) -> str | None:
+    """``value`` as an exact ``str`` (a ``str`` subclass may override every method), or None."""
+    if type(value) is str:
+        return value
+    if isinstance(value, str):
+        return "".join([value])  # copies the characters without calling any method of value
+    return None
+
+
+def _type_name(cls: type) -> str:
+    try:
+        name = _text(cls.__name__)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # a metaclass may make __name__ raise
+        name = None
+    return name or "<unnamed exception>"
+
+
 def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"
+    """``"ExceptionType: message"``, without trusting ``str()`` or ``repr()`` of ``error``."""
+    name = _type_name(type(error))
+    for render in (str, repr):
+        try:
+            detail = _text(render(error))
+        except KeyboardInterrupt:
+            raise
+        except BaseException:  # __str__ raised, or returned something that is not a str
+            continue
+        if detail is not None:
+            return f"{name}: {detail}"
+    return f"{name}: <unprintable {name}>"
+
+
+def _attempt(func: Callable[..., _T], *args: Any) -> tuple[_T | None, str | None]:
+    """``(func(*args), None)``, or ``(None, description)`` for anything but Ctrl-C."""
+    try:
+        return func(*args), None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # FlashInfer may throw anything at the probe
+        return None, _describe(error)
+
+
+def _getattr(obj: object, name: str) -> tuple[Any, str | None]:
+    """``(value, None)``; ``(None, None)`` when absent; ``(None, description)`` when reading
+    the attribute raised something other than ``AttributeError`` (a lazy ``__getattr__``
+    raising ``ModuleNotFoundError``, a property raising ``SystemExit``, ...)."""
+    try:
+        return getattr(obj, name), None
+    except KeyboardInterrupt:
+        raise
+    except AttributeError:
+        return None, None
+    except BaseException as error:
+        return None, _describe(error)
+
+
+def _is_callable(obj: object) -> tuple[bool, str | None]:
+    found, error = _attempt(callable, obj)
+    return bool(found), error
+
+
+def _is_class(obj: object) -> tuple[bool, str | None]:
+    found, error = _attempt(inspect.isclass, obj)
+    return bool(found), error
 
 
 @dataclass(frozen=True)
@@ -101,6 +197,9 @@ class FlashInferInfo:
         ``"ExceptionType: message"`` when ``import flashinfer`` failed.
     location
         The directory the package was imported from.
+    probe_in_progress
+        This is the placeholder answer given to a :func:`get_capabilities` call made while
+        the probe itself was still importing FlashInfer: nothing is known yet.
     """
 
     installed: bool
@@ -109,11 +208,12 @@ class FlashInferInfo:
     source_build: bool
     import_error: str | None
     location: str | None
+    probe_in_progress: bool = False
 
     @property
     def importable(self) -> bool:
-        """``import flashinfer`` succeeded."""
-        return self.installed and self.import_error is None
+        """``import flashinfer`` succeeded (and the probe has finished importing it)."""
+        return self.installed and self.import_error is None and not self.probe_in_progress
 
 
 @dataclass(frozen=True)
@@ -198,109 +298,175 @@ class Capabilities:
 # ---------------------------------------------------------------------------- the probe
 
 
-def _import(name: str) -> tuple[ModuleType | None, str | None]:
+def _import_module(name: str) -> tuple[Any, BaseException | None]:
     try:
-        return importlib.import_module(name), None
-    except Exception as error:  # any failure to import is a finding, not a crash
-        return None, _describe(error)
+        module: Any = importlib.import_module(name)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # SystemExit too: any failure to import is a finding
+        return None, error
+    if module is None:  # FlashInfer may put anything in sys.modules, None included
+        return None, ImportError(f"import {name} gave None")
+    return module, None
+
+
+def _import(name: str) -> tuple[Any, str | None]:
+    module, error = _import_module(name)
+    return module, None if error is None else _describe(error)
 
 
 def _parse_version(raw: str | None) -> tuple[Version | None, bool]:
     if raw is None:
         return None, False
-    try:
-        parsed = Version(raw)
-    except InvalidVersion:
+    # InvalidVersion, and ValueError for a release number too long to convert to int.
+    parsed, error = _attempt(Version, raw)
+    if parsed is None or error is not None:
         return None, True
     return parsed, parsed.release == _SOURCE_BUILD_VERSION.release or parsed.local is not None
 
 
 def _distribution_version() -> str | None:
     for dist in ("flashinfer-python", "flashinfer"):
-        try:
-            return importlib.metadata.version(dist)
-        except Exception:  # PackageNotFoundError, or broken metadata
-            continue
+        version, _ = _attempt(importlib.metadata.version, dist)  # not found, or broken metadata
+        if _text(version) is not None:
+            return _text(version)
     return None
 
 
 def _installed() -> bool:
-    if "flashinfer" in sys.modules:
-        # None there is the documented way to block an import: treat it as absent.
-        return sys.modules["flashinfer"] is not None
     try:
+        if "flashinfer" in sys.modules:
+            # None there is the documented way to block an import: treat it as absent.
+            return sys.modules["flashinfer"] is not None
         return importlib.util.find_spec("flashinfer") is not None
-    except Exception:  # a broken finder or parent package: treat as absent
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # a broken finder or parent package: treat as absent
         return False
 
 
-def _probe_flashinfer() -> tuple[FlashInferInfo, ModuleType | None]:
+def _first(items: Any) -> Any:
+    return next(iter(items), None)  # never list(): __path__ may be endless
+
+
+def _location(module: Any) -> str | None:
+    paths, error = _getattr(module, "__path__")
+    if paths is not None and error is None:
+        entry, _ = _attempt(_first, paths)
+        path, _ = _attempt(os.fspath, entry) if entry is not None else (None, None)
+        if _text(path):
+            return _text(path)
+    file, _ = _getattr(module, "__file__")
+    return _text(file)
+
+
+def _probe_flashinfer() -> tuple[FlashInferInfo, Any]:
     installed = _installed()
     module, error = _import("flashinfer") if installed else (None, None)
-    raw: Any = getattr(module, "__version__", None) if module is not None else None
-    version = raw if isinstance(raw, str) else _distribution_version()
+    raw, _ = _getattr(module, "__version__") if module is not None else (None, None)
+    version = _text(raw)
+    if version is None:
+        version = _distribution_version()
     parsed, source_build = _parse_version(version)
-    location = None
-    if module is not None:
-        paths = list(getattr(module, "__path__", []) or [])
-        location = str(paths[0]) if paths else getattr(module, "__file__", None)
     info = FlashInferInfo(
         installed=installed,
         version=version,
         parsed_version=parsed,
         source_build=source_build,
         import_error=error,
-        location=location,
+        location=_location(module) if module is not None else None,
     )
     return info, module
+
+
+def _cuda_available(torch: Any) -> bool:
+    return bool(torch.cuda.is_available())
+
+
+def _torch_cuda_version(torch: Any) -> str | None:
+    return _text(torch.version.cuda)
+
+
+def _torch_version(torch: Any) -> str | None:
+    return _text(torch.__version__) or None
 
 
 def _probe_torch() -> TorchInfo:
     torch = sys.modules.get("torch")
     if torch is None:
-        try:
-            version = importlib.metadata.version("torch")
-        except Exception:
-            version = None
-        return TorchInfo(version=version, cuda_available=None, cuda_version=None)
-    try:
-        cuda_available: bool | None = bool(torch.cuda.is_available())
-    except Exception:
-        cuda_available = None
-    cuda_version = getattr(getattr(torch, "version", None), "cuda", None)
+        version, _ = _attempt(importlib.metadata.version, "torch")
+        return TorchInfo(version=_text(version), cuda_available=None, cuda_version=None)
     return TorchInfo(
-        version=str(getattr(torch, "__version__", None) or "") or None,
-        cuda_available=cuda_available,
-        cuda_version=cuda_version if isinstance(cuda_version, str) else None,
+        version=_attempt(_torch_version, torch)[0],
+        cuda_available=_attempt(_cuda_available, torch)[0],
+        cuda_version=_attempt(_torch_cuda_version, torch)[0],
     )
+
+
+def _unknown(keywords: tuple[str, ...], reason: str) -> dict[str, Support]:
+    return dict.fromkeys(keywords, Support(Status.UNKNOWN, reason))
 
 
 def _all_unknown(
     names: Mapping[str, tuple[str, ...]], reason: str
 ) -> dict[str, dict[str, Support]]:
-    return {
-        owner: {keyword: Support(Status.UNKNOWN, reason) for keyword in keywords}
-        for owner, keywords in names.items()
-    }
+    return {owner: _unknown(keywords, reason) for owner, keywords in names.items()}
 
 
-def _find_torch_dist_backend(comm: ModuleType) -> tuple[str | None, Support]:
-    for module_name in TORCH_DIST_BACKEND_MODULES:
-        module = sys.modules.get(module_name) or _import(module_name)[0]
-        cls = getattr(module, "TorchDistBackend", None) if module is not None else None
-        if inspect.isclass(cls):
-            return f"{module_name}.TorchDistBackend", _bcast_root(cls)
-    absent = Support(Status.UNSUPPORTED, "flashinfer.comm has no TorchDistBackend")
-    return None, absent
+def _checked(support: Support) -> Support:
+    """The answer as plain data: a real :class:`Status` and an exact ``str`` reason."""
+    reason = _text(support.reason)
+    if not isinstance(support.status, Status) or reason is None:
+        raise TypeError(f"malformed answer from the signature reader: {support!r}")
+    return Support(support.status, reason)
+
+
+def _shape_and_answers(
+    name: str, func: Any, keywords: tuple[str, ...], owner: type | None
+) -> tuple[Shape, dict[str, Support]]:
+    shape = inspect_callable(name, func, owner=owner)
+    answers = {keyword: _checked(support) for keyword, support in supports(shape, keywords).items()}
+    return shape, answers
+
+
+def _inspect(
+    name: str, func: Any, keywords: tuple[str, ...], owner: type | None = None
+) -> tuple[Shape, dict[str, Support]]:
+    """What ``func`` accepts; whatever the signature reader raises becomes ``unknown``."""
+    result, error = _attempt(_shape_and_answers, name, func, keywords, owner)
+    if result is not None:
+        return result
+    reason = f"cannot read the signature of {name}: {error}"
+    shape = Shape(name=name, keywords=None, open_ended=True, via=(name,), error=error)
+    return shape, _unknown(keywords, reason)
+
+
+def _calls_get_global_rank(func: Any) -> bool:
+    """Does the body of ``func`` call ``get_global_rank`` (a name or an attribute)?
+
+    Read from the syntax tree (:func:`fi_compat._forwarding.calls_named`), so a mention in
+    a comment, a string or a docstring does not count. Raises when the source cannot be
+    read or parsed.
+    """
+    tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    node = next(
+        (sub for sub in ast.walk(tree) if isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef)),
+        None,
+    )
+    if node is None:
+        raise ValueError("its source holds no function definition")
+    return calls_named(node, "get_global_rank")
 
 
 def _bcast_root(cls: type) -> Support:
     """Does ``cls.bcast(data, root)`` translate a group-local root into a global rank?"""
-    try:
-        source = inspect.getsource(cls.bcast)  # type: ignore[attr-defined]
-    except Exception as error:
-        return Support(Status.UNKNOWN, f"cannot read TorchDistBackend.bcast: {_describe(error)}")
-    if "get_global_rank" in source:
+    bcast, error = _attempt(getattr, cls, "bcast")
+    calls = None
+    if error is None:
+        calls, error = _attempt(_calls_get_global_rank, bcast)
+    if error is not None or calls is None:
+        return Support(Status.UNKNOWN, f"cannot read TorchDistBackend.bcast: {error}")
+    if calls:
         return Support(Status.SUPPORTED, "bcast maps a group-local root with get_global_rank")
     return Support(
         Status.UNSUPPORTED,
@@ -309,52 +475,94 @@ def _bcast_root(cls: type) -> Support:
     )
 
 
+def _absent(module_name: str, error: BaseException) -> bool:
+    """``error`` says that ``module_name`` itself does not exist."""
+    name, failed = _getattr(error, "name")
+    return isinstance(error, ModuleNotFoundError) and failed is None and name == module_name
+
+
+def _find_torch_dist_backend() -> tuple[str | None, Support]:
+    failures: list[str] = []
+    for module_name in TORCH_DIST_BACKEND_MODULES:
+        module = sys.modules.get(module_name)
+        if module is None:
+            module, import_error = _import_module(module_name)
+            if import_error is not None and not _absent(module_name, import_error):
+                failures.append(f"import {module_name} failed: {_describe(import_error)}")
+        if module is None:
+            continue
+        cls, error = _getattr(module, "TorchDistBackend")
+        is_class = False
+        if error is None:
+            is_class, error = _is_class(cls)
+        if error is not None:
+            failures.append(f"reading {module_name}.TorchDistBackend raised {error}")
+        elif is_class:
+            return f"{module_name}.TorchDistBackend", _bcast_root(cls)
+    if failures:
+        return None, Support(Status.UNKNOWN, "; ".join(failures))
+    return None, Support(Status.UNSUPPORTED, "flashinfer.comm has no TorchDistBackend")
+
+
+def _probe_comm_callable(
+    comm: Any, name: str, keywords: tuple[str, ...]
+) -> tuple[bool, dict[str, Support], Shape | None]:
+    """(present, answers, shape) for one name of :data:`COMM_PROBES`."""
+    qualified = f"flashinfer.comm.{name}"
+    func, error = _getattr(comm, name)
+    present = False
+    if error is None:
+        present, error = _is_callable(func)
+    if error is not None:
+        return False, _unknown(keywords, f"reading {qualified} raised {error}"), None
+    if not present:
+        return False, _unsupported(keywords, f"flashinfer.comm has no {name}"), None
+    shape, answers = _inspect(qualified, func, keywords)
+    return True, answers, shape
+
+
+def _unsupported(keywords: tuple[str, ...], reason: str) -> dict[str, Support]:
+    return dict.fromkeys(keywords, Support(Status.UNSUPPORTED, reason))
+
+
+def _unavailable_comm(error: str, reason: str, bcast: str) -> CommCapabilities:
+    return CommCapabilities(
+        available=False,
+        error=error,
+        unified_api=False,
+        legacy_api=False,
+        shapes=MappingProxyType({}),
+        kwargs=_freeze(_all_unknown(COMM_PROBES, reason)),
+        torch_dist_backend=None,
+        bcast_root_is_group_local=Support(Status.UNKNOWN, bcast),
+    )
+
+
 def _probe_comm(flashinfer: FlashInferInfo) -> CommCapabilities:
     if not flashinfer.importable:
-        reason = flashinfer.import_error or "flashinfer is not installed"
-        return CommCapabilities(
-            available=False,
-            error=f"flashinfer unavailable: {reason}",
-            unified_api=False,
-            legacy_api=False,
-            shapes=MappingProxyType({}),
-            kwargs=_freeze(_all_unknown(COMM_PROBES, f"flashinfer unavailable: {reason}")),
-            torch_dist_backend=None,
-            bcast_root_is_group_local=Support(Status.UNKNOWN, "flashinfer unavailable"),
+        reason = (
+            f"flashinfer unavailable: {flashinfer.import_error or 'flashinfer is not installed'}"
         )
+        return _unavailable_comm(reason, reason, "flashinfer unavailable")
     comm, error = _import("flashinfer.comm")
     if comm is None:
-        return CommCapabilities(
-            available=False,
-            error=error,
-            unified_api=False,
-            legacy_api=False,
-            shapes=MappingProxyType({}),
-            kwargs=_freeze(_all_unknown(COMM_PROBES, f"flashinfer.comm unavailable: {error}")),
-            torch_dist_backend=None,
-            bcast_root_is_group_local=Support(Status.UNKNOWN, "flashinfer.comm unavailable"),
+        error = error or "import flashinfer.comm failed"
+        return _unavailable_comm(
+            error, f"flashinfer.comm unavailable: {error}", "flashinfer.comm unavailable"
         )
     shapes: dict[str, Shape] = {}
     kwargs: dict[str, dict[str, Support]] = {}
+    present: dict[str, bool] = {}
     for name, keywords in COMM_PROBES.items():
-        func = getattr(comm, name, None)
-        if not callable(func):
-            missing = Support(Status.UNSUPPORTED, f"flashinfer.comm has no {name}")
-            kwargs[name] = dict.fromkeys(keywords, missing)
-            continue
-        shape = inspect_callable(f"flashinfer.comm.{name}", func)
-        shapes[name] = shape
-        kwargs[name] = supports(shape, keywords)
-    backend, bcast_root = _find_torch_dist_backend(comm)
+        present[name], kwargs[name], shape = _probe_comm_callable(comm, name, keywords)
+        if shape is not None:
+            shapes[name] = shape
+    backend, bcast_root = _find_torch_dist_backend()
     return CommCapabilities(
         available=True,
         error=None,
-        unified_api=callable(getattr(comm, "create_allreduce_fusion_workspace", None))
-        and callable(getattr(comm, "allreduce_fusion", None)),
-        legacy_api=callable(
-            getattr(comm, "trtllm_create_ipc_workspace_for_all_reduce_fusion", None)
-        )
-        and callable(getattr(comm, "trtllm_allreduce_fusion", None)),
+        unified_api=all(present[name] for name in _UNIFIED_API),
+        legacy_api=all(present[name] for name in _LEGACY_API),
         shapes=MappingProxyType(shapes),
         kwargs=_freeze(kwargs),
         torch_dist_backend=backend,
@@ -362,8 +570,57 @@ def _probe_comm(flashinfer: FlashInferInfo) -> CommCapabilities:
     )
 
 
+_MRO = type.__dict__["__mro__"]
+_NAMESPACE = type.__dict__["__dict__"]
+
+
+def _static_member(cls: type, name: str) -> Any:
+    """``name`` as defined on ``cls`` or a base, read from the class namespaces directly.
+
+    Unlike ``inspect.getattr_static`` this never goes through ``cls.__dict__``, which a
+    metaclass ``__getattribute__`` can intercept; None when no class defines ``name``.
+    """
+    for klass in _MRO.__get__(cls):
+        namespace = _NAMESPACE.__get__(klass)
+        if name in namespace:
+            found = namespace[name]
+            if isinstance(found, staticmethod | classmethod):
+                found = found.__func__
+            return found
+    return None
+
+
+def _probe_wrapper(module: Any, wrapper: str, shapes: dict[str, Shape]) -> dict[str, Support]:
+    """The ``plan`` answers of one wrapper; adds its shapes to ``shapes``."""
+    cls, error = _getattr(module, wrapper)
+    is_class = False
+    if error is None:
+        is_class, error = _is_class(cls)
+    if error is not None:
+        return _unknown(PLAN_KWARGS, f"reading flashinfer.{wrapper} raised {error}")
+    if not is_class:
+        return _unsupported(PLAN_KWARGS, f"flashinfer has no {wrapper}")
+    answers: dict[str, Support] = {}
+    for method, keywords in (("plan", PLAN_KWARGS), ("__init__", INIT_KWARGS)):
+        name = f"{wrapper}.{method}"
+        func, error = _attempt(_static_member, cls, method)
+        if error is not None or func is None:
+            if method == "plan":
+                answers = (
+                    _unknown(keywords, f"reading {name} raised {error}")
+                    if error is not None
+                    else _unsupported(keywords, f"{wrapper} has no plan")
+                )
+            continue
+        shape, method_answers = _inspect(name, func, keywords, owner=cls)
+        shapes[name] = shape
+        if method == "plan":
+            answers = method_answers
+    return answers
+
+
 def _probe_attention(
-    flashinfer: FlashInferInfo, module: ModuleType | None
+    flashinfer: FlashInferInfo, module: Any
 ) -> tuple[dict[str, dict[str, Support]], dict[str, Shape]]:
     answers: dict[str, dict[str, Support]] = {}
     shapes: dict[str, Shape] = {}
@@ -371,27 +628,9 @@ def _probe_attention(
         key = f"{wrapper}.plan"
         if module is None:
             reason = f"flashinfer unavailable: {flashinfer.import_error or 'not installed'}"
-            answers[key] = {keyword: Support(Status.UNKNOWN, reason) for keyword in PLAN_KWARGS}
-            continue
-        cls = getattr(module, wrapper, None)
-        if not inspect.isclass(cls):
-            missing = Support(Status.UNSUPPORTED, f"flashinfer has no {wrapper}")
-            answers[key] = dict.fromkeys(PLAN_KWARGS, missing)
-            continue
-        for method, keywords in (("plan", PLAN_KWARGS), ("__init__", INIT_KWARGS)):
-            name = f"{wrapper}.{method}"
-            func = inspect.getattr_static(cls, method, None)
-            if func is None:
-                if method == "plan":
-                    absent = Support(Status.UNSUPPORTED, f"{wrapper} has no plan")
-                    answers[key] = dict.fromkeys(keywords, absent)
-                continue
-            if isinstance(func, staticmethod | classmethod):
-                func = func.__func__
-            shape = inspect_callable(name, func, owner=cls)
-            shapes[name] = shape
-            if method == "plan":
-                answers[key] = supports(shape, keywords)
+            answers[key] = _unknown(PLAN_KWARGS, reason)
+        else:
+            answers[key] = _probe_wrapper(module, wrapper, shapes)
     return answers, shapes
 
 
@@ -399,12 +638,32 @@ def _freeze(nested: Mapping[str, Mapping[str, Support]]) -> Mapping[str, Mapping
     return MappingProxyType({key: MappingProxyType(dict(value)) for key, value in nested.items()})
 
 
-def probe() -> Capabilities:
-    """Run the probe now, uncached. Prefer :func:`get_capabilities`."""
+def _placeholder(reason: str, *, in_progress: bool) -> Capabilities:
+    """An answer that knows nothing: every item ``unknown`` because of ``reason``."""
+    attention = _all_unknown(ATTENTION_PROBES, reason)
+    return Capabilities(
+        fi_compat_version=__version__,
+        flashinfer=FlashInferInfo(
+            installed=_installed(),
+            version=None,
+            parsed_version=None,
+            source_build=False,
+            import_error=None if in_progress else reason,
+            location=None,
+            probe_in_progress=in_progress,
+        ),
+        torch=TorchInfo(version=None, cuda_available=None, cuda_version=None),
+        comm=_unavailable_comm(reason, reason, reason),
+        attention=_freeze(attention),
+        attention_shapes=MappingProxyType({}),
+    )
+
+
+def _probe() -> Capabilities:
     flashinfer, module = _probe_flashinfer()
     comm = _probe_comm(flashinfer)
     attention, attention_shapes = _probe_attention(flashinfer, module)
-    capabilities = Capabilities(
+    return Capabilities(
         fi_compat_version=__version__,
         flashinfer=flashinfer,
         torch=_probe_torch(),
@@ -412,19 +671,37 @@ def probe() -> Capabilities:
         attention=_freeze(attention),
         attention_shapes=MappingProxyType(attention_shapes),
     )
+
+
+def probe() -> Capabilities:
+    """Run the probe now, uncached. Prefer :func:`get_capabilities`.
+
+    Never raises, except ``KeyboardInterrupt``. Every step is guarded on its own; should
+    one still fail, the answer is every item ``unknown`` with the error as the reason.
+    """
+    try:
+        capabilities = _probe()
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # a last resort: the probe never crashes its caller
+        logger.debug("the probe failed", exc_info=True)
+        return _placeholder(f"the probe failed: {_describe(error)}", in_progress=False)
     logger.debug(
         "probed flashinfer %s (import error: %s; comm error: %s)",
-        flashinfer.version,
-        flashinfer.import_error,
-        comm.error,
+        capabilities.flashinfer.version,
+        capabilities.flashinfer.import_error,
+        capabilities.comm.error,
     )
     return capabilities
 
 
 # ---------------------------------------------------------------------------- the cache
 
-_lock = threading.Lock()
+# Re-entrant, so that clear_cache() called from code the probe runs cannot deadlock.
+_lock = threading.RLock()
 _cached: Capabilities | None = None
+#: ``threading.get_ident()`` of the thread running the probe, while it runs.
+_probing_thread: int | None = None
 
 
 def get_capabilities(refresh: bool = False) -> Capabilities:
@@ -433,19 +710,32 @@ def get_capabilities(refresh: bool = False) -> Capabilities:
     Safe to call from many threads at once: exactly one thread probes, the others wait for
     its answer. Never raises because of FlashInfer.
 
+    A call made by the probing thread while it probes (``flashinfer/__init__.py`` importing
+    fi-compat and asking for capabilities, say) cannot wait for the answer it is part of
+    computing: it gets a placeholder in which every item is ``unknown`` with
+    :data:`PROBE_IN_PROGRESS` as the reason and ``flashinfer.probe_in_progress`` is True.
+    The placeholder is not cached.
+
     Parameters
     ----------
     refresh
         Probe again (for example after installing or faking another FlashInfer in
         ``sys.modules``) and replace the cached answer.
     """
-    global _cached
+    global _cached, _probing_thread
     cached = _cached
     if cached is not None and not refresh:
         return cached
+    me = threading.get_ident()
+    if _probing_thread == me:  # only this thread ever writes its own ident there
+        return _placeholder(PROBE_IN_PROGRESS, in_progress=True)
     with _lock:
         if _cached is None or refresh:
-            _cached = probe()
+            _probing_thread = me
+            try:
+                _cached = probe()
+            finally:
+                _probing_thread = None
         return _cached
 
 

@@ -190,6 +190,17 @@ def hazards(capabilities: Capabilities) -> tuple[Hazard, ...]:
     """Every known hazard of the FlashInfer described by ``capabilities``."""
     found: list[Hazard] = []
     info = capabilities.flashinfer
+    if info.probe_in_progress:
+        # The placeholder answer for a re-entrant get_capabilities(): nothing is known yet.
+        return (
+            Hazard(
+                "probe-in-progress",
+                Severity.WARNING,
+                "get_capabilities() was called while fi-compat was still importing FlashInfer "
+                "(from flashinfer's own import, for example): every answer is unknown. Ask "
+                "again once import flashinfer has finished.",
+            ),
+        )
     if not info.installed:
         found.append(
             Hazard(

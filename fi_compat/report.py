@@ -7,25 +7,33 @@ Data flows one way: :mod:`fi_compat.capabilities` probes, this module describes,
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from fi_compat._gates import GATES
 from fi_compat._signature import Shape, Status, Support
-from fi_compat.capabilities import ATTENTION_WRAPPERS, Capabilities
+from fi_compat.capabilities import (
+    ATTENTION_PROBES,
+    ATTENTION_WRAPPERS,
+    COMM_PROBES,
+    Capabilities,
+)
+from fi_compat.errors import InvalidArgumentError, explain
 from fi_compat.hazards import hazards
 
 __all__ = [
     "FLAGS",
     "REQUIREMENTS",
+    "REQUIREMENT_NAMES",
     "UnknownRequirementError",
     "build_report",
     "missing",
+    "parse_requirements",
     "render_text",
 ]
 
-#: ``--require`` names and the probed items each one stands for. A qualified
-#: ``<callable>.<keyword>`` (for example ``allreduce_fusion.trigger_completion_at_end`` or
-#: ``BatchDecodeWithPagedKVCacheWrapper.plan.fixed_split_size``) is accepted as well.
+#: ``--require`` short names and the probed items each one stands for, as
+#: ``(section, owner, keyword)``.
 REQUIREMENTS: Mapping[str, tuple[tuple[str, str, str], ...]] = {
     "group": (("comm", "create_allreduce_fusion_workspace", "group"),),
     "comm_backend": (("comm", "create_allreduce_fusion_workspace", "comm_backend"),),
@@ -41,9 +49,43 @@ REQUIREMENTS: Mapping[str, tuple[tuple[str, str, str], ...]] = {
 #: ``--require`` names that are flags rather than keyword arguments.
 FLAGS = ("flashinfer", "comm", "unified_api", "legacy_api")
 
+#: The answer tables the report prints, each with the prefix its ``signatures`` section
+#: puts before an owner: ``(section, prefix, {owner: keywords})``.
+_COMM_PREFIX = "flashinfer.comm."
+_ATTENTION_PREFIX = "flashinfer."
+_TABLES: tuple[tuple[str, str, Mapping[str, tuple[str, ...]]], ...] = (
+    ("comm", _COMM_PREFIX, COMM_PROBES),
+    ("attention", _ATTENTION_PREFIX, ATTENTION_PROBES),
+)
 
-class UnknownRequirementError(ValueError):
-    """A ``--require`` name that the report does not know."""
+_BCAST = "bcast_root_is_group_local"
+
+
+def _requirement_names() -> dict[str, tuple[tuple[str, str, str], ...]]:
+    names: dict[str, tuple[tuple[str, str, str], ...]] = dict(REQUIREMENTS)
+    names.update({flag: (("flag", flag, ""),) for flag in FLAGS})
+    names[_BCAST] = (("bcast", _BCAST, ""),)
+    for section, prefix, table in _TABLES:
+        for owner, keywords in table.items():
+            for keyword in keywords:
+                item = ((section, owner, keyword),)
+                names[f"{owner}.{keyword}"] = item
+                names[f"{prefix}{owner}.{keyword}"] = item
+    return names
+
+
+#: Every name ``--require`` accepts, and the items each stands for: the short names of
+#: :data:`REQUIREMENTS`, the :data:`FLAGS`, ``bcast_root_is_group_local``, and
+#: ``<owner>.<keyword>`` for every answer the report prints, bare (as in its ``comm`` and
+#: ``attention`` tables) and qualified (as in its ``signatures`` section, e.g.
+#: ``flashinfer.comm.allreduce_fusion.trigger_completion_at_end``). Nothing else.
+REQUIREMENT_NAMES: Mapping[str, tuple[tuple[str, str, str], ...]] = MappingProxyType(
+    _requirement_names()
+)
+
+
+class UnknownRequirementError(InvalidArgumentError):
+    """A ``--require`` name that the report does not print (or an empty one)."""
 
 
 def _shape_dict(shape: Shape) -> dict[str, Any]:
@@ -91,34 +133,56 @@ def build_report(capabilities: Capabilities) -> dict[str, Any]:
         },
         "attention": _answers(capabilities.attention),
         "signatures": {
-            **{f"flashinfer.comm.{name}": _shape_dict(s) for name, s in comm.shapes.items()},
-            **{
-                f"flashinfer.{name}": _shape_dict(s)
-                for name, s in capabilities.attention_shapes.items()
-            },
+            f"{prefix}{name}": _shape_dict(shape)
+            for prefix, shapes in (
+                (_COMM_PREFIX, comm.shapes),
+                (_ATTENTION_PREFIX, capabilities.attention_shapes),
+            )
+            for name, shape in shapes.items()
         },
         "hazards": [hazard.to_dict() for hazard in hazards(capabilities)],
     }
 
 
+def _unknown_requirement(name: str) -> UnknownRequirementError:
+    short = ", ".join([*REQUIREMENTS, *FLAGS, _BCAST])
+    what = f"unknown requirement {name!r}" + (" (an empty item)" if not name else "")
+    return UnknownRequirementError(
+        explain(
+            f"a name that fi-compat report prints: {short}, or <owner>.<keyword> from its "
+            "comm, attention or signatures section, such as "
+            "BatchDecodeWithPagedKVCacheWrapper.plan.fixed_split_size or "
+            "flashinfer.comm.allreduce_fusion.trigger_completion_at_end",
+            what,
+            fix="spell the name as fi-compat report prints it, one per comma-separated item",
+        )
+    )
+
+
+def parse_requirements(text: str) -> list[str]:
+    """The names in a comma-separated ``--require`` value, checked against the table.
+
+    An empty ``text`` names nothing; an empty item (``"group,,comm"``) is an error.
+
+    Raises
+    ------
+    UnknownRequirementError
+        For an empty item or a name not in :data:`REQUIREMENT_NAMES`.
+    """
+    if text == "":
+        return []
+    names = [item.strip() for item in text.split(",")]
+    for name in names:
+        if name not in REQUIREMENT_NAMES:
+            raise _unknown_requirement(name)
+    return names
+
+
 def _lookup(capabilities: Capabilities, section: str, owner: str, keyword: str) -> Support:
+    if section == "bcast":
+        return capabilities.comm.bcast_root_is_group_local
     table = capabilities.comm.kwargs if section == "comm" else capabilities.attention
     return table[owner][keyword]
-
-
-def _resolve_requirement(name: str) -> tuple[tuple[str, str, str], ...]:
-    if name in REQUIREMENTS:
-        return REQUIREMENTS[name]
-    owner, _, keyword = name.rpartition(".")
-    for items in REQUIREMENTS.values():
-        for item in items:
-            if item[1:] == (owner, keyword) or item[1:] == (owner.split(".")[-1], keyword):
-                return (item,)
-    known = ", ".join([*REQUIREMENTS, *FLAGS])
-    raise UnknownRequirementError(
-        f"unknown requirement {name!r}; expected one of {known}, "
-        "or <callable>.<keyword> such as BatchDecodeWithPagedKVCacheWrapper.plan.fixed_split_size"
-    )
 
 
 def missing(capabilities: Capabilities, names: Iterable[str]) -> list[str]:
@@ -130,11 +194,16 @@ def missing(capabilities: Capabilities, names: Iterable[str]) -> list[str]:
     Raises
     ------
     UnknownRequirementError
-        For a name that is neither a known requirement nor ``<callable>.<keyword>``.
+        For a name that is not in :data:`REQUIREMENT_NAMES` (an empty one included).
     """
     comm = capabilities.comm
     flags = {
-        "flashinfer": (capabilities.flashinfer.importable, capabilities.flashinfer.import_error),
+        "flashinfer": (
+            capabilities.flashinfer.importable,
+            capabilities.flashinfer.import_error
+            or ("the probe is still running" if capabilities.flashinfer.probe_in_progress else None)
+            or "not installed",
+        ),
         "comm": (comm.available, comm.error),
         "unified_api": (comm.unified_api, comm.error or "no create_allreduce_fusion_workspace"),
         "legacy_api": (comm.legacy_api, comm.error or "no trtllm_allreduce_fusion"),
@@ -142,21 +211,24 @@ def missing(capabilities: Capabilities, names: Iterable[str]) -> list[str]:
     lacking: list[str] = []
     for raw in names:
         name = raw.strip()
-        if not name:
-            continue
-        if name in flags:
-            present, why = flags[name]
-            if not present:
-                lacking.append(f"{name}: unavailable ({why})")
-            continue
-        for section, owner, keyword in _resolve_requirement(name):
+        items = REQUIREMENT_NAMES.get(name)
+        if items is None:
+            raise _unknown_requirement(name)
+        for section, owner, keyword in items:
+            if section == "flag":
+                present, why = flags[owner]
+                if not present:
+                    lacking.append(f"{owner}: unavailable ({why})")
+                continue
             support = _lookup(capabilities, section, owner, keyword)
-            if support.status is not Status.SUPPORTED:
-                gate = GATES.get(keyword)
-                since = f"; needs FlashInfer {gate.introduced_in}+" if gate else ""
-                lacking.append(
-                    f"{owner}({keyword}=): {support.status.value} ({support.reason}{since})"
-                )
+            if support.status is Status.SUPPORTED:
+                continue
+            if section == "bcast":
+                lacking.append(f"{owner}: {support.status.value} ({support.reason})")
+                continue
+            gate = GATES.get(keyword)
+            since = f"; needs FlashInfer {gate.introduced_in}+" if gate else ""
+            lacking.append(f"{owner}({keyword}=): {support.status.value} ({support.reason}{since})")
     return lacking
 
 

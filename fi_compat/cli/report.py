@@ -1,16 +1,26 @@
 """``fi-compat report``: what the installed FlashInfer supports.
 
-Exits 0 whatever FlashInfer does (a broken FlashInfer is a finding, not a crash), 1 when
-``--require`` names something missing, 2 for a bad command line.
+Exits 0 whatever FlashInfer does (a broken or hostile FlashInfer is a finding, not a
+crash), 1 when ``--require`` names something that is not definitely supported, 2 for a
+bad command line (an unknown or empty ``--require`` name included), and 141 when stdout's
+reader goes away (see :mod:`fi_compat.cli`).
+
+Whatever FlashInfer writes to stdout while it is imported (``print()``, ``os.write(1,
+...)``, C ``printf``) goes to stderr instead, so ``--json`` output always parses.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
+import os
 import sys
+from collections.abc import Iterator
 from typing import Any
+
+from fi_compat.cli import write_err, write_out
 
 __all__ = ["register", "run"]
 
@@ -21,6 +31,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "report",
         help="probe the installed FlashInfer and report what it supports",
         description="Probe the installed FlashInfer and report what it supports.",
+        epilog="Exit status: 0 fine, 1 a --require name is not supported, 2 bad command "
+        "line, 141 stdout closed early (128 + SIGPIPE).",
     )
     parser.add_argument("--json", action="store_true", help="print JSON for machines")
     parser.add_argument(
@@ -28,7 +40,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         metavar="NAME,...",
         default="",
         help="exit 1 unless every named capability is supported, e.g. "
-        "group,trigger_completion_at_end,fixed_split_size",
+        "group,trigger_completion_at_end,fixed_split_size; accepts every name the "
+        "report prints, such as BatchDecodeWithPagedKVCacheWrapper.plan.fixed_split_size",
     )
     parser.set_defaults(func=run)
 
@@ -38,33 +51,80 @@ def _import_torch_quietly() -> None:
     # is simply reported as such by the probe.
     try:
         importlib.import_module("torch")
-    except Exception:
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # SystemExit included: torch's failure is not the report's
         return
+
+
+def _flush_c_stdio() -> None:
+    # C code buffers printf() output when stdout is a pipe; flush it while fd 1 still
+    # points at stderr, or it would land in the report at exit.
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except Exception:  # no C library to flush (Windows, a static build): nothing to do
+        return
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Send ``sys.stdout`` and file descriptor 1 to stderr for the duration."""
+    saved_stream = sys.stdout
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        saved_stream.flush()
+    saved_fd: int | None = None
+    try:
+        saved_fd = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no fd 1 or fd 2 (a daemon, an embedding): Python-level only
+        if saved_fd is not None:
+            os.close(saved_fd)
+            saved_fd = None
+    sys.stdout = sys.stderr
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            sys.stdout.flush()  # whatever FlashInfer left there, still going to stderr
+        _flush_c_stdio()
+        sys.stdout = saved_stream
+        if saved_fd is not None:
+            os.dup2(saved_fd, 1)
+            os.close(saved_fd)
 
 
 def run(args: argparse.Namespace) -> int:
     """Probe, print, and check ``--require``."""
     from fi_compat.capabilities import get_capabilities
-    from fi_compat.report import UnknownRequirementError, build_report, missing, render_text
+    from fi_compat.report import (
+        UnknownRequirementError,
+        build_report,
+        missing,
+        parse_requirements,
+        render_text,
+    )
 
-    names = [name for name in str(args.require).split(",") if name.strip()]
-    _import_torch_quietly()
-    capabilities = get_capabilities()
     try:
-        lacking = missing(capabilities, names)
+        names = parse_requirements(str(args.require))
     except UnknownRequirementError as error:
-        print(f"fi-compat report: {error}", file=sys.stderr)
+        write_err(f"fi-compat report: {error}")
         return 2
+    with _stdout_to_stderr():
+        _import_torch_quietly()
+        capabilities = get_capabilities()
+    lacking = missing(capabilities, names)
     if args.json:
         report = build_report(capabilities)
         if names:
             report["require"] = {"names": names, "missing": lacking}
-        print(json.dumps(report, indent=2, sort_keys=False))
+        write_out(json.dumps(report, indent=2, sort_keys=False) + "\n")
     else:
-        sys.stdout.write(render_text(capabilities))
+        write_out(render_text(capabilities))
     if lacking:
-        print("fi-compat report: required capabilities are missing:", file=sys.stderr)
+        write_err("fi-compat report: required capabilities are missing:")
         for entry in lacking:
-            print(f"  - {entry}", file=sys.stderr)
+            write_err(f"  - {entry}")
         return 1
     return 0

@@ -1,0 +1,746 @@
+"""The probe against generated hostile ``flashinfer`` packages: it never crashes or lies.
+
+Every package in :data:`HOSTILE_PACKAGES` is generated from the tables below (every
+built-in exception raised from ``flashinfer/__init__.py`` and from
+``flashinfer/comm/__init__.py``, exceptions that cannot be printed, import-time output,
+lazy ``__getattr__`` hooks, broken ``__path__`` and ``__version__``, hostile wrapper
+classes, ``TorchDistBackend.bcast`` variants). Each carries the exact set of items the
+probe must answer ``supported``; everything else must come out ``unsupported`` or
+``unknown``. For each package, ``get_capabilities()`` returns, ``fi-compat report`` and
+``fi-compat report --json`` exit 0 with parseable JSON, and ``--require group`` exits 1
+unless ``group`` really is supported.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import json
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import pytest
+
+from fi_compat import capabilities
+from fi_compat.capabilities import (
+    ATTENTION_PROBES,
+    COMM_PROBES,
+    PROBE_IN_PROGRESS,
+    Capabilities,
+    Status,
+    get_capabilities,
+)
+from fi_compat.cli import encodable, main
+from fi_compat.hazards import hazards
+from fi_compat.report import build_report, render_text
+from tests import fakes
+from tests.conftest import FakePackage
+
+Item = tuple[str, str, str]
+
+COMM_ITEMS: frozenset[Item] = frozenset(
+    ("comm", owner, keyword) for owner, keywords in COMM_PROBES.items() for keyword in keywords
+)
+ATTENTION_ITEMS: frozenset[Item] = frozenset(
+    ("attention", owner, keyword)
+    for owner, keywords in ATTENTION_PROBES.items()
+    for keyword in keywords
+)
+BCAST: Item = ("bcast", "bcast_root_is_group_local", "")
+#: Everything :func:`fakes.package` supports by default (it has no TorchDistBackend).
+FULL = COMM_ITEMS | ATTENTION_ITEMS
+NOTHING: frozenset[Item] = frozenset()
+GROUP: Item = ("comm", "create_allreduce_fusion_workspace", "group")
+
+
+def decode_items() -> frozenset[Item]:
+    return frozenset(item for item in ATTENTION_ITEMS if item[1].startswith("BatchDecode"))
+
+
+def statuses(caps: Capabilities) -> dict[Item, Status]:
+    found = {
+        ("comm", owner, keyword): support.status
+        for owner, answers in caps.comm.kwargs.items()
+        for keyword, support in answers.items()
+    }
+    found.update(
+        {
+            ("attention", owner, keyword): support.status
+            for owner, answers in caps.attention.items()
+            for keyword, support in answers.items()
+        }
+    )
+    found[BCAST] = caps.comm.bcast_root_is_group_local.status
+    return found
+
+
+@dataclass(frozen=True)
+class Hostile:
+    """One generated hostile package and the items the probe must answer ``supported``."""
+
+    id: str
+    files: Mapping[str, str]
+    supported: frozenset[Item]
+
+
+# ------------------------------------------------------------------ exceptions to raise
+
+#: Constructor arguments for the built-in exceptions that do not take one message.
+SPECIAL_ARGS: Mapping[str, str] = {
+    "UnicodeDecodeError": '"utf-8", b"\\xff", 0, 1, "invalid start byte"',
+    "UnicodeEncodeError": '"ascii", "\\xe9", 0, 1, "ordinal not in range(128)"',
+    "UnicodeTranslateError": '"\\xe9", 0, 1, "cannot translate"',
+    "BaseExceptionGroup": '"several", [ValueError("inner")]',
+    "ExceptionGroup": '"several", [ValueError("inner")]',
+}
+
+
+def builtin_exceptions() -> list[type[BaseException]]:
+    """Every public built-in exception class except ``KeyboardInterrupt``."""
+    found: dict[str, type[BaseException]] = {}
+    pending: list[type[BaseException]] = [BaseException]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if (
+            cls.__module__ == "builtins"
+            and not cls.__name__.startswith("_")
+            and getattr(builtins, cls.__name__, None) is cls
+            and cls is not KeyboardInterrupt
+        ):
+            found[cls.__name__] = cls
+    return [found[name] for name in sorted(found)]
+
+
+BUILTIN_EXCEPTIONS = builtin_exceptions()
+
+#: Classes the raising modules define first (``prelude``), for the raises below.
+EXCEPTION_PRELUDE = """
+class HostileBase(BaseException):
+    pass
+
+class StrRaises(ValueError):
+    def __str__(self):
+        raise RuntimeError("__str__ refuses")
+
+class StrNotStr(ValueError):
+    def __str__(self):
+        return 42
+
+class NothingPrints(ValueError):
+    def __str__(self):
+        raise SystemExit(5)
+    def __repr__(self):
+        raise SystemExit(6)
+
+class HostileStr(str):
+    def __str__(self):
+        raise RuntimeError("HostileStr.__str__")
+    def __format__(self, spec):
+        raise RuntimeError("HostileStr.__format__")
+    def __repr__(self):
+        raise RuntimeError("HostileStr.__repr__")
+
+class StrIsHostileStr(ValueError):
+    def __str__(self):
+        return HostileStr("a str subclass whose methods raise")
+
+class NameRaisesMeta(type):
+    @property
+    def __name__(cls):
+        raise RuntimeError("no __name__ for you")
+
+class Nameless(ValueError, metaclass=NameRaisesMeta):
+    pass
+"""
+
+#: ``raise`` expressions beyond the built-in classes: (id, expression).
+EXTRA_RAISES: tuple[tuple[str, str], ...] = (
+    ("SystemExit-0", "SystemExit(0)"),
+    ("SystemExit-3", "SystemExit(3)"),
+    ("SystemExit-msg", 'SystemExit("flashinfer says goodbye")'),
+    ("custom-BaseException", 'HostileBase("not an Exception")'),
+    ("str-raises", 'StrRaises("secret")'),
+    ("str-not-str", "StrNotStr()"),
+    ("nothing-prints", "NothingPrints()"),
+    ("str-is-hostile-str", "StrIsHostileStr()"),
+    ("nameless", 'Nameless("who am I")'),
+    ("non-ascii", 'RuntimeError("caf\\u00e9 \\u2615 \\ud800")'),
+)
+
+
+def raise_expressions() -> list[tuple[str, str]]:
+    plain = [
+        (cls.__name__, f"{cls.__name__}({SPECIAL_ARGS.get(cls.__name__, repr('hostile'))})")
+        for cls in BUILTIN_EXCEPTIONS
+    ]
+    return plain + list(EXTRA_RAISES)
+
+
+RAISES = raise_expressions()
+
+
+def raising_packages() -> list[Hostile]:
+    out = []
+    for name, expression in RAISES:
+        out.append(
+            Hostile(
+                f"init-raises-{name}",
+                fakes.package(init_raises=expression, prelude=EXCEPTION_PRELUDE),
+                NOTHING,
+            )
+        )
+        out.append(
+            Hostile(
+                f"comm-raises-{name}",
+                fakes.package(comm_raises=expression, prelude=EXCEPTION_PRELUDE),
+                ATTENTION_ITEMS,  # the wrappers live in flashinfer itself
+            )
+        )
+    return out
+
+
+# ------------------------------------------------------------------ other hostility
+
+NOISE: tuple[tuple[str, str], ...] = (
+    ("print", 'print("flashinfer: hello from import")\n'),
+    ("sys-stdout-write", 'import sys\nsys.stdout.write("{not json\\n")\n'),
+    ("os-write-fd1", 'import os\nos.write(1, b"{written to fd 1\\n")\n'),
+    ("c-printf", 'import ctypes\nctypes.CDLL(None).printf(b"{C printf\\n")\n'),
+)
+
+
+def noise_packages() -> list[Hostile]:
+    out = []
+    for name, source in NOISE:
+        out.append(Hostile(f"noise-init-{name}", fakes.package(extra=source), FULL))
+        files = fakes.package()
+        files["flashinfer/comm/__init__.py"] = source + fakes.NEW_COMM
+        out.append(Hostile(f"noise-comm-{name}", files, FULL))
+    return out
+
+
+#: Module-level ``__getattr__`` bodies for names the module lacks: (id, statement).
+GETATTR_HOOKS: tuple[tuple[str, str], ...] = (
+    ("AttributeError", 'raise AttributeError(f"no {name}")'),
+    ("ModuleNotFoundError", 'raise ModuleNotFoundError(f"lazy import of {name} failed")'),
+    ("RuntimeError", 'raise RuntimeError(f"cannot load {name}")'),
+    ("SystemExit", "raise SystemExit(f'{name}')"),
+)
+
+
+#: Only the decode wrapper, declaring the split settings itself.
+DECODE_ONLY = """
+class BatchDecodeWithPagedKVCacheWrapper:
+    def __init__(self, float_workspace_buffer, kv_layout="NHD", use_tensor_cores=False):
+        pass
+    def plan(self, indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim,
+             page_size, fixed_split_size=None, disable_split_kv=False):
+        pass
+"""
+
+
+def getattr_packages() -> list[Hostile]:
+    out = []
+    for name, statement in GETATTR_HOOKS:
+        hook = f"\ndef __getattr__(name):\n    {statement}\n"
+        # flashinfer lacks two wrappers: the hook decides what reading them does.
+        out.append(
+            Hostile(
+                f"getattr-flashinfer-{name}",
+                fakes.package(wrappers=DECODE_ONLY, extra=hook),
+                COMM_ITEMS | decode_items(),
+            )
+        )
+        # flashinfer.comm lacks the unified API.
+        legacy = fakes.package(comm=fakes.LEGACY_COMM + hook)
+        out.append(
+            Hostile(
+                f"getattr-comm-{name}",
+                legacy,
+                ATTENTION_ITEMS
+                | {
+                    ("comm", "trtllm_create_ipc_workspace_for_all_reduce_fusion", "group"),
+                    ("comm", "trtllm_allreduce_fusion", "trigger_completion_at_end"),
+                },
+            )
+        )
+    return out
+
+
+PATHS: tuple[tuple[str, str], ...] = (
+    ("int", "__path__ = 5\n"),
+    ("none", "__path__ = None\n"),
+    (
+        "iter-raises",
+        "class _P:\n    def __iter__(self):\n        raise SystemExit(7)\n__path__ = _P()\n",
+    ),
+    ("non-str-entries", "__path__ = [5, b'bytes']\n"),
+)
+
+VERSIONS: tuple[tuple[str, str], ...] = (
+    ("int", "__version__ = 5\n"),
+    ("unparsable", '__version__ = "not a version at all"\n'),
+    ("huge-release", '__version__ = "1" * 5000\n'),
+    ("nul", '__version__ = "0.7.2\\x00"\n'),
+    ("non-ascii", '__version__ = "0.7.2-\\u00e9\\ud800"\n'),
+    (
+        "hostile-str",
+        EXCEPTION_PRELUDE + '__version__ = HostileStr("0.7.2")\n',
+    ),
+    (
+        "getattr-raises",
+        "del __version__\ndef __getattr__(name):\n    raise RuntimeError(name)\n",
+    ),
+)
+
+
+def module_attribute_packages() -> list[Hostile]:
+    out = [
+        Hostile(f"path-{name}", fakes.package(extra=src), ATTENTION_ITEMS) for name, src in PATHS
+    ]
+    out += [Hostile(f"version-{name}", fakes.package(extra=src), FULL) for name, src in VERSIONS]
+    out.append(
+        Hostile(
+            "sys-modules-None",
+            fakes.package(extra="import sys\nsys.modules[__name__] = None\n"),
+            NOTHING,
+        )
+    )
+    out.append(
+        Hostile(
+            "sys-modules-object",
+            fakes.package(extra="import sys\nsys.modules[__name__] = object()\n"),
+            NOTHING,
+        )
+    )
+    return out
+
+
+DECODE = "BatchDecodeWithPagedKVCacheWrapper"
+DECODE_PLAN = """
+    def plan(self, indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim,
+             page_size, fixed_split_size=None, disable_split_kv=False):
+        pass
+"""
+
+#: Replacements for the decode wrapper: (id, source, whether its plan answers stand).
+WRAPPERS: tuple[tuple[str, str, bool], ...] = (
+    (
+        "metaclass-instancecheck-raises",
+        "class _Meta(type):\n    def __instancecheck__(cls, obj):\n"
+        "        raise RuntimeError('instancecheck')\n"
+        f"class {DECODE}(metaclass=_Meta):{DECODE_PLAN}",
+        True,
+    ),
+    (
+        "metaclass-getattribute-raises",
+        "class _Meta(type):\n    def __getattribute__(cls, name):\n"
+        "        raise SystemExit('getattribute ' + name)\n"
+        f"class {DECODE}(metaclass=_Meta):{DECODE_PLAN}",
+        True,
+    ),
+    (
+        "plan-property-raises",
+        f"class {DECODE}:\n    @property\n    def plan(self):\n        raise SystemExit(9)\n",
+        False,
+    ),
+    (
+        "plan-signature-raises-SystemExit",
+        "class _NoSig:\n    @property\n    def __signature__(self):\n"
+        "        raise SystemExit('no signature')\n"
+        "    def __call__(self, *args, **kwargs):\n        return None\n"
+        f"class {DECODE}:\n    plan = _NoSig()\n",
+        False,
+    ),
+    (
+        "plan-signature-raises-BaseException",
+        "class _Boom(BaseException):\n    pass\n"
+        "class _NoSig:\n    @property\n    def __signature__(self):\n"
+        "        raise _Boom('no signature')\n"
+        "    def __call__(self, *args, **kwargs):\n        return None\n"
+        f"class {DECODE}:\n    plan = _NoSig()\n",
+        False,
+    ),
+    (
+        "not-a-class-class-attribute-raises",
+        "class _Weird:\n    @property\n    def __class__(self):\n"
+        "        raise RuntimeError('__class__')\n"
+        f"{DECODE} = _Weird()\n",
+        False,
+    ),
+    ("plan-is-none", f"class {DECODE}:\n    plan = None\n", False),
+)
+
+
+def wrapper_packages() -> list[Hostile]:
+    out = []
+    for name, source, stands in WRAPPERS:
+        supported = FULL if stands else FULL - decode_items()
+        out.append(
+            Hostile(
+                f"wrapper-{name}",
+                fakes.package(wrappers=fakes.DIRECT_WRAPPERS + source),
+                supported,
+            )
+        )
+    # A comm callable whose signature cannot be read for a BaseException.
+    comm = fakes.NEW_COMM + (
+        "\nclass _NoSig:\n    @property\n    def __signature__(self):\n"
+        "        raise SystemExit('no signature')\n"
+        "    def __call__(self, *args, **kwargs):\n        return None\n"
+        "allreduce_fusion = _NoSig()\n"
+    )
+    out.append(
+        Hostile(
+            "comm-signature-raises-SystemExit",
+            fakes.package(comm=comm),
+            FULL - {("comm", "allreduce_fusion", "trigger_completion_at_end")},
+        )
+    )
+    return out
+
+
+BACKEND_HEAD = """
+def get_global_rank(group, rank):
+    return rank
+
+class _Dist:
+    get_global_rank = staticmethod(get_global_rank)
+
+dist = _Dist()
+
+class TorchDistBackend:
+    def __init__(self, group=None):
+        self._group = group
+"""
+
+#: ``TorchDistBackend.bcast`` bodies: (id, method source, whether it is group-local).
+BCASTS: tuple[tuple[str, str, bool], ...] = (
+    (
+        "comment-only",
+        "    def bcast(self, data, root):\n"
+        "        # should be dist.get_global_rank(self._group, root)\n"
+        "        return data\n",
+        False,
+    ),
+    (
+        "string-only",
+        "    def bcast(self, data, root):\n"
+        '        todo = "call get_global_rank(group, root) here"\n'
+        "        return data\n",
+        False,
+    ),
+    (
+        "docstring-only",
+        "    def bcast(self, data, root):\n"
+        '        """Unlike get_global_rank(group, root), root is global."""\n'
+        "        return data\n",
+        False,
+    ),
+    (
+        "reference-no-call",
+        "    def bcast(self, data, root):\n        _ = dist.get_global_rank\n        return data\n",
+        False,
+    ),
+    (
+        "default-argument-only",
+        "    @staticmethod\n    def _noop(x):\n        return x\n"
+        "    def bcast(self, data, root, _r=get_global_rank(None, 0)):\n        return data\n",
+        False,
+    ),
+    (
+        "attribute-call",
+        "    def bcast(self, data, root):\n"
+        "        root = dist.get_global_rank(self._group, root)\n"
+        "        return data\n",
+        True,
+    ),
+    (
+        "name-call",
+        "    def bcast(self, data, root):\n"
+        "        return self._send(data, get_global_rank(self._group, root))\n"
+        "    def _send(self, data, root):\n        return data\n",
+        True,
+    ),
+)
+
+
+def bcast_packages() -> list[Hostile]:
+    out = []
+    for name, method, local in BCASTS:
+        files = {
+            **fakes.package(),
+            "flashinfer/comm/comm_backend.py": BACKEND_HEAD + method,
+        }
+        out.append(Hostile(f"bcast-{name}", files, FULL | ({BCAST} if local else set())))
+    unreadable = {
+        **fakes.package(),
+        "flashinfer/comm/comm_backend.py": (
+            "class TorchDistBackend:\n    pass\n"
+            "exec('def bcast(self, data, root):\\n    return get_global_rank(0, root)\\n')\n"
+            "TorchDistBackend.bcast = bcast\n"
+        ),
+    }
+    out.append(Hostile("bcast-source-unreadable", unreadable, FULL))
+    broken = {**fakes.package(), "flashinfer/comm/comm_backend.py": "raise SystemExit(4)\n"}
+    out.append(Hostile("bcast-module-raises", broken, FULL))
+    return out
+
+
+HOSTILE_PACKAGES: tuple[Hostile, ...] = (
+    *raising_packages(),
+    *noise_packages(),
+    *getattr_packages(),
+    *module_attribute_packages(),
+    *wrapper_packages(),
+    *bcast_packages(),
+)
+#: How many hostile packages the suite generates.
+HOSTILE_PACKAGE_COUNT = len(HOSTILE_PACKAGES)
+
+
+# ---------------------------------------------------------------------------- the tests
+
+
+def test_the_tables_generate_what_they_claim() -> None:
+    names = {cls.__name__ for cls in BUILTIN_EXCEPTIONS}
+    assert {"SystemExit", "GeneratorExit", "Exception", "OSError", "ValueError"} <= names
+    assert "KeyboardInterrupt" not in names
+    assert len({hostile.id for hostile in HOSTILE_PACKAGES}) == HOSTILE_PACKAGE_COUNT
+    assert 2 * len(BUILTIN_EXCEPTIONS) + 50 <= HOSTILE_PACKAGE_COUNT
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["report", *argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("hostile", HOSTILE_PACKAGES, ids=[h.id for h in HOSTILE_PACKAGES])
+def test_hostile_package(
+    hostile: Hostile, fake_package: FakePackage, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_package(hostile.files)
+    # The first call probes (inside the CLI, so import-time output must stay off stdout).
+    code, out, err = _run(capsys, "--json")
+    assert code == 0, err
+    assert "Traceback" not in err
+    report = json.loads(out)
+    caps = get_capabilities()
+    found = statuses(caps)
+    supported = {item for item, status in found.items() if status is Status.SUPPORTED}
+    assert supported == set(hostile.supported)
+    # What the report says is what the probe found.
+    assert report["comm"]["kwargs"] == {
+        owner: {k: v.to_dict() for k, v in answers.items()}
+        for owner, answers in caps.comm.kwargs.items()
+    }
+    assert json.loads(json.dumps(build_report(caps))) == report
+    for text in _strings(report):
+        assert type(text) is str
+    code, out, err = _run(capsys)
+    assert code == 0, err
+    assert out == encodable(render_text(caps), sys.stdout)
+    code, _, err = _run(capsys, "--require", "group")
+    assert code == (0 if GROUP in hostile.supported else 1), err
+    assert "Traceback" not in err
+    hazards(caps)  # never raises either
+
+
+def _strings(value: object) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+@pytest.mark.parametrize(("name", "expression"), RAISES, ids=[name for name, _ in RAISES])
+def test_import_errors_are_described(fake_package: FakePackage, name: str, expression: str) -> None:
+    fake_package(fakes.package(init_raises=expression, prelude=EXCEPTION_PRELUDE))
+    info = get_capabilities().flashinfer
+    assert info.installed
+    assert not info.importable
+    assert type(info.import_error) is str
+    assert info.import_error
+    if name == "nothing-prints":
+        assert info.import_error == "NothingPrints: <unprintable NothingPrints>"
+    elif name == "nameless":
+        assert info.import_error.startswith("<unnamed exception>: ")
+    elif name == "str-raises":
+        assert info.import_error == "StrRaises: StrRaises('secret')"
+    elif name.startswith("SystemExit-"):
+        assert info.import_error.startswith("SystemExit: ")
+    else:
+        assert info.import_error.split(":")[0] in expression
+
+
+@pytest.mark.parametrize("where", ["init", "comm"])
+def test_keyboard_interrupt_propagates(fake_package: FakePackage, where: str) -> None:
+    key = "init_raises" if where == "init" else "comm_raises"
+    root = fake_package(fakes.package(**{key: 'KeyboardInterrupt("ctrl-c")'}))
+    with pytest.raises(KeyboardInterrupt):
+        get_capabilities()
+    # Nothing was cached and nothing is left locked or marked as probing.
+    assert capabilities._cached is None
+    assert capabilities._probing_thread is None
+    # Once the package is fixed the probe works.
+    fixed = fakes.package()
+    (root / "flashinfer" / "__init__.py").write_text(fixed["flashinfer/__init__.py"])
+    (root / "flashinfer" / "comm" / "__init__.py").write_text(fakes.NEW_COMM)
+    importlib.invalidate_caches()
+    assert get_capabilities().comm.available
+
+
+def test_keyboard_interrupt_in_the_cli(
+    fake_package: FakePackage, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_package(fakes.package(comm_raises='KeyboardInterrupt("ctrl-c")'))
+    code, out, err = _run(capsys, "--json")
+    assert code == 130
+    assert out == ""
+    assert "interrupted" in err
+
+
+@pytest.mark.parametrize(
+    "raised",
+    [SystemExit(0), KeyboardInterrupt(), GeneratorExit(), RuntimeError("x")],
+    ids=["SystemExit", "KeyboardInterrupt", "GeneratorExit", "RuntimeError"],
+)
+def test_signature_reader_failures_are_guarded(
+    fake_package: FakePackage, monkeypatch: pytest.MonkeyPatch, raised: BaseException
+) -> None:
+    """Whatever ``inspect_callable`` raises becomes ``unknown``; only Ctrl-C propagates."""
+    fake_package(fakes.package())
+
+    def hostile(*args: object, **kwargs: object) -> object:
+        raise raised
+
+    monkeypatch.setattr(capabilities, "inspect_callable", hostile)
+    if isinstance(raised, KeyboardInterrupt):
+        with pytest.raises(KeyboardInterrupt):
+            get_capabilities()
+        return
+    caps = get_capabilities()
+    found = statuses(caps)
+    assert {found[item] for item in FULL} == {Status.UNKNOWN}
+    shape = caps.comm.shapes["allreduce_fusion"]
+    assert shape.keywords is None
+    assert shape.error is not None
+    assert type(raised).__name__ in shape.error
+
+
+def test_malformed_answer_from_the_signature_reader_is_unknown(
+    fake_package: FakePackage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_package(fakes.package())
+    monkeypatch.setattr(
+        capabilities,
+        "supports",
+        lambda shape, keywords: dict.fromkeys(keywords, capabilities.Support("supported", 5)),  # type: ignore[arg-type]
+    )
+    found = statuses(get_capabilities())
+    assert {found[item] for item in FULL} == {Status.UNKNOWN}
+
+
+def test_last_resort_answer(fake_package: FakePackage, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_package(fakes.package())
+
+    def broken() -> object:
+        raise SystemExit("a bug in the probe")
+
+    monkeypatch.setattr(capabilities, "_probe_flashinfer", broken)
+    caps = get_capabilities()
+    assert not caps.flashinfer.importable
+    assert caps.flashinfer.import_error == "the probe failed: SystemExit: a bug in the probe"
+    assert set(statuses(caps).values()) == {Status.UNKNOWN}
+
+
+@pytest.mark.parametrize(
+    ("name", "source", "location_ends"),
+    [
+        ("int", "__path__ = 5\n", "__init__.py"),
+        ("non-str-entries", "__path__ = [5]\n", "__init__.py"),
+        ("pathlike", "import pathlib\n__path__ = [pathlib.Path('/opt/fi')]\n", "/opt/fi"),
+    ],
+)
+def test_location_survives_path(
+    fake_package: FakePackage, name: str, source: str, location_ends: str
+) -> None:
+    fake_package(fakes.package(extra=source))
+    location = get_capabilities().flashinfer.location
+    assert type(location) is str
+    assert location.endswith(location_ends)
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "parsed"),
+    [
+        ("huge-release", "1" * 5000, None),
+        ("nul", "0.7.2\x00", None),
+        ("hostile-str", "0.7.2", "0.7.2"),
+    ],
+)
+def test_version_survives(
+    fake_package: FakePackage, name: str, version: str, parsed: str | None
+) -> None:
+    source = dict(VERSIONS)[name]
+    fake_package(fakes.package(extra=source))
+    info = get_capabilities().flashinfer
+    assert type(info.version) is str
+    assert info.version == version
+    assert (str(info.parsed_version) if info.parsed_version else None) == parsed
+    assert info.source_build is (parsed is None)
+
+
+def test_bcast_reason_names_the_call(fake_package: FakePackage) -> None:
+    method = {name: m for name, m, _ in BCASTS}["comment-only"]
+    fake_package({**fakes.package(), "flashinfer/comm/comm_backend.py": BACKEND_HEAD + method})
+    comm = get_capabilities().comm
+    assert comm.torch_dist_backend == "flashinfer.comm.comm_backend.TorchDistBackend"
+    assert comm.bcast_root_is_group_local.status is Status.UNSUPPORTED
+    ids = [hazard.id for hazard in hazards(get_capabilities())]
+    assert "torch-dist-backend-global-root" in ids
+
+
+def test_reentrant_call_gets_the_placeholder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In process, without FlashInfer: a probe that asks for capabilities while probing."""
+    capabilities.clear_cache()
+    seen: list[Capabilities] = []
+    real = capabilities._probe
+
+    def reentrant() -> Capabilities:
+        seen.append(get_capabilities())
+        seen.append(get_capabilities(refresh=True))
+        return real()
+
+    monkeypatch.setattr(capabilities, "_probe", reentrant)
+    try:
+        outer = get_capabilities()
+    finally:
+        monkeypatch.undo()
+    try:
+        assert not outer.flashinfer.probe_in_progress
+        assert len(seen) == 2
+        for inner in seen:
+            assert inner is not outer
+            assert inner.flashinfer.probe_in_progress
+            assert not inner.flashinfer.importable
+            assert set(statuses(inner).values()) == {Status.UNKNOWN}
+            reasons = {
+                support.reason
+                for answers in inner.attention.values()
+                for support in answers.values()
+            }
+            assert reasons == {PROBE_IN_PROGRESS}
+            assert [h.id for h in hazards(inner)] == ["probe-in-progress"]
+            assert build_report(inner)["hazards"][0]["id"] == "probe-in-progress"
+        assert get_capabilities() is outer  # the placeholder was never cached
+    finally:
+        capabilities.clear_cache()
