@@ -15,11 +15,12 @@ deterministic planner can never run next to an allowed allreduce fusion.
 
 from __future__ import annotations
 
+import reprlib
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
-from fi_compat.errors import FusionForbiddenError, explain
+from fi_compat.errors import FusionForbiddenError, InvalidArgumentError, explain
 
 __all__ = [
     "deterministic",
@@ -32,11 +33,57 @@ _lock = threading.Lock()
 _enabled = False
 
 
+def _require_bool(
+    name: str, value: object, error: type[InvalidArgumentError] = InvalidArgumentError
+) -> None:
+    """Refuse anything but ``True`` or ``False`` for the switch ``name``.
+
+    ``bool("false")`` is ``True``: a switch that converted its argument would turn on for
+    the string ``"false"``, ``"0"`` or ``"off"``. So switches take real bools only; ``0``,
+    ``1``, ``None``, strings and ``numpy.bool_`` are refused, not converted.
+    """
+    if value is True or value is False:
+        return
+    raise error(
+        explain(
+            f"{name} to be a bool (True or False)",
+            f"{reprlib.repr(value)} of type {type(value).__name__}",
+            fix="pass True or False; convert explicitly where the value comes from "
+            "(bool('false') is True, so parse strings yourself; bool(x) for a numpy "
+            "bool or an int)",
+        )
+    )
+
+
+def _require_str(name: str, value: object) -> None:
+    if not isinstance(value, str):
+        raise InvalidArgumentError(
+            explain(
+                f"{name} to be a str naming the fused operation, for the message",
+                f"{reprlib.repr(value)} of type {type(value).__name__}",
+                fix="pass a description such as 'allreduce fusion', or nothing",
+            )
+        )
+
+
 def set_deterministic(enabled: bool) -> None:
-    """Turn deterministic inference on or off for this process."""
+    """Turn deterministic inference on or off for this process.
+
+    Parameters
+    ----------
+    enabled
+        ``True`` or ``False``; nothing else.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``enabled`` is not a bool (``"false"``, ``0``, ``None``, ``numpy.bool_``, ...); the
+        switch is left as it was.
+    """
     global _enabled
+    _require_bool("enabled", enabled)
     with _lock:
-        _enabled = bool(enabled)
+        _enabled = enabled
 
 
 def is_deterministic() -> bool:
@@ -44,12 +91,28 @@ def is_deterministic() -> bool:
     return _enabled
 
 
+def deterministic(enabled: bool = True) -> AbstractContextManager[None]:
+    """Set the switch for the duration of a ``with`` block, then restore it (for tests).
+
+    Parameters
+    ----------
+    enabled
+        ``True`` or ``False``; nothing else.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``enabled`` is not a bool; raised by this call, before the block is entered.
+    """
+    _require_bool("enabled", enabled)
+    return _deterministic(enabled)
+
+
 @contextmanager
-def deterministic(enabled: bool = True) -> Iterator[None]:
-    """Set the switch for the duration of a ``with`` block, then restore it (for tests)."""
+def _deterministic(enabled: bool) -> Iterator[None]:
     global _enabled
     with _lock:
-        previous, _enabled = _enabled, bool(enabled)
+        previous, _enabled = _enabled, enabled
     try:
         yield
     finally:
@@ -64,7 +127,15 @@ def ensure_fusion_allowed(what: str = "allreduce fusion") -> None:
     ----------
     what
         What is about to be set up, for the message.
+
+    Raises
+    ------
+    FusionForbiddenError
+        Deterministic inference is on.
+    InvalidArgumentError
+        ``what`` is not a str.
     """
+    _require_str("what", what)
     if _enabled:
         raise FusionForbiddenError(
             explain(

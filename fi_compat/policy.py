@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import enum
 import logging
+import reprlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fi_compat.determinism import is_deterministic
-from fi_compat.errors import FiCompatError
+from fi_compat.determinism import _require_bool, is_deterministic
+from fi_compat.errors import InvalidArgumentError, explain
 
 __all__ = [
     "DEFAULT_MAX_FUSION_TOKENS",
@@ -103,8 +104,28 @@ def __dir__() -> list[str]:
     return list(__all__)
 
 
-class PolicyInputError(FiCompatError, ValueError):
-    """An input to the fusion policy is out of range or malformed."""
+class PolicyInputError(InvalidArgumentError):
+    """An input to the fusion policy is out of range or malformed.
+
+    An :class:`~fi_compat.errors.InvalidArgumentError`, so also a ``ValueError`` and a
+    ``TypeError``.
+    """
+
+
+def _found(value: object) -> str:
+    return f"{reprlib.repr(value)} of type {type(value).__name__}"
+
+
+def _require_flag(name: str, value: object) -> None:
+    """Refuse anything but a real bool for a boolean input (``bool("false")`` is True)."""
+    _require_bool(name, value, PolicyInputError)
+
+
+def _require_text(name: str, value: object) -> None:
+    if not isinstance(value, str):
+        raise PolicyInputError(
+            explain(f"{name} to be a str", _found(value), fix=f"pass {name} as text")
+        )
 
 
 class FusionChoice(enum.Enum):
@@ -184,8 +205,9 @@ def parse_compute_capability(text: str) -> tuple[int, int]:
     Raises
     ------
     PolicyInputError
-        If ``text`` is not a compute capability.
+        If ``text`` is not a str, or not a compute capability.
     """
+    _require_text("the compute capability", text)
     raw = text.strip().lower()
     for prefix in ("sm_", "sm"):
         if raw.startswith(prefix):
@@ -206,7 +228,13 @@ def is_h20_device(device_name: str) -> bool:
     """Whether ``device_name`` names an H20 (an H200 does not count).
 
     Matches SGLang's test: the name contains ``H20`` but not ``H200``; case-insensitive.
+
+    Raises
+    ------
+    PolicyInputError
+        If ``device_name`` is not a str.
     """
+    _require_text("device_name", device_name)
     name = device_name.upper()
     return "H20" in name and "H200" not in name
 
@@ -251,7 +279,9 @@ class Deployment:
     Raises
     ------
     PolicyInputError
-        If a size is below 1, the capability is malformed, or a string is empty.
+        If a size is below 1 or not an int, the capability is malformed, a string is
+        empty, or ``dp_attention`` or ``deterministic`` is not a bool (``"false"`` would
+        otherwise count as on).
     """
 
     architecture: str
@@ -280,6 +310,8 @@ class Deployment:
         _require_int("tp_size", self.tp_size, 1)
         _require_int("nnodes", self.nnodes, 1)
         _require_int("attn_cp_size", self.attn_cp_size, 1)
+        _require_flag("dp_attention", self.dp_attention)
+        _require_flag("deterministic", self.deterministic)
         if not isinstance(self.moe_a2a_backend, str) or not self.moe_a2a_backend:
             raise PolicyInputError(
                 "expected moe_a2a_backend to be a backend name or 'none'; "
@@ -328,6 +360,12 @@ class FusionRule:
     priority
         Tie-break between rules of one effect class (lower is reported first). It
         never changes *whether* fusion is on, only which applying rule is named.
+
+    Raises
+    ------
+    PolicyInputError
+        If ``rule_id`` is not a :class:`RuleId`, ``effect`` not a :class:`RuleEffect`,
+        ``applies`` or ``explain`` not callable, or ``priority`` not an int.
     """
 
     rule_id: RuleId
@@ -335,6 +373,31 @@ class FusionRule:
     applies: Callable[[Deployment], bool] = field(compare=False)
     explain: Callable[[Deployment], str] = field(compare=False)
     priority: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.rule_id, RuleId):
+            raise PolicyInputError(
+                explain("rule_id to be a RuleId", _found(self.rule_id), fix="pass a RuleId member")
+            )
+        if not isinstance(self.effect, RuleEffect):
+            raise PolicyInputError(
+                explain(
+                    "effect to be a RuleEffect", _found(self.effect), fix="pass a RuleEffect member"
+                )
+            )
+        for name in ("applies", "explain"):
+            if not callable(getattr(self, name)):
+                raise PolicyInputError(
+                    explain(
+                        f"{name} to be a callable taking a Deployment",
+                        _found(getattr(self, name)),
+                        fix=f"pass a function, e.g. {name}=lambda d: ...",
+                    )
+                )
+        if isinstance(self.priority, bool) or not isinstance(self.priority, int):
+            raise PolicyInputError(
+                explain("priority to be an int", _found(self.priority), fix="pass an int")
+            )
 
     @property
     def sort_key(self) -> tuple[int, int, str]:
@@ -488,6 +551,20 @@ DEFAULT_RULES: tuple[FusionRule, ...] = (
 )
 
 
+def _applies(rule: FusionRule, deployment: Deployment) -> bool:
+    answer = rule.applies(deployment)
+    if answer is True or answer is False:
+        return answer
+    raise PolicyInputError(
+        explain(
+            f"the rule {rule.rule_id.value!r} to answer True or False",
+            _found(answer),
+            fix="return a bool from FusionRule.applies (a truthy string or number would "
+            "silently count as applying)",
+        )
+    )
+
+
 def _check_rules(rules: Sequence[FusionRule]) -> None:
     seen: set[RuleId] = set()
     for rule in rules:
@@ -524,11 +601,31 @@ def decide_fusion(
     Raises
     ------
     PolicyInputError
-        If two rules share an id, or a rule claims :attr:`RuleId.AUTO_ENABLE`.
+        If ``deployment`` is not a :class:`Deployment`, ``rules`` is not an iterable of
+        :class:`FusionRule`, two rules share an id, a rule claims
+        :attr:`RuleId.AUTO_ENABLE`, or a rule's ``applies`` answers something other than
+        a bool.
     """
+    if not isinstance(deployment, Deployment):
+        raise PolicyInputError(
+            explain(
+                "deployment to be a fi_compat.policy.Deployment",
+                _found(deployment),
+                fix="describe the deployment with Deployment(architecture=..., "
+                "compute_capability=..., ...)",
+            )
+        )
+    if isinstance(rules, FusionRule | str | bytes) or not isinstance(rules, Iterable):
+        raise PolicyInputError(
+            explain(
+                "rules to be an iterable of FusionRule",
+                _found(rules),
+                fix="pass a tuple of rules, e.g. (*DEFAULT_RULES, my_rule)",
+            )
+        )
     rule_list = list(rules)
     _check_rules(rule_list)
-    applied = sorted((r for r in rule_list if r.applies(deployment)), key=lambda r: r.sort_key)
+    applied = sorted((r for r in rule_list if _applies(r, deployment)), key=lambda r: r.sort_key)
     applied_ids = tuple(r.rule_id for r in applied)
     if not applied:
         decision = FusionDecision(
@@ -603,7 +700,8 @@ def should_fuse_mlp_allreduce_with_next_layer(
     ------
     PolicyInputError
         If ``tp_size`` or ``max_fusion_tokens`` is below 1, ``num_tokens`` is negative,
-        or ``mlp_mode`` is not a :class:`ScatterMode`.
+        ``mlp_mode`` is not a :class:`ScatterMode`, ``fusion_enabled`` is neither a bool
+        nor a :class:`FusionDecision`, or ``is_last_layer`` is not a bool.
     """
     if not isinstance(mlp_mode, ScatterMode):
         raise PolicyInputError(f"expected mlp_mode to be a ScatterMode; found {mlp_mode!r}.")
@@ -611,6 +709,7 @@ def should_fuse_mlp_allreduce_with_next_layer(
         raise PolicyInputError(
             f"expected fusion_enabled to be a bool or FusionDecision; found {fusion_enabled!r}."
         )
+    _require_flag("is_last_layer", is_last_layer)
     _require_int("tp_size", tp_size, 1)
     _require_int("num_tokens", num_tokens, 0)
     _require_int("max_fusion_tokens", max_fusion_tokens, 1)
@@ -651,10 +750,12 @@ def align_dummy_run_num_tokens(num_tokens: int, attn_tp_size: int, require_mlp_s
     Raises
     ------
     PolicyInputError
-        If ``num_tokens`` is negative or ``attn_tp_size`` is below 1.
+        If ``num_tokens`` is negative or ``attn_tp_size`` is below 1 (or either is not an
+        int), or ``require_mlp_sync`` is not a bool.
     """
     _require_int("num_tokens", num_tokens, 0)
     _require_int("attn_tp_size", attn_tp_size, 1)
+    _require_flag("require_mlp_sync", require_mlp_sync)
     if not require_mlp_sync:
         return num_tokens
     return -(-num_tokens // attn_tp_size) * attn_tp_size
@@ -685,10 +786,12 @@ def align_dummy_run_shape(
     ------
     PolicyInputError
         If ``batch_size`` is negative or ``num_tokens_per_request`` or ``attn_tp_size``
-        is below 1.
+        is below 1 (or any of them is not an int), or ``require_mlp_sync`` is not a bool.
     """
     _require_int("batch_size", batch_size, 0)
     _require_int("num_tokens_per_request", num_tokens_per_request, 1)
+    _require_int("attn_tp_size", attn_tp_size, 1)
+    _require_flag("require_mlp_sync", require_mlp_sync)
     num_tokens = align_dummy_run_num_tokens(
         batch_size * num_tokens_per_request, attn_tp_size, require_mlp_sync
     )

@@ -344,10 +344,12 @@ def test_odd_plan_attributes() -> None:
 
     with determinism.deterministic(True):
         AttentionPlanner.single(decode=StaticPlan())
-        with pytest.raises(DeterminismUnavailableError, match="NoPlan has no plan method"):
-            AttentionPlanner.single(decode=NoPlan())
-        with pytest.raises(DeterminismUnavailableError, match="not callable"):
-            AttentionPlanner.single(decode=NotCallable())
+    for on in (True, False):  # a wrapper without a callable plan is refused either way
+        with determinism.deterministic(on):
+            with pytest.raises(PlannerConfigError, match=r"NoPlan.*no callable plan"):
+                AttentionPlanner.single(decode=NoPlan())
+            with pytest.raises(PlannerConfigError, match=r"NotCallable.*no callable plan"):
+                AttentionPlanner.single(decode=NotCallable())
 
 
 def test_old_wrappers_are_fine_when_determinism_is_off() -> None:
@@ -464,11 +466,12 @@ def test_wrapper_counts_must_match_the_layout() -> None:
 
 
 def test_per_step_requests_must_match_the_wrappers() -> None:
-    planner = build(Layout.SLIDING_WINDOW, ragged=False)[0]
-    with pytest.raises(ValueError, match="shorter"):
+    planner, prefill, _, decode = build(Layout.SLIDING_WINDOW, ragged=False)
+    with pytest.raises(PlannerConfigError, match="exactly 2 PlanArgs"):
         planner.plan_decode([PlanArgs(1)])
-    with pytest.raises(ValueError, match="longer"):
+    with pytest.raises(PlannerConfigError, match="exactly 2 PlanArgs"):
         planner.plan_prefill([PlanArgs(1), PlanArgs(2), PlanArgs(3)])
+    assert all(spy.calls == [] for spy in [*prefill, *decode])  # nothing half-planned
     with pytest.raises(PlannerConfigError, match="ragged"):
         planner.plan_prefill([PlanArgs(1), PlanArgs(2)], PlanArgs(0))
 

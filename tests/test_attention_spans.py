@@ -28,6 +28,13 @@ REQUESTS = st.lists(
 )
 
 
+class Wrapper:
+    """Stands in for a FlashInfer wrapper: the planner needs a callable ``plan``."""
+
+    def plan(self, *args: object, **kwargs: object) -> None:
+        raise AssertionError("never planned here")
+
+
 def tensor(values: list[int], dtype: torch.dtype = torch.int32) -> torch.Tensor:
     return torch.tensor(values, dtype=dtype)
 
@@ -133,7 +140,7 @@ def test_cross_attention_self_and_encoder_spans(
     seq = [p + n for p, n in requests]
     encoder = encoder_pool[: len(seq)]
     with determinism.deterministic(False):
-        planner = AttentionPlanner.cross_attention(decode=(object(), object()))
+        planner = AttentionPlanner.cross_attention(decode=(Wrapper(), Wrapper()))
     own, cross = planner.decode_spans(tensor(seq), tensor(encoder))
     # decoder tokens sit after the encoder tokens in each request's row
     assert as_lists(own) == (seq, encoder)
@@ -146,9 +153,9 @@ def test_cross_attention_self_and_encoder_spans(
 def test_planner_spans_per_layout() -> None:
     seq, prefix, encoder = tensor([10, 3]), tensor([7, 0]), tensor([4, 6])
     with determinism.deterministic(False):
-        single = AttentionPlanner.single(decode=object())
-        swa = AttentionPlanner.sliding_window(4, decode=(object(), object()))
-        cross = AttentionPlanner.cross_attention(decode=(object(), object()))
+        single = AttentionPlanner.single(decode=Wrapper())
+        swa = AttentionPlanner.sliding_window(4, decode=(Wrapper(), Wrapper()))
+        cross = AttentionPlanner.cross_attention(decode=(Wrapper(), Wrapper()))
 
     assert [as_lists(s) for s in single.decode_spans(seq)] == [([10, 3], None)]
     assert [as_lists(s) for s in single.prefill_spans(seq, prefix)] == [([10, 3], None)]

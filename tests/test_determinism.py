@@ -42,9 +42,9 @@ def test_off_in_a_fresh_process() -> None:
 def test_set_and_read() -> None:
     determinism.set_deterministic(True)
     assert determinism.is_deterministic() is True
-    determinism.set_deterministic(0)  # type: ignore[arg-type]
+    determinism.set_deterministic(False)
     assert determinism.is_deterministic() is False
-    determinism.set_deterministic(1)  # type: ignore[arg-type]
+    determinism.set_deterministic(True)
     assert determinism.is_deterministic() is True
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fi_compat.errors import DeterminismUnavailableError, FiCompatError
+from fi_compat.errors import DeterminismUnavailableError, InvalidArgumentError
 
 __all__ = ["PlannerConfigError", "TensorCoresRequiredError"]
 
@@ -18,9 +18,13 @@ class TensorCoresRequiredError(DeterminismUnavailableError, ValueError):
     """
 
 
-class PlannerConfigError(FiCompatError, ValueError):
+class PlannerConfigError(InvalidArgumentError):
     """The planner was built or called with arguments that cannot be right.
 
-    For example the wrong number of wrappers for the layout, a ``Settings`` value that
-    disagrees with :mod:`fi_compat.determinism`, or split settings passed by the caller.
+    For example the wrong number of wrappers for the layout, a wrapper without a callable
+    ``plan``, an unknown layout, a ``Settings`` value that disagrees with
+    :mod:`fi_compat.determinism`, split settings passed by the caller, or a step given the
+    wrong number of :class:`~fi_compat.attention.PlanArgs`. Raised before any wrapper is
+    planned. An :class:`~fi_compat.errors.InvalidArgumentError`, so also a ``ValueError``
+    and a ``TypeError``.
     """

@@ -11,9 +11,10 @@ from __future__ import annotations
 import contextlib
 import enum
 import inspect
+import reprlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from fi_compat._gates import GATES
 from fi_compat._signature import Status, Support, inspect_callable
@@ -21,11 +22,13 @@ from fi_compat.attention._errors import PlannerConfigError, TensorCoresRequiredE
 from fi_compat.attention._settings import SPLIT_KEYWORDS, Settings
 from fi_compat.attention._spans import (
     KvSpan,
-    cross_attention_decoder_span,
-    cross_attention_encoder_span,
-    full_span,
-    window_decode_span,
-    window_prefill_span,
+    _cross_decoder,
+    _cross_encoder,
+    _full,
+    _window_decode,
+    _window_prefill,
+    check_lens,
+    check_ragged,
 )
 from fi_compat.errors import DeterminismUnavailableError, explain
 
@@ -129,6 +132,122 @@ class PlanTarget:
 def _call_plan(slot: PlanTarget, request: PlanArgs) -> None:
     """The one call of ``plan`` in fi-compat: the engine's arguments plus the split settings."""
     slot.wrapper.plan(*request.args, **request.kwargs, **slot.split)
+
+
+# ---------------------------------------------------------------------------- argument checks
+# Everything here raises PlannerConfigError before a wrapper is stored or planned.
+
+#: Sequences that are never a list of wrappers or of PlanArgs.
+_NOT_CONTAINERS = (str, bytes, bytearray, memoryview)
+
+
+def _found(value: object) -> str:
+    return f"{reprlib.repr(value)} of type {type(value).__name__}"
+
+
+def _is_container(value: object) -> TypeGuard[Sequence[Any]]:
+    """A list, a tuple or another ``Sequence``, but not text and not bytes."""
+    return isinstance(value, list | tuple) or (
+        isinstance(value, Sequence) and not isinstance(value, _NOT_CONTAINERS)
+    )
+
+
+def _layout(value: object) -> Layout:
+    if isinstance(value, Layout):
+        return value
+    names = ", ".join(repr(member.value) for member in Layout)
+    if isinstance(value, str):
+        try:
+            return Layout(value)
+        except ValueError:
+            pass
+    raise PlannerConfigError(
+        explain(
+            f"a Layout or one of its values ({names})",
+            _found(value),
+            fix="pass Layout.SINGLE, Layout.SLIDING_WINDOW or Layout.CROSS_ATTENTION",
+        )
+    )
+
+
+def _check_wrapper(kind: str, role: str, wrapper: object) -> None:
+    """Refuse what cannot be planned: ``None``, a class, anything without a callable ``plan``."""
+    if wrapper is None:
+        problem = "None"
+    elif isinstance(wrapper, type):
+        problem = f"the class {wrapper.__name__} itself, not an instance of it"
+    elif not callable(getattr(wrapper, "plan", None)):
+        problem = f"{_found(wrapper)}, which has no callable plan"
+    else:
+        return
+    raise PlannerConfigError(
+        explain(
+            f"a {kind} (an object with a callable plan) as the {role} wrapper",
+            problem,
+            fix="pass the FlashInfer wrapper object itself; the constructor takes a list of "
+            "wrappers per phase, AttentionPlanner.single() one wrapper per phase",
+        )
+    )
+
+
+def _wrappers(phase: str, value: object, kind: str, layout: Layout) -> tuple[Any, ...]:
+    """``value`` as the wrappers of ``phase``: none (``None`` or empty), or one per role."""
+    roles = layout.roles
+    if value is None:
+        return ()
+    if not _is_container(value):
+        raise PlannerConfigError(
+            explain(
+                f"a list or tuple of {phase} wrappers for layout {layout} ({', '.join(roles)})",
+                _found(value),
+                fix=f"pass {phase}=[wrapper, ...] in role order, or leave it out",
+            )
+        )
+    wrappers = tuple(value)
+    if len(wrappers) not in (0, len(roles)):
+        raise PlannerConfigError(
+            explain(
+                f"{len(roles)} {phase} wrapper(s) for layout {layout} "
+                f"({', '.join(roles)}), or none",
+                f"{len(wrappers)}",
+                fix=f"pass one {phase} wrapper per role, in that order",
+            )
+        )
+    for wrapper, role in zip(wrappers, roles, strict=False):
+        _check_wrapper(kind, role, wrapper)
+    return wrappers
+
+
+def _check_requests(
+    phase: str, slots: tuple[PlanTarget, ...], requests: object, layout: Layout
+) -> None:
+    """A step's arguments, whole: a list or tuple holding one :class:`PlanArgs` per wrapper.
+
+    A type test, a len and one type test per element; runs before the first ``plan`` of
+    the step, so a malformed step plans nothing.
+    """
+    if (type(requests) is list or type(requests) is tuple) and len(requests) == len(slots):
+        for request in requests:  # the common case: exact types, no ABC machinery
+            if type(request) is not PlanArgs:
+                break
+        else:
+            return
+    if not _is_container(requests):
+        found = _found(requests)
+    elif len(requests) == len(slots) and all(isinstance(r, PlanArgs) for r in requests):
+        return  # another Sequence, or PlanArgs subclasses
+    else:
+        kinds = ", ".join(type(request).__name__ for request in requests)
+        found = f"a {type(requests).__name__} of {len(requests)}: [{kinds}]"
+    roles = ", ".join(slot.role for slot in slots) or f"this planner has no {phase} wrapper"
+    raise PlannerConfigError(
+        explain(
+            f"a list or tuple of exactly {len(slots)} PlanArgs for the {phase} wrappers of "
+            f"layout {layout} ({roles})",
+            found,
+            fix="pass one PlanArgs(...) per wrapper, in Layout.roles order; nothing was planned",
+        )
+    )
 
 
 # ---------------------------------------------------------------------------- build-time checks
@@ -262,6 +381,22 @@ def _check_kind(slot: PlanTarget) -> None:
         )
 
 
+def _check_distinct(slots: tuple[PlanTarget, ...]) -> None:
+    """Refuse one wrapper object in two places: its second plan would replace the first."""
+    seen: dict[int, PlanTarget] = {}
+    for slot in slots:
+        first = seen.setdefault(id(slot.wrapper), slot)
+        if first is not slot:
+            raise PlannerConfigError(
+                explain(
+                    "a distinct wrapper object for every slot",
+                    f"the same {type(slot.wrapper).__name__} as the {first.role} "
+                    f"{first.kind} and as the {slot.role} {slot.kind}",
+                    fix="build one FlashInfer wrapper per slot; a wrapper keeps only its last plan",
+                )
+            )
+
+
 def _check_graph_mode(slot: PlanTarget, settings: Settings) -> None:
     if settings.cuda_graph:
         return
@@ -282,17 +417,17 @@ def _check_graph_mode(slot: PlanTarget, settings: Settings) -> None:
 
 
 def _span_fn(layout: Layout, window_left: int | None) -> Callable[..., tuple[KvSpan, ...]]:
-    """The per-layout kv-span arithmetic, chosen once."""
+    """The per-layout kv-span arithmetic, chosen once; the inputs are checked by the caller."""
     if layout is Layout.SLIDING_WINDOW and window_left is not None:
 
         def window(
             seq_lens: Tensor, prefix_lens: Tensor | None, encoder_lens: Tensor | None, ragged: bool
         ) -> tuple[KvSpan, ...]:
             if prefix_lens is None:
-                return window_decode_span(seq_lens, window_left), full_span(seq_lens)
+                return _window_decode(seq_lens, window_left), _full(seq_lens)
             full = prefix_lens if ragged else seq_lens
-            window_span = window_prefill_span(seq_lens, prefix_lens, window_left, ragged=ragged)
-            return window_span, full_span(full)
+            window_span = _window_prefill(seq_lens, prefix_lens, window_left, ragged)
+            return window_span, _full(full)
 
         return window
     if layout is Layout.CROSS_ATTENTION:
@@ -309,10 +444,7 @@ def _span_fn(layout: Layout, window_left: int | None) -> Callable[..., tuple[KvS
                     )
                 )
             own = prefix_lens if ragged and prefix_lens is not None else seq_lens
-            return (
-                cross_attention_decoder_span(own, encoder_lens),
-                cross_attention_encoder_span(encoder_lens),
-            )
+            return _cross_decoder(own, encoder_lens), _cross_encoder(encoder_lens)
 
         return cross
 
@@ -320,7 +452,7 @@ def _span_fn(layout: Layout, window_left: int | None) -> Callable[..., tuple[KvS
         seq_lens: Tensor, prefix_lens: Tensor | None, encoder_lens: Tensor | None, ragged: bool
     ) -> tuple[KvSpan, ...]:
         own = prefix_lens if ragged and prefix_lens is not None else seq_lens
-        return (full_span(own),)
+        return (_full(own),)
 
     return single
 
@@ -337,12 +469,14 @@ class AttentionPlanner:
     layout
         :class:`Layout` of the model.
     prefill
-        The paged prefill wrappers, in :attr:`Layout.roles` order; empty when this planner
-        does no prefill (a draft model's decode-only backend).
+        The paged prefill wrappers (a list or tuple), in :attr:`Layout.roles` order; empty
+        or ``None`` when this planner does no prefill (a draft model's decode-only
+        backend).
     ragged
         The ragged prefill wrapper, if the engine uses one.
     decode
-        The decode wrappers, in :attr:`Layout.roles` order; may be empty.
+        The decode wrappers (a list or tuple), in :attr:`Layout.roles` order; may be empty
+        or ``None``.
     window_left
         The attention window (FlashInfer's ``window_left``); required for
         :attr:`Layout.SLIDING_WINDOW`, refused otherwise.
@@ -360,9 +494,14 @@ class AttentionPlanner:
     TensorCoresRequiredError
         Deterministic, and a decode wrapper was built without tensor cores.
     PlannerConfigError
-        Wrong wrapper counts for the layout, a bad ``window_left``, ``Settings`` that
-        disagree with the determinism switch, or (deterministic) a CUDA-graph wrapper
-        given to a planner built with ``Settings(cuda_graph=False)``.
+        Whatever the determinism setting: an unknown ``layout``; ``prefill`` or ``decode``
+        not a list or tuple (a bare wrapper, a str, ``None``) or with the wrong count for
+        the layout; a wrapper that is ``None``, a class, or has no callable ``plan``; the
+        same wrapper object in two places; a wrapper of another FlashInfer class in a
+        slot; a bad ``window_left``; ``settings`` not a :class:`Settings` or ``None``, or
+        disagreeing with the determinism switch; ``capabilities`` not a
+        :class:`~fi_compat.capabilities.Capabilities` or ``None``. Deterministic only: a
+        CUDA-graph wrapper given to a planner built with ``Settings(cuda_graph=False)``.
     """
 
     __slots__ = ("_decode", "_prefill", "_ragged", "_spans", "layout", "settings", "window_left")
@@ -371,26 +510,39 @@ class AttentionPlanner:
         self,
         layout: Layout = Layout.SINGLE,
         *,
-        prefill: Sequence[Any] = (),
+        prefill: Sequence[Any] | None = (),
         ragged: Any = None,
-        decode: Sequence[Any] = (),
+        decode: Sequence[Any] | None = (),
         window_left: int | None = None,
         settings: Settings | None = None,
         capabilities: Capabilities | None = None,
     ) -> None:
-        layout = Layout(layout)
-        resolved = (settings if settings is not None else Settings()).resolved()
-        roles = layout.roles
-        for phase, wrappers in (("prefill", prefill), ("decode", decode)):
-            if len(wrappers) not in (0, len(roles)):
+        layout = _layout(layout)
+        if settings is not None and not isinstance(settings, Settings):
+            raise PlannerConfigError(
+                explain(
+                    "settings to be a fi_compat.attention.Settings or None",
+                    _found(settings),
+                    fix="pass Settings(...) or leave settings out",
+                )
+            )
+        if capabilities is not None:
+            from fi_compat.capabilities import Capabilities
+
+            if not isinstance(capabilities, Capabilities):
                 raise PlannerConfigError(
                     explain(
-                        f"{len(roles)} {phase} wrapper(s) for layout {layout} "
-                        f"({', '.join(roles)}), or none",
-                        f"{len(wrappers)}",
-                        fix=f"pass one {phase} wrapper per role, in that order",
+                        "capabilities to be a fi_compat.capabilities.Capabilities or None",
+                        _found(capabilities),
+                        fix="pass fi_compat.capabilities.get_capabilities() or leave it out",
                     )
                 )
+        prefill = _wrappers("prefill", prefill, PREFILL_PAGED, layout)
+        decode = _wrappers("decode", decode, DECODE, layout)
+        if ragged is not None:
+            _check_wrapper(PREFILL_RAGGED, "ragged", ragged)
+        resolved = (settings if settings is not None else Settings()).resolved()
+        roles = layout.roles
         if not prefill and ragged is None and not decode:
             raise PlannerConfigError(
                 explain("at least one wrapper", "none", fix="pass prefill=, ragged= or decode=")
@@ -426,6 +578,7 @@ class AttentionPlanner:
             PlanTarget(w, DECODE, role, decode_split)
             for w, role in zip(decode, roles, strict=False)
         )
+        _check_distinct(self.targets)
         for slot in self.targets:
             _check_kind(slot)
         if resolved.deterministic:
@@ -450,7 +603,11 @@ class AttentionPlanner:
         settings: Settings | None = None,
         capabilities: Capabilities | None = None,
     ) -> AttentionPlanner:
-        """A planner for one paged wrapper per phase (plus an optional ragged one)."""
+        """A planner for one paged wrapper per phase (plus an optional ragged one).
+
+        Each of ``prefill``, ``ragged`` and ``decode`` is one wrapper or ``None``. Raises as
+        the constructor does; a list or tuple given in place of a wrapper is refused.
+        """
         return cls(
             Layout.SINGLE,
             prefill=() if prefill is None else (prefill,),
@@ -471,12 +628,15 @@ class AttentionPlanner:
         settings: Settings | None = None,
         capabilities: Capabilities | None = None,
     ) -> AttentionPlanner:
-        """A planner for ``(window, full)`` wrapper pairs."""
+        """A planner for ``(window, full)`` wrapper pairs.
+
+        ``prefill`` and ``decode`` are pairs or ``None``; raises as the constructor does.
+        """
         return cls(
             Layout.SLIDING_WINDOW,
-            prefill=prefill or (),
+            prefill=prefill,
             ragged=ragged,
-            decode=decode or (),
+            decode=decode,
             window_left=window_left,
             settings=settings,
             capabilities=capabilities,
@@ -492,12 +652,15 @@ class AttentionPlanner:
         settings: Settings | None = None,
         capabilities: Capabilities | None = None,
     ) -> AttentionPlanner:
-        """A planner for ``(self-attention, cross-attention)`` wrapper pairs."""
+        """A planner for ``(self-attention, cross-attention)`` wrapper pairs.
+
+        ``prefill`` and ``decode`` are pairs or ``None``; raises as the constructor does.
+        """
         return cls(
             Layout.CROSS_ATTENTION,
-            prefill=prefill or (),
+            prefill=prefill,
             ragged=ragged,
-            decode=decode or (),
+            decode=decode,
             settings=settings,
             capabilities=capabilities,
         )
@@ -520,8 +683,18 @@ class AttentionPlanner:
         seq_lens
             Tokens per request including the one being decoded.
         encoder_lens
-            Encoder tokens per request (cross-attention only).
+            Encoder tokens per request (cross-attention only; ignored otherwise).
+
+        Raises
+        ------
+        PlannerConfigError
+            A length is not a 1-D integer tensor, ``encoder_lens`` differs from
+            ``seq_lens`` in shape or device, or a cross-attention planner got no
+            ``encoder_lens``.
         """
+        check_lens("seq_lens", seq_lens)
+        if encoder_lens is not None:
+            check_lens("encoder_lens", encoder_lens, seq_lens)
         return self._spans(seq_lens, None, encoder_lens, False)
 
     def prefill_spans(
@@ -545,7 +718,19 @@ class AttentionPlanner:
         ragged
             The ragged wrapper covers the new tokens in this step, so the paged wrappers
             cover the cached prefix only.
+
+        Raises
+        ------
+        PlannerConfigError
+            A length is not a 1-D integer tensor, ``prefix_lens`` or ``encoder_lens``
+            differs from ``seq_lens`` in shape or device, ``ragged`` is not a bool, or a
+            cross-attention planner got no ``encoder_lens``.
         """
+        check_lens("seq_lens", seq_lens)
+        check_lens("prefix_lens", prefix_lens, seq_lens)
+        if encoder_lens is not None:
+            check_lens("encoder_lens", encoder_lens, seq_lens)
+        check_ragged(ragged)
         return self._spans(seq_lens, prefix_lens, encoder_lens, ragged)
 
     def plan_prefill(self, paged: Sequence[PlanArgs], ragged: PlanArgs | None = None) -> None:
@@ -560,12 +745,22 @@ class AttentionPlanner:
 
         Raises
         ------
-        ValueError
-            ``paged`` does not have one entry per wrapper (``zip(strict=True)``).
         PlannerConfigError
-            ``ragged`` given to a planner without a ragged wrapper.
+            ``paged`` is not a list or tuple of exactly one :class:`PlanArgs` per paged
+            wrapper, ``ragged`` is neither ``None`` nor a :class:`PlanArgs`, or ``ragged``
+            was given to a planner without a ragged wrapper. Raised before any wrapper is
+            planned.
         """
+        _check_requests("prefill", self._prefill, paged, self.layout)
         if ragged is not None:
+            if not isinstance(ragged, PlanArgs):
+                raise PlannerConfigError(
+                    explain(
+                        "ragged to be a PlanArgs or None",
+                        _found(ragged),
+                        fix="pass the ragged wrapper's arguments as PlanArgs(...)",
+                    )
+                )
             if self._ragged is None:
                 raise PlannerConfigError(
                     explain(
@@ -588,9 +783,11 @@ class AttentionPlanner:
 
         Raises
         ------
-        ValueError
-            ``decode`` does not have one entry per wrapper (``zip(strict=True)``).
+        PlannerConfigError
+            ``decode`` is not a list or tuple of exactly one :class:`PlanArgs` per decode
+            wrapper. Raised before any wrapper is planned.
         """
+        _check_requests("decode", self._decode, decode, self.layout)
         for slot, request in zip(self._decode, decode, strict=True):
             _call_plan(slot, request)
 

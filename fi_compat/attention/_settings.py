@@ -15,6 +15,7 @@ from types import MappingProxyType
 
 from fi_compat import determinism
 from fi_compat.attention._errors import PlannerConfigError
+from fi_compat.determinism import _require_bool
 from fi_compat.errors import explain
 
 __all__ = [
@@ -57,6 +58,12 @@ class Settings:
         The planner drives wrappers that are captured in and replayed from CUDA graphs:
         every plan gets ``fixed_split_size=None`` and ``disable_split_kv=True`` (a fixed
         split size can change the number of launched CTAs between replays).
+
+    Raises
+    ------
+    PlannerConfigError
+        ``deterministic`` is neither ``None`` nor a bool, ``cuda_graph`` is not a bool
+        (``"false"`` would count as on), or a split size is not a positive int.
     """
 
     deterministic: bool | None = None
@@ -65,6 +72,9 @@ class Settings:
     cuda_graph: bool = False
 
     def __post_init__(self) -> None:
+        if self.deterministic is not None:
+            _require_bool("deterministic", self.deterministic, PlannerConfigError)
+        _require_bool("cuda_graph", self.cuda_graph, PlannerConfigError)
         for name in ("prefill_split_size", "decode_split_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:

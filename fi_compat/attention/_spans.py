@@ -6,14 +6,24 @@ returns a :class:`KvSpan`: request ``i`` attends to KV positions
 ``kv_start[i] .. kv_start[i] + kv_lens[i] - 1`` of its row in the engine's
 request-to-token table. Engines build their indptr / indices from that span.
 
-Preconditions (not checked per call, that would cost a device sync):
-``0 <= prefix_lens <= seq_lens`` element-wise, ``encoder_lens >= 0``, integer dtypes.
+Checked on every call, without touching the tensors' values (so without a device sync):
+each length is a 1-D torch tensor of an integer dtype, the lengths given together have the
+same shape and device, ``window_left`` is an int ``>= 0`` and ``ragged`` a bool; anything
+else raises :class:`~fi_compat.attention.PlannerConfigError`. Not checked, because reading
+values would cost a device sync: ``0 <= prefix_lens <= seq_lens`` element-wise and
+``encoder_lens >= 0``.
 """
 
 from __future__ import annotations
 
+import reprlib
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from fi_compat.attention._errors import PlannerConfigError
+from fi_compat.determinism import _require_bool
+from fi_compat.errors import explain
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -44,9 +54,109 @@ class KvSpan:
     kv_start: Tensor | None
 
 
-def full_span(kv_lens: Tensor) -> KvSpan:
-    """Every request attends to its first ``kv_lens`` positions (full attention)."""
+# ---------------------------------------------------------------------------- checks
+
+
+def _describe(value: object) -> str:
+    dtype = getattr(value, "dtype", None)
+    shape = getattr(value, "shape", None)
+    if dtype is not None and shape is not None:
+        return f"a {type(value).__name__} of dtype {dtype} and shape {tuple(shape)}"
+    return f"{reprlib.repr(value)} of type {type(value).__name__}"
+
+
+def check_lens(
+    name: str, value: object, like: Tensor | None = None, like_name: str = "seq_lens"
+) -> None:
+    """Refuse anything but a 1-D integer torch tensor (shaped and placed like ``like``).
+
+    Reads only metadata (type, dtype, shape, device): no device sync. torch is looked up in
+    ``sys.modules``, never imported: a tensor cannot exist before torch is imported.
+    """
+    torch = sys.modules.get("torch")
+    problem = None
+    if torch is None or not isinstance(value, torch.Tensor):
+        problem = "not a torch.Tensor"
+    elif value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
+        problem = "not an integer dtype"
+    elif value.dim() != 1:
+        problem = "not 1-D"
+    elif like is not None and value.shape != like.shape:
+        problem = f"not shaped like {like_name} {tuple(like.shape)}"
+    elif like is not None and value.device != like.device:
+        problem = f"not on the device of {like_name} ({like.device})"
+    if problem is None:
+        return
+    raise PlannerConfigError(
+        explain(
+            f"{name} to be a 1-D integer torch.Tensor with one length per request"
+            + (f", of the same shape and device as {like_name}" if like is not None else ""),
+            f"{_describe(value)} ({problem})",
+            fix=f"pass {name} as torch.tensor([...], dtype=torch.int32) on the device of "
+            "the other lengths",
+        )
+    )
+
+
+def check_window(value: object) -> None:
+    """Refuse a ``window_left`` that is not an int ``>= 0`` (bools are not ints here)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise PlannerConfigError(
+            explain(
+                "window_left >= 0 (FlashInfer's window_left)",
+                reprlib.repr(value),
+                fix="pass the model's sliding window as an int",
+            )
+        )
+
+
+def check_ragged(value: object) -> None:
+    """Refuse a ``ragged`` switch that is not a real bool."""
+    _require_bool("ragged", value, PlannerConfigError)
+
+
+# ---------------------------------------------------------------------------- arithmetic
+# The underscored functions do the arithmetic on checked inputs; the planner calls them
+# after checking its own arguments once. The public ones check, then call them.
+
+
+def _full(kv_lens: Tensor) -> KvSpan:
     return KvSpan(kv_lens, None)
+
+
+def _window_decode(seq_lens: Tensor, window_left: int) -> KvSpan:
+    kv_lens = seq_lens.clamp(max=window_left + 1)
+    return KvSpan(kv_lens, seq_lens - kv_lens)
+
+
+def _window_prefill(
+    seq_lens: Tensor, prefix_lens: Tensor, window_left: int, ragged: bool
+) -> KvSpan:
+    if ragged:
+        kv_start = (prefix_lens - window_left).clamp(min=0)
+        return KvSpan(prefix_lens - kv_start, kv_start)
+    kv_lens = seq_lens.minimum(seq_lens - prefix_lens + window_left)
+    return KvSpan(kv_lens, seq_lens - kv_lens)
+
+
+def _cross_decoder(kv_lens: Tensor, encoder_lens: Tensor) -> KvSpan:
+    return KvSpan(kv_lens, encoder_lens)
+
+
+def _cross_encoder(encoder_lens: Tensor) -> KvSpan:
+    return KvSpan(encoder_lens, None)
+
+
+def full_span(kv_lens: Tensor) -> KvSpan:
+    """Every request attends to its first ``kv_lens`` positions (full attention).
+
+    Raises
+    ------
+    PlannerConfigError
+        ``kv_lens`` is not a 1-D integer tensor.
+    """
+    check_lens("kv_lens", kv_lens)
+    return _full(kv_lens)
 
 
 def window_decode_span(seq_lens: Tensor, window_left: int) -> KvSpan:
@@ -55,9 +165,15 @@ def window_decode_span(seq_lens: Tensor, window_left: int) -> KvSpan:
     The new token at position ``seq_len - 1`` sees ``window_left`` positions to its left
     and itself, so the span is ``min(seq_len, window_left + 1)`` long and ends at
     ``seq_len``. This is :func:`window_prefill_span` with one new token.
+
+    Raises
+    ------
+    PlannerConfigError
+        ``seq_lens`` is not a 1-D integer tensor, or ``window_left`` is not an int >= 0.
     """
-    kv_lens = seq_lens.clamp(max=window_left + 1)
-    return KvSpan(kv_lens, seq_lens - kv_lens)
+    check_lens("seq_lens", seq_lens)
+    check_window(window_left)
+    return _window_decode(seq_lens, window_left)
 
 
 def window_prefill_span(
@@ -82,12 +198,19 @@ def window_prefill_span(
         positions ending at ``prefix_len``. Without one, the paged wrapper covers the
         window and the new tokens: ``min(seq_len, window_left + new tokens)`` positions
         ending at ``seq_len``.
+
+    Raises
+    ------
+    PlannerConfigError
+        A length is not a 1-D integer tensor, ``prefix_lens`` differs from ``seq_lens``
+        in shape or device, ``window_left`` is not an int >= 0, or ``ragged`` is not a
+        bool.
     """
-    if ragged:
-        kv_start = (prefix_lens - window_left).clamp(min=0)
-        return KvSpan(prefix_lens - kv_start, kv_start)
-    kv_lens = seq_lens.minimum(seq_lens - prefix_lens + window_left)
-    return KvSpan(kv_lens, seq_lens - kv_lens)
+    check_lens("seq_lens", seq_lens)
+    check_lens("prefix_lens", prefix_lens, seq_lens)
+    check_window(window_left)
+    check_ragged(ragged)
+    return _window_prefill(seq_lens, prefix_lens, window_left, ragged)
 
 
 def cross_attention_decoder_span(kv_lens: Tensor, encoder_lens: Tensor) -> KvSpan:
@@ -96,10 +219,24 @@ def cross_attention_decoder_span(kv_lens: Tensor, encoder_lens: Tensor) -> KvSpa
     The decoder's tokens are stored after the encoder's in each request's row, so the span
     starts at ``encoder_len`` and is ``kv_lens`` long (``seq_lens``, or the cached prefix
     when a ragged wrapper covers the new tokens).
+
+    Raises
+    ------
+    PlannerConfigError
+        A length is not a 1-D integer tensor, or the two differ in shape or device.
     """
-    return KvSpan(kv_lens, encoder_lens)
+    check_lens("kv_lens", kv_lens)
+    check_lens("encoder_lens", encoder_lens, kv_lens, "kv_lens")
+    return _cross_decoder(kv_lens, encoder_lens)
 
 
 def cross_attention_encoder_span(encoder_lens: Tensor) -> KvSpan:
-    """The cross-attention wrapper's span: the encoder's tokens, from position 0."""
-    return KvSpan(encoder_lens, None)
+    """The cross-attention wrapper's span: the encoder's tokens, from position 0.
+
+    Raises
+    ------
+    PlannerConfigError
+        ``encoder_lens`` is not a 1-D integer tensor.
+    """
+    check_lens("encoder_lens", encoder_lens)
+    return _cross_encoder(encoder_lens)
