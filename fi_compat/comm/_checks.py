@@ -1,30 +1,54 @@
-"""What a fused call needs from its tensors, and the errors that say what was wrong.
+"""What a fused call needs from its arguments, and the errors that say what was wrong.
 
 The per-call check is :func:`make_validator`'s closure, shared by every bound call (see
-``_fused``): one boolean expression of cheap attribute reads. Only when it fails is
-:func:`tensor_mismatch` asked which condition failed, to build a message that names what
-was expected and what was found.
+``_fused``): one boolean expression of cheap attribute reads. Only when it fails (or
+raises, as it does for something that is not a tensor at all) is :func:`tensor_mismatch`
+asked which condition failed, to build a message that names what was expected and what
+was found.
+
+The scalar arguments of a call (``eps`` and the boolean switches) are checked the same
+way by the entry points themselves: one boolean expression of identity comparisons
+(``eps.__class__ is float``, ``launch_with_pdl is True or launch_with_pdl is False``), and
+only when it fails :func:`call_scalars`, which raises the precise error or accepts an
+unusual but valid value (an ``int`` or a float subclass as ``eps``).
 """
 
 from __future__ import annotations
 
+import math
+import numbers
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fi_compat.errors import WorkspaceDestroyedError, WorkspaceMismatchError, explain
+from fi_compat.errors import (
+    InvalidArgumentError,
+    WorkspaceDestroyedError,
+    WorkspaceMismatchError,
+    explain,
+)
 
 if TYPE_CHECKING:
     import torch
 
 __all__ = [
+    "FLOAT_MAX",
     "Spec",
     "Validator",
+    "call_scalars",
+    "check_bool",
+    "check_tensor",
     "destroyed_error",
     "make_validator",
+    "not_a_workspace",
     "output_mismatch",
+    "real_number",
     "tensor_mismatch",
 ]
+
+#: The largest finite float: ``0.0 <= eps <= FLOAT_MAX`` is False for nan, inf and < 0.
+FLOAT_MAX = sys.float_info.max
 
 
 @dataclass(frozen=True)
@@ -60,20 +84,34 @@ def device_name(index: int) -> str:
     return "cpu" if index < 0 else f"cuda:{index}"
 
 
+def _is_tensor(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
+
+
+def _kind(value: Any) -> str:
+    """``"a list"``, ``"None"``: what a value that should have been something else is."""
+    return "None" if value is None else f"a {type(value).__module__}.{type(value).__qualname__}"
+
+
 def _describe(tensor: Any) -> str:
-    try:
-        return (
-            f"shape {tuple(tensor.shape)}, dtype {tensor.dtype}, device "
-            f"{device_name(tensor.get_device())}, contiguous={tensor.is_contiguous()}"
-        )
-    except AttributeError:
-        return f"a {type(tensor).__name__}, not a tensor"
+    if not _is_tensor(tensor):
+        return f"{_kind(tensor)}, not a torch.Tensor"
+    return (
+        f"shape {tuple(tensor.shape)}, dtype {tensor.dtype}, device "
+        f"{device_name(tensor.get_device())}, contiguous={tensor.is_contiguous()}"
+    )
 
 
-def _check_one(name: str, tensor: Any, spec: Spec, shape: tuple[int, ...]) -> str | None:
+def check_tensor(name: str, tensor: Any, spec: Spec, shape: tuple[int, ...]) -> str | None:
     """The first way ``tensor`` does not fit, as ``(expected, found)`` text, or None."""
-    if not hasattr(tensor, "shape"):
-        return explain(f"{name} to be a torch.Tensor", f"a {type(tensor).__name__}")
+    if not _is_tensor(tensor):
+        return explain(
+            f"{name} to be a torch.Tensor",
+            _kind(tensor),
+            fix=f"pass {name} as a torch.Tensor on {spec.device_name}",
+        )
     if tuple(tensor.shape) != shape:
         return explain(
             f"{name} of shape {shape}",
@@ -101,15 +139,37 @@ def _check_one(name: str, tensor: Any, spec: Spec, shape: tuple[int, ...]) -> st
     return None
 
 
-def tensor_mismatch(spec: Spec, input: Any, residual: Any, weight: Any) -> WorkspaceMismatchError:
-    """The error for inputs that failed the per-call check (called only on failure)."""
-    shape = getattr(input, "shape", None)
-    if shape is None or len(shape) != 2:
-        found = f"shape {tuple(shape)}" if shape is not None else _describe(input)
+def tensor_mismatch(
+    spec: Spec, input: Any, residual: Any, weight: Any, *, only_input: bool = False
+) -> WorkspaceMismatchError:
+    """The error for inputs that failed the per-call check (called only on failure).
+
+    ``only_input`` diagnoses ``input`` alone (``residual`` and ``weight`` are ignored).
+    """
+    named = (
+        (("input", input),)
+        if only_input
+        else (
+            ("input", input),
+            ("residual", residual),
+            ("weight", weight),
+        )
+    )
+    for name, value in named:
+        if not _is_tensor(value):
+            return WorkspaceMismatchError(
+                explain(
+                    f"{name} to be a torch.Tensor",
+                    _kind(value),
+                    fix=f"pass {name} as a torch.Tensor on {spec.device_name}",
+                )
+            )
+    shape = input.shape
+    if len(shape) != 2:
         return WorkspaceMismatchError(
             explain(
                 "input of shape (num_tokens, hidden_dim)",
-                found,
+                f"shape {tuple(shape)}",
                 fix="reshape input to 2-D: input.view(-1, hidden_dim)",
             )
         )
@@ -122,6 +182,15 @@ def tensor_mismatch(spec: Spec, input: Any, residual: Any, weight: Any) -> Works
                 fix="create a workspace for this hidden size",
             )
         )
+    if tokens < 1:
+        return WorkspaceMismatchError(
+            explain(
+                "at least 1 token",
+                f"input of shape {tuple(shape)}",
+                fix="skip the call for an empty batch (FlashInfer's kernels require at "
+                "least 1 token)",
+            )
+        )
     if tokens > spec.max_token_num:
         return WorkspaceMismatchError(
             explain(
@@ -131,12 +200,9 @@ def tensor_mismatch(spec: Spec, input: Any, residual: Any, weight: Any) -> Works
                 "a larger launch would overrun the workspace buffers",
             )
         )
-    for name, tensor, expected in (
-        ("input", input, (tokens, hidden)),
-        ("residual", residual, (tokens, hidden)),
-        ("weight", weight, (hidden,)),
-    ):
-        message = _check_one(name, tensor, spec, expected)
+    expected = {"input": (tokens, hidden), "residual": (tokens, hidden), "weight": (hidden,)}
+    for name, tensor in named:
+        message = check_tensor(name, tensor, spec, expected[name])
         if message is not None:
             return WorkspaceMismatchError(message)
     return WorkspaceMismatchError(
@@ -144,12 +210,115 @@ def tensor_mismatch(spec: Spec, input: Any, residual: Any, weight: Any) -> Works
     )
 
 
-def output_mismatch(spec: Spec, name: str, tensor: Any, input: Any) -> WorkspaceMismatchError:
-    """The error for a preallocated output that does not fit (called only on failure)."""
-    message = _check_one(name, tensor, spec, tuple(input.shape))
+def output_mismatch(
+    spec: Spec, name: str, tensor: Any, input: Any, weight: Any = None, other: Any = None
+) -> WorkspaceMismatchError:
+    """The error for a preallocated output that does not fit (called only on failure).
+
+    ``weight`` and ``other`` (the output checked before this one) are what the output
+    must not be the very same tensor object as; ``input`` has passed its checks.
+    """
+    if tensor is weight:
+        return WorkspaceMismatchError(
+            explain(
+                f"{name} to be a tensor of its own",
+                "the RMSNorm weight itself",
+                fix=f"pass a separate {name} buffer (or None to have one allocated)",
+            )
+        )
+    if other is not None and tensor is other:
+        return WorkspaceMismatchError(
+            explain(
+                "norm_out and residual_out to be different tensors",
+                "the same tensor object for both",
+                fix="pass two buffers: the kernel writes both outputs (in place is fine: "
+                "norm_out=input, residual_out=residual)",
+            )
+        )
+    message = check_tensor(name, tensor, spec, tuple(input.shape))
     return WorkspaceMismatchError(
         message or explain(f"{name} that fits input", f"{name} with {_describe(tensor)}")
     )
+
+
+def not_a_workspace(workspace: Any) -> InvalidArgumentError:
+    """The error for something passed as ``workspace`` that is not a FusionWorkspace."""
+    return InvalidArgumentError(
+        explain(
+            "workspace to be a fi_compat.comm.FusionWorkspace or None",
+            _kind(workspace),
+            fix="create one with fi_compat.comm.create_workspace() (a FlashInfer workspace "
+            "object goes to fi_compat.comm.allreduce_fusion, the drop-in), or pass None for "
+            "the unfused path",
+        )
+    )
+
+
+def check_bool(name: str, value: Any, *, optional: bool = False) -> None:
+    """Refuse anything but True or False (or None when ``optional``) as switch ``name``."""
+    if value is True or value is False or (optional and value is None):
+        return
+    raise InvalidArgumentError(
+        explain(
+            f"{name} to be True or False" + (" or None" if optional else ""),
+            f"{value!r} ({_kind(value)})",
+            fix="pass a bool (FlashInfer would read any truthy value as True, "
+            "the string 'false' among them)",
+        )
+    )
+
+
+def real_number(name: str, value: Any, *, minimum: float | None = 0.0) -> float:
+    """``value`` as a finite float (at least ``minimum``), or :class:`InvalidArgumentError`.
+
+    Accepts any real number but a bool: a float, a float subclass, an int, a NumPy scalar.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidArgumentError(
+            explain(
+                f"{name} to be a real number",
+                f"{value!r} ({_kind(value)})",
+                fix=f"pass {name} as a float",
+            )
+        )
+    result = float(value)
+    if not math.isfinite(result) or (minimum is not None and result < minimum):
+        bound = "" if minimum is None else f" >= {minimum}"
+        raise InvalidArgumentError(
+            explain(
+                f"{name} to be a finite number{bound}",
+                repr(value),
+                fix=f"pass a finite {name}{bound}",
+            )
+        )
+    return result
+
+
+def call_scalars(
+    eps: Any,
+    use_oneshot: Any,
+    fp32_acc: Any,
+    trigger_completion_at_end: Any,
+    launch_with_pdl: Any,
+    *,
+    eps_name: str = "eps",
+) -> float:
+    """The slow check of a call's scalars: raises the precise error, or returns ``eps``.
+
+    Called only when the entry point's one boolean expression of identity comparisons
+    failed; an unusual but valid ``eps`` (an int, a float subclass) comes back as a float.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A switch is not a bool (``use_oneshot``: not None or a bool), or ``eps`` is not a
+        finite real number >= 0.
+    """
+    check_bool("use_oneshot", use_oneshot, optional=True)
+    check_bool("fp32_acc", fp32_acc)
+    check_bool("trigger_completion_at_end", trigger_completion_at_end)
+    check_bool("launch_with_pdl", launch_with_pdl)
+    return real_number(eps_name, eps)
 
 
 def destroyed_error(api: str) -> WorkspaceDestroyedError:
@@ -171,10 +340,13 @@ def make_validator(spec: Spec) -> Validator:
     """The per-call check of one workspace, with everything it compares against bound.
 
     The returned ``validate(input, residual, weight, norm_out, residual_out)`` is one
-    boolean expression of cheap attribute reads per tensor; it allocates the outputs that
-    are None and returns ``(norm_out, residual_out)``. Only when a check fails are
+    boolean expression of cheap attribute reads per tensor (at least 1 and at most
+    ``max_token_num`` tokens; ``residual_out`` not the very tensor object ``norm_out``
+    is); it allocates the outputs that are None and returns ``(norm_out, residual_out)``.
+    Only when a check fails (or raises, for something that is not a tensor) are
     :func:`tensor_mismatch` / :func:`output_mismatch` asked which condition failed, to
-    say what was expected and what was found.
+    say what was expected and what was found. In-place outputs (``norm_out=input``,
+    ``residual_out=residual``) are accepted.
     """
     import torch
 
@@ -194,42 +366,68 @@ def make_validator(spec: Spec) -> Validator:
         norm_out: torch.Tensor | None,
         residual_out: torch.Tensor | None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        shape = input.shape
-        if not (
-            input.dtype is dtype
-            and residual.dtype is dtype
-            and weight.dtype is dtype
-            and len(shape) == 2
-            and shape[1] == hidden
-            and shape[0] <= max_tokens
-            and residual.shape == shape
-            and weight.shape == weight_shape
-            and input.get_device() == device
-            and residual.get_device() == device
-            and weight.get_device() == device
-            and input.is_contiguous()
-            and residual.is_contiguous()
-            and weight.is_contiguous()
-        ):
-            raise tensor_mismatch(spec, input, residual, weight)
+        # Something that is not a tensor raises AttributeError or TypeError in here: the
+        # except clauses cost nothing while nothing is raised, and make that the typed
+        # error. (An ``if not (...)`` compiles to plain conditional jumps; assigning the
+        # expression to a flag instead would keep every operand's value, which is slower.)
+        try:
+            shape = input.shape
+            if not (
+                input.dtype is dtype
+                and residual.dtype is dtype
+                and weight.dtype is dtype
+                and len(shape) == 2
+                and shape[1] == hidden
+                and 0 < shape[0] <= max_tokens
+                and residual.shape == shape
+                and weight.shape == weight_shape
+                and input.get_device() == device
+                and residual.get_device() == device
+                and weight.get_device() == device
+                and input.is_contiguous()
+                and residual.is_contiguous()
+                and weight.is_contiguous()
+            ):
+                raise tensor_mismatch(spec, input, residual, weight)
+        except WorkspaceMismatchError:
+            raise
+        except Exception:
+            raise tensor_mismatch(spec, input, residual, weight) from None
         if norm_out is None:
             norm_out = empty_like(input)
-        elif not (
-            norm_out.dtype is dtype
-            and norm_out.shape == shape
-            and norm_out.get_device() == device
-            and norm_out.is_contiguous()
-        ):
-            raise output_mismatch(spec, "norm_out", norm_out, input)
+        else:
+            try:
+                if not (
+                    norm_out.dtype is dtype
+                    and norm_out.shape == shape
+                    and norm_out.get_device() == device
+                    and norm_out.is_contiguous()
+                ):
+                    raise output_mismatch(spec, "norm_out", norm_out, input, weight)
+            except WorkspaceMismatchError:
+                raise
+            except Exception:
+                raise output_mismatch(spec, "norm_out", norm_out, input, weight) from None
         if residual_out is None:
             residual_out = empty_like(input)
-        elif not (
-            residual_out.dtype is dtype
-            and residual_out.shape == shape
-            and residual_out.get_device() == device
-            and residual_out.is_contiguous()
-        ):
-            raise output_mismatch(spec, "residual_out", residual_out, input)
+        else:
+            try:
+                if not (
+                    residual_out is not norm_out
+                    and residual_out.dtype is dtype
+                    and residual_out.shape == shape
+                    and residual_out.get_device() == device
+                    and residual_out.is_contiguous()
+                ):
+                    raise output_mismatch(
+                        spec, "residual_out", residual_out, input, weight, norm_out
+                    )
+            except WorkspaceMismatchError:
+                raise
+            except Exception:
+                raise output_mismatch(
+                    spec, "residual_out", residual_out, input, weight, norm_out
+                ) from None
         return norm_out, residual_out
 
     return validate

@@ -19,10 +19,23 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from fi_compat._gates import GATES
 from fi_compat.capabilities import get_capabilities
-from fi_compat.comm._checks import Spec, tensor_mismatch
+from fi_compat.comm._checks import (
+    FLOAT_MAX,
+    Spec,
+    call_scalars,
+    check_tensor,
+    device_name,
+    real_number,
+    tensor_mismatch,
+)
 from fi_compat.comm._pattern import PATTERN_NAMES, AllReduceFusionPattern
 from fi_compat.comm._workspace import FusionWorkspace, create_workspace
-from fi_compat.errors import CapabilityMissingError, WorkspaceMismatchError, explain
+from fi_compat.errors import (
+    CapabilityMissingError,
+    InvalidArgumentError,
+    WorkspaceMismatchError,
+    explain,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -111,6 +124,18 @@ def create_allreduce_fusion_workspace(
     -------
     FusionWorkspace
         Also answers the attributes of FlashInfer's own workspace object.
+
+    Raises
+    ------
+    WorkspaceMismatchError
+        ``world_size``, ``rank``, ``max_token_num``, ``hidden_dim`` or ``dtype`` is
+        missing or wrong.
+    InvalidArgumentError
+        Another argument has the wrong type or value (``backend``, a non-bool switch, a
+        bad keyword-only option such as ``top_k="8"`` or ``rms_eps=nan``), or the world
+        size cannot run fused (see :func:`~fi_compat.comm.create_workspace`).
+    CapabilityMissingError, FlashInferUnavailableError, GroupNotSupportedError
+        As for :func:`~fi_compat.comm.create_workspace`.
     """
     options = {
         "top_k": top_k,
@@ -189,12 +214,49 @@ def allreduce_fusion(
     Other patterns are mapped to the workspace's API; a FlashInfer workspace object is
     passed to the installed ``allreduce_fusion`` as is.
 
+    Every argument is checked before anything reaches FlashInfer: the switches are bools,
+    ``rms_eps`` a finite real number >= 0, ``pattern`` an ``AllReduceFusionPattern``
+    code; on a FusionWorkspace each tensor given must fit the workspace (``input``,
+    ``residual_in``, ``residual_out``, ``norm_out``, ``output``: ``input``'s shape, the
+    workspace's dtype, device, contiguous; ``rms_gamma``: ``(hidden_dim,)``; the others:
+    tensors on the workspace's device) and no two outputs may be the same tensor. A
+    FlashInfer workspace object is passed through, but ``input`` must be a tensor.
+
     Returns
     -------
     torch.Tensor
         ``norm_out`` when given (or allocated), else ``quant_out``, else ``output``, as
         FlashInfer returns.
+
+    Raises
+    ------
+    WorkspaceMismatchError
+        A tensor does not fit the FusionWorkspace.
+    InvalidArgumentError
+        Another argument has the wrong type or value.
+    WorkspaceDestroyedError
+        The workspace was destroyed.
+    CapabilityMissingError
+        The installed release (or the unfused path) cannot run what was asked.
     """
+    if not (
+        rms_eps.__class__ is float
+        and 0.0 <= rms_eps <= FLOAT_MAX
+        and (launch_with_pdl is True or launch_with_pdl is False)
+        and (trigger_completion_at_end is True or trigger_completion_at_end is False)
+        and (fp32_acc is False or fp32_acc is True)
+        and (use_oneshot is None or use_oneshot is True or use_oneshot is False)
+        and pattern.__class__ is int
+    ):
+        rms_eps = call_scalars(
+            rms_eps,
+            use_oneshot,
+            fp32_acc,
+            trigger_completion_at_end,
+            launch_with_pdl,
+            eps_name="rms_eps",
+        )
+        _check_pattern(pattern)
     if (
         isinstance(workspace, FusionWorkspace)
         and pattern == _RMSNORM
@@ -255,13 +317,31 @@ def allreduce_fusion(
         "moe_finalize_backend": moe_finalize_backend,
     }
     given = {name: value for name, value in values.items() if not _is_default(name, value)}
+    _check_options(given)
     result: torch.Tensor
     if not isinstance(workspace, FusionWorkspace):
+        _check_native_input(input, workspace)
         result = _call_unified(input, workspace, pattern, given)
         return result
     if workspace.destroyed:
         workspace._run()  # raises WorkspaceDestroyedError
+    if pattern not in PATTERN_NAMES:
+        raise _pattern_error(pattern)
     _check_input(workspace.spec, input)
+    _check_tensors(workspace.spec, input, given)
+    if (
+        pattern != _ALLREDUCE
+        and workspace.fused
+        and workspace.backend != "mnnvl-cutedsl"  # may be compiled without residual or norm
+        and ("residual_in" not in given or "rms_gamma" not in given)
+    ):
+        raise InvalidArgumentError(
+            explain(
+                f"residual_in and rms_gamma for pattern {PATTERN_NAMES[pattern]}",
+                "residual_in=None" if "residual_in" not in given else "rms_gamma=None",
+                fix="pass both (the kernel reads them)",
+            )
+        )
     if workspace.api == "unified":
         result = _call_unified(input, workspace.native, pattern, given)
     elif workspace.api == "legacy":
@@ -281,33 +361,152 @@ def _is_default(name: str, value: Any) -> bool:
     )
 
 
+def _check_pattern(pattern: Any) -> None:
+    """Refuse a ``pattern`` that is not an int (a bool included)."""
+    if isinstance(pattern, bool) or not isinstance(pattern, int):
+        raise _pattern_error(pattern)
+
+
+def _pattern_error(pattern: Any) -> InvalidArgumentError:
+    known = ", ".join(f"{name}={value}" for value, name in PATTERN_NAMES.items())
+    return InvalidArgumentError(
+        explain(
+            "pattern to be an AllReduceFusionPattern code (an int)",
+            f"{pattern!r} (a {type(pattern).__qualname__})",
+            fix=f"pass one of fi_compat.comm.AllReduceFusionPattern's: {known}",
+        )
+    )
+
+
+#: Switches, sizes and scalars of the drop-in besides those of ``call_scalars``.
+_INT_OPTIONS = ("layout_code", "block_quant_group_size", "moe_reduction_device_num_experts")
+#: Tensor arguments checked against the workspace like ``input`` (``rms_gamma`` apart).
+_LIKE_INPUT = ("residual_in", "residual_out", "norm_out", "output")
+#: Tensor arguments that must only be tensors on the workspace's device.
+_OTHER_TENSORS = (
+    "quant_out",
+    "scale_out",
+    "moe_reduction_scale_input",
+    "moe_reduction_active_experts_token_input",
+    "moe_reduction_token_input",
+    "expanded_idx_to_permuted_idx",
+    "expert_scale_factor",
+    "shared_expert_output",
+)
+#: Arguments FlashInfer writes: no two may be the same tensor, nor ``rms_gamma``.
+_OUTPUTS = ("output", "residual_out", "norm_out", "quant_out", "scale_out")
+
+
+def _check_options(given: dict[str, Any]) -> None:
+    """The non-tensor arguments that differ from their defaults (off the fast path)."""
+    for name in _INT_OPTIONS:
+        value = given.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise InvalidArgumentError(
+                explain(f"{name} to be None or an int", f"{value!r} (a {type(value).__qualname__})")
+            )
+    if "weight_bias" in given:
+        real_number("weight_bias", given["weight_bias"], minimum=None)
+    scale = given.get("scale_factor")
+    if scale is not None and not _is_tensor(scale):
+        real_number("scale_factor", scale, minimum=None)
+    backend = given.get("moe_finalize_backend", "trtllm")
+    if backend not in ("trtllm", "cake") or not isinstance(backend, str):
+        raise InvalidArgumentError(
+            explain("moe_finalize_backend 'trtllm' or 'cake'", repr(backend), fix="pass one")
+        )
+
+
+def _is_tensor(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
+
+
+def _check_native_input(input: Any, workspace: Any) -> None:
+    """On a FlashInfer workspace object, everything passes through but a non-tensor input."""
+    if not _is_tensor(input):
+        raise InvalidArgumentError(
+            explain(
+                "input to be a torch.Tensor",
+                "None" if input is None else f"a {type(input).__qualname__}",
+                fix="pass the activations as a torch.Tensor",
+            )
+        )
+    if workspace is None or isinstance(workspace, _NOT_WORKSPACES) or _is_tensor(workspace):
+        raise InvalidArgumentError(
+            explain(
+                "workspace to be a FusionWorkspace or FlashInfer's own workspace object",
+                "None" if workspace is None else f"a {type(workspace).__qualname__}",
+                fix="create one with fi_compat.comm.create_allreduce_fusion_workspace()",
+            )
+        )
+
+
+#: Types no FlashInfer workspace object is (the legacy pair is a tuple, and goes to
+#: ``trtllm_allreduce_fusion``, not ``allreduce_fusion``).
+_NOT_WORKSPACES = (str, bytes, int, float, complex, list, tuple, dict, set, frozenset)
+
+
 def _check_input(spec: Spec, input: Any) -> None:
-    shape = getattr(input, "shape", None)
-    if not (
-        shape is not None
-        and len(shape) == 2
-        and input.dtype is spec.dtype
-        and shape[1] == spec.hidden_dim
-        and shape[0] <= spec.max_token_num
-        and input.get_device() == spec.device_index
-        and input.is_contiguous()
-    ):
-        raise tensor_mismatch(spec, input, input, _Weight(spec))
+    try:
+        shape = input.shape
+        fits = (
+            _is_tensor(input)
+            and len(shape) == 2
+            and input.dtype is spec.dtype
+            and shape[1] == spec.hidden_dim
+            and 0 < shape[0] <= spec.max_token_num
+            and input.get_device() == spec.device_index
+            and input.is_contiguous()
+        )
+    except Exception:  # not a tensor
+        fits = False
+    if not fits:
+        raise tensor_mismatch(spec, input, None, None, only_input=True)
 
 
-class _Weight:
-    """A stand-in weight that passes the weight checks, to diagnose ``input`` alone."""
+def _check_tensors(spec: Spec, input: Any, given: dict[str, Any]) -> None:
+    """Every tensor argument given besides ``input`` (which has passed), against ``spec``."""
+    for name in _LIKE_INPUT:
+        if name in given:
+            _fits(spec, name, given[name], tuple(input.shape))
+    if "rms_gamma" in given:
+        _fits(spec, "rms_gamma", given["rms_gamma"], (spec.hidden_dim,))
+    for name in _OTHER_TENSORS:
+        value = given.get(name)
+        if value is None:
+            continue
+        if not _is_tensor(value) or value.get_device() != spec.device_index:
+            found = (
+                f"{name} on {device_name(value.get_device())}"
+                if _is_tensor(value)
+                else f"a {type(value).__qualname__}"
+            )
+            raise WorkspaceMismatchError(
+                explain(f"{name} to be a torch.Tensor on {spec.device_name}", found)
+            )
+    outputs = [(name, given[name]) for name in _OUTPUTS if given.get(name) is not None]
+    for index, (name, value) in enumerate(outputs):
+        if value is given.get("rms_gamma"):
+            raise WorkspaceMismatchError(
+                explain(f"{name} to be a tensor of its own", "rms_gamma itself")
+            )
+        for other, earlier in outputs[:index]:
+            if value is earlier:
+                raise WorkspaceMismatchError(
+                    explain(
+                        f"{other} and {name} to be different tensors",
+                        "the same tensor object for both",
+                        fix="pass a buffer for each output FlashInfer writes",
+                    )
+                )
 
-    def __init__(self, spec: Spec) -> None:
-        self.shape = (spec.hidden_dim,)
-        self.dtype = spec.dtype
-        self._device = spec.device_index
 
-    def get_device(self) -> int:
-        return self._device
-
-    def is_contiguous(self) -> bool:
-        return True
+def _fits(spec: Spec, name: str, tensor: Any, shape: tuple[int, ...]) -> None:
+    message = check_tensor(name, tensor, spec, shape)
+    if message is not None:
+        raise WorkspaceMismatchError(message)
 
 
 def _unsupported(name: str, where: str, version: str | None) -> CapabilityMissingError:

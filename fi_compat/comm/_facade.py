@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from fi_compat.comm._checks import FLOAT_MAX, call_scalars, not_a_workspace
 from fi_compat.comm._reference import unbound_reference
 
 if TYPE_CHECKING:
@@ -47,13 +48,16 @@ def allreduce_residual_rmsnorm(
         From :func:`~fi_compat.comm.create_workspace`; None runs the unfused reference
         path over ``group``.
     eps
-        RMSNorm epsilon.
+        RMSNorm epsilon: a finite real number >= 0 (a float; an int is accepted).
     norm_out, residual_out
-        Preallocated outputs (allocated when None).
+        Preallocated outputs (allocated when None), of input's shape, dtype and device;
+        not the same tensor object as each other or as ``weight``. In place is fine:
+        ``norm_out=input, residual_out=residual``.
     use_oneshot, fp32_acc, launch_with_pdl
-        Passed to FlashInfer (the reference path honours ``fp32_acc``).
+        Passed to FlashInfer (the reference path honours ``fp32_acc``). Bools
+        (``use_oneshot`` may be None); anything else is refused.
     trigger_completion_at_end
-        Passed where the release takes it (0.6.8+); before that, see
+        A bool, passed where the release takes it (0.6.8+); before that, see
         ``FusionWorkspace.decisions`` for how False is honoured.
     group
         The process group of the reference path when ``workspace`` is None (a workspace
@@ -67,12 +71,33 @@ def allreduce_residual_rmsnorm(
     Raises
     ------
     WorkspaceMismatchError
-        A tensor does not fit the workspace (checked before any launch).
+        A tensor does not fit the workspace (checked before any launch): not a tensor,
+        wrong shape, dtype, device or layout, no tokens or more than ``max_token_num``,
+        ``residual_out`` the same tensor as ``norm_out``. Without a workspace: tensors
+        that do not fit each other, or a dtype other than float16, bfloat16, float32.
+    InvalidArgumentError
+        ``workspace`` is neither a FusionWorkspace nor None; a switch is not a bool;
+        ``eps`` is not a finite real number >= 0.
     WorkspaceDestroyedError
         The workspace was destroyed.
     """
+    # The common call passes only identity comparisons here; anything unusual is either
+    # refused or normalized (an int eps) by call_scalars, off the common path.
+    if not (
+        eps.__class__ is float
+        and 0.0 <= eps <= FLOAT_MAX
+        and (launch_with_pdl is True or launch_with_pdl is False)
+        and (trigger_completion_at_end is True or trigger_completion_at_end is False)
+        and (fp32_acc is False or fp32_acc is True)
+        and (use_oneshot is None or use_oneshot is True or use_oneshot is False)
+    ):
+        eps = call_scalars(eps, use_oneshot, fp32_acc, trigger_completion_at_end, launch_with_pdl)
     if workspace is not None:
-        return workspace._run(
+        try:
+            run = workspace._run
+        except AttributeError:
+            raise not_a_workspace(workspace) from None
+        return run(
             input,
             residual,
             weight,

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from fi_compat.comm._checks import Spec, output_mismatch, tensor_mismatch
 from fi_compat.comm._fused import Launcher, positional_launcher
 from fi_compat.comm._group import group_span
+from fi_compat.errors import WorkspaceMismatchError, explain
 
 if TYPE_CHECKING:
     import torch
@@ -92,45 +93,99 @@ def unbound_reference(
     fp32_acc: bool,
     group: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The reference path without a workspace: checks the tensors against each other."""
+    """The reference path without a workspace: checks the tensors against each other.
+
+    ``input`` must be a 2-D float16, bfloat16 or float32 tensor of at least 1 token (what
+    the fused kernels take); the other tensors must fit it. ``eps`` and ``fp32_acc`` were
+    checked by the caller.
+    """
     import torch
 
     shape = getattr(input, "shape", None)
+    dtype = getattr(input, "dtype", None)
+    if not (
+        isinstance(input, torch.Tensor)
+        and (dtype is torch.bfloat16 or dtype is torch.float16 or dtype is torch.float32)
+        and shape is not None
+        and len(shape) == 2
+        and shape[0] > 0
+    ):
+        raise _input_error(input)
     spec = Spec(
         world_size=1,
         rank=0,
-        max_token_num=int(shape[0]) if shape is not None and len(shape) == 2 else 0,
-        hidden_dim=int(shape[1]) if shape is not None and len(shape) == 2 else 0,
-        dtype=getattr(input, "dtype", torch.float32),
-        device_index=input.get_device() if shape is not None else -1,
+        max_token_num=int(shape[0]),
+        hidden_dim=int(shape[1]),
+        dtype=input.dtype,
+        device_index=input.get_device(),
     )
-    if not (
-        shape is not None
-        and len(shape) == 2
-        and residual.shape == shape
-        and weight.shape == (shape[1],)
-        and residual.dtype is input.dtype
-        and weight.dtype is input.dtype
-        and residual.get_device() == spec.device_index
-        and weight.get_device() == spec.device_index
-    ):
+    try:
+        fits = (
+            residual.shape == shape
+            and weight.shape == (shape[1],)
+            and residual.dtype is input.dtype
+            and weight.dtype is input.dtype
+            and residual.get_device() == spec.device_index
+            and weight.get_device() == spec.device_index
+        )
+    except Exception:  # not a tensor
+        fits = False
+    if not fits:
         raise tensor_mismatch(spec, input, residual, weight)
     if norm_out is None:
         norm_out = torch.empty_like(input)
     elif not (
-        norm_out.shape == shape
+        isinstance(norm_out, torch.Tensor)
+        and norm_out.shape == shape
         and norm_out.dtype is input.dtype
         and norm_out.get_device() == spec.device_index
     ):
-        raise output_mismatch(spec, "norm_out", norm_out, input)
+        raise output_mismatch(spec, "norm_out", norm_out, input, weight)
     if residual_out is None:
         residual_out = torch.empty_like(input)
     elif not (
-        residual_out.shape == shape
+        isinstance(residual_out, torch.Tensor)
+        and residual_out is not norm_out
+        and residual_out.shape == shape
         and residual_out.dtype is input.dtype
         and residual_out.get_device() == spec.device_index
     ):
-        raise output_mismatch(spec, "residual_out", residual_out, input)
+        raise output_mismatch(spec, "residual_out", residual_out, input, weight, norm_out)
     size = group_span(group).size or 1
     compute(input, residual, weight, eps, norm_out, residual_out, fp32_acc, group, size)
     return norm_out, residual_out
+
+
+def _input_error(input: Any) -> WorkspaceMismatchError:
+    """Why ``input`` cannot run the unfused path (it is not a 2-D half/float tensor)."""
+    import torch
+
+    if not isinstance(input, torch.Tensor):
+        found = "None" if input is None else f"a {type(input).__qualname__}"
+        return WorkspaceMismatchError(
+            explain("input to be a torch.Tensor", found, fix="pass input as a torch.Tensor")
+        )
+    if input.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        return WorkspaceMismatchError(
+            explain(
+                "input of dtype torch.float16, torch.bfloat16 or torch.float32 (what the "
+                "fused kernels take)",
+                f"dtype {input.dtype}",
+                fix="cast the activations",
+            )
+        )
+    if input.dim() != 2:
+        return WorkspaceMismatchError(
+            explain(
+                "input of shape (num_tokens, hidden_dim)",
+                f"shape {tuple(input.shape)}",
+                fix="reshape input to 2-D: input.view(-1, hidden_dim)",
+            )
+        )
+    return WorkspaceMismatchError(
+        explain(
+            "at least 1 token",
+            f"input of shape {tuple(input.shape)}",
+            fix="skip the call for an empty batch",
+        )
+    )

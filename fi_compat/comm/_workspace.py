@@ -21,7 +21,13 @@ from fi_compat._gates import GATES
 from fi_compat._log import get_logger
 from fi_compat._signature import inspect_callable
 from fi_compat.capabilities import Capabilities, get_capabilities
-from fi_compat.comm._checks import Spec, destroyed_error
+from fi_compat.comm._checks import (
+    Spec,
+    call_scalars,
+    check_bool,
+    destroyed_error,
+    real_number,
+)
 from fi_compat.comm._fused import (
     LEGACY_CALL,
     UNIFIED_CALL,
@@ -42,6 +48,7 @@ from fi_compat.errors import (
     CapabilityMissingError,
     FlashInferUnavailableError,
     GroupNotSupportedError,
+    InvalidArgumentError,
     WorkspaceMismatchError,
     explain,
 )
@@ -63,6 +70,56 @@ LEGACY_FUSION = "trtllm_allreduce_fusion"
 LEGACY_DESTROY = "trtllm_destroy_ipc_workspace_for_all_reduce_fusion"
 
 _DTYPES = ("float16", "bfloat16", "float32")
+#: FlashInfer's allreduce-fusion backends (``backend=`` of the unified factory, 0.6.0+).
+_BACKENDS = ("auto", "trtllm", "mnnvl", "mnnvl-cutedsl")
+_APIS = ("auto", "unified", "legacy", "reference")
+#: Rank counts the TRT-LLM fusion kernel dispatches on (``allreduce_fusion_op`` in
+#: trtllm_allreduce_fusion.cuh, every release since 0.2.9; anything else fails at launch
+#: with "unsupported ranks number! Supported ranks: 2, 4, 8, 16"). It runs both the
+#: legacy API and the unified API's "trtllm" backend.
+TRTLLM_RANKS = (2, 4, 8, 16)
+#: Factory keywords fi-compat sets itself, from create_workspace's own arguments, and
+#: checks every call against (or, for the legacy factory, that change what it returns):
+#: factory_options may not hold them, so what FlashInfer allocates is what is checked.
+_RESERVED_OPTIONS = frozenset(
+    {
+        "world_size",
+        "rank",
+        "max_token_num",
+        "hidden_dim",
+        "dtype",
+        "backend",
+        "group",
+        "comm_backend",
+        "gpus_per_node",
+        "force_oneshot_support",
+        "device",
+        "api",
+        "fallback",
+        # the legacy trtllm_create_ipc_workspace_for_all_reduce_fusion's names
+        "tp_rank",
+        "tp_size",
+        "use_fp32_lamport",
+        "create_metadata",
+        "use_symm_dev_mem",
+    }
+)
+#: Value checks of the unified factory's keyword-only options (0.7.x, mnnvl-cutedsl).
+_BOOL_OPTIONS = frozenset(
+    {
+        "include_shared_expert",
+        "add_residual",
+        "write_residual_output",
+        "apply_rms_norm",
+        "dynamic_fp8",
+        "write_norm_output",
+    }
+)
+_REAL_OPTIONS: dict[str, float | None] = {
+    "rms_eps": 0.0,
+    "weight_bias": None,
+    "routed_scaling_factor": None,
+}
 
 
 class FusionWorkspace:
@@ -244,12 +301,16 @@ class FusionWorkspace:
         ------
         WorkspaceMismatchError
             A tensor does not fit the workspace.
+        InvalidArgumentError
+            A switch is not a bool (``use_oneshot``: not None or a bool), or ``eps`` is
+            not a finite real number >= 0.
         WorkspaceDestroyedError
             The workspace was destroyed (a prepared call raises it too once it is).
         CapabilityMissingError
             ``launch_with_pdl=True, trigger_completion_at_end=False`` on a release that
             can honour neither (see :attr:`decisions`).
         """
+        eps = call_scalars(eps, use_oneshot, fp32_acc, trigger_completion_at_end, launch_with_pdl)
         call, norm_out, residual_out = self._prepare(
             input,
             residual,
@@ -371,7 +432,7 @@ def _spec(
             explain(f"rank in 0..{world_size - 1}", f"{rank!r}", fix="pass the group rank")
         )
     allowed = tuple(getattr(torch, name) for name in _DTYPES)
-    if dtype not in allowed:
+    if not any(dtype is candidate for candidate in allowed):
         raise WorkspaceMismatchError(
             explain(
                 f"dtype one of {', '.join(f'torch.{name}' for name in _DTYPES)}",
@@ -379,19 +440,49 @@ def _spec(
                 fix="allreduce fusion runs on half, bfloat16 or float32 activations",
             )
         )
+    return Spec(world_size, rank, max_token_num, hidden_dim, dtype, _device_index(device))
+
+
+def _device_index(device: Any) -> int:
+    """``Tensor.get_device()`` of tensors on ``device``: -1 for the CPU, else the index."""
+    import torch
+
     if device is None:
-        index = torch.cuda.current_device() if torch.cuda.is_available() else -1
-    else:
+        return torch.cuda.current_device() if torch.cuda.is_available() else -1
+    wrong = InvalidArgumentError(
+        explain(
+            "device to be None, 'cpu', 'cuda', 'cuda:<index>', a CUDA index or a "
+            "torch.device of those",
+            f"{device!r}",
+            fix="pass the CUDA device the tensors live on",
+        )
+    )
+    if isinstance(device, bool) or not isinstance(device, (str, int, torch.device)):
+        raise wrong
+    if isinstance(device, int):
+        if device < 0:
+            raise wrong
+        return device  # a CUDA index, as torch.device(index) reads it on a CUDA machine
+    try:
         resolved = torch.device(device)
-        if resolved.type == "cpu":
-            index = -1
-        elif resolved.type == "cuda":
-            index = resolved.index if resolved.index is not None else torch.cuda.current_device()
-        else:
-            raise WorkspaceMismatchError(
-                explain("device 'cuda' or 'cpu'", f"{device!r}", fix="pass a CUDA device")
+    except (RuntimeError, TypeError, ValueError) as error:
+        raise InvalidArgumentError(f"{wrong} (torch: {error})") from None
+    if resolved.type == "cpu":
+        return -1
+    if resolved.type != "cuda":
+        raise wrong
+    index: int | None = resolved.index  # None for a bare "cuda"
+    if index is not None:
+        return index
+    if not torch.cuda.is_available():
+        raise InvalidArgumentError(
+            explain(
+                "a CUDA device for device='cuda'",
+                "no CUDA device in this process",
+                fix="pass device='cuda:<index>' explicitly, or 'cpu'",
             )
-    return Spec(world_size, rank, max_token_num, hidden_dim, dtype, index)
+        )
+    return torch.cuda.current_device()
 
 
 def _check_group(span: GroupSpan, spec: Spec) -> None:
@@ -444,6 +535,99 @@ def _group_error(caps: Capabilities, function: str, span: GroupSpan, why: str) -
     )
 
 
+def _check_arguments(
+    api: Any, backend: Any, gpus_per_node: Any, force_oneshot_support: Any, fallback: Any
+) -> None:
+    """The plain arguments of :func:`create_workspace` (sizes and dtype: see ``_spec``)."""
+    if not isinstance(api, str) or api not in _APIS:
+        raise InvalidArgumentError(
+            explain(f"api one of {', '.join(map(repr, _APIS))}", repr(api), fix="pass one")
+        )
+    if not isinstance(backend, str) or backend not in _BACKENDS:
+        raise InvalidArgumentError(
+            explain(
+                f"backend one of {', '.join(map(repr, _BACKENDS))}",
+                repr(backend),
+                fix="pass one of FlashInfer's allreduce-fusion backends ('auto' picks one)",
+            )
+        )
+    if gpus_per_node is not None and (
+        isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int) or gpus_per_node < 1
+    ):
+        raise InvalidArgumentError(
+            explain("gpus_per_node to be None or an int >= 1", repr(gpus_per_node))
+        )
+    check_bool("force_oneshot_support", force_oneshot_support)
+    check_bool("fallback", fallback)
+
+
+def _check_factory_options(factory_options: Any) -> Mapping[str, Any]:
+    """``factory_options`` as a mapping FlashInfer may take, or InvalidArgumentError.
+
+    Keys must be strings and none that fi-compat sets itself (see ``_RESERVED_OPTIONS``):
+    an option that changed what FlashInfer allocates would let through calls the buffers
+    cannot hold. The values of the unified factory's known options are checked too.
+    """
+    if factory_options is None:
+        return {}
+    if not isinstance(factory_options, Mapping):
+        raise InvalidArgumentError(
+            explain(
+                "factory_options to be None or a mapping of keyword names to values",
+                f"{factory_options!r} (a {type(factory_options).__qualname__})",
+                fix="pass a dict, e.g. factory_options={'top_k': 8}",
+            )
+        )
+    options = dict(factory_options)
+    for name, value in options.items():
+        if not isinstance(name, str):
+            raise InvalidArgumentError(
+                explain(
+                    "factory_options keys to be keyword names (str)",
+                    f"the key {name!r} (a {type(name).__qualname__})",
+                )
+            )
+        if name in _RESERVED_OPTIONS:
+            raise InvalidArgumentError(
+                explain(
+                    "factory_options without the keywords fi-compat sets itself",
+                    f"factory_options[{name!r}]={value!r}",
+                    fix=f"pass {name} as create_workspace's own argument (tp_rank, tp_size: "
+                    "rank, world_size; use_fp32_lamport: dtype=torch.float32): fi-compat "
+                    "checks every call against what the workspace was created with, so "
+                    "FlashInfer must allocate exactly that",
+                )
+            )
+        if value is None:
+            continue
+        if name in _BOOL_OPTIONS:
+            check_bool(f"factory_options[{name!r}]", value)
+        elif name in _REAL_OPTIONS:
+            real_number(f"factory_options[{name!r}]", value, minimum=_REAL_OPTIONS[name])
+        elif name == "top_k" and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise InvalidArgumentError(
+                explain("factory_options['top_k'] to be an int >= 1", repr(value))
+            )
+    return options
+
+
+def _trtllm_ranks_error(spec: Spec, where: str) -> InvalidArgumentError | None:
+    """The error for a world size the TRT-LLM fusion kernel cannot run, or None."""
+    if spec.world_size in TRTLLM_RANKS:
+        return None
+    return InvalidArgumentError(
+        explain(
+            f"world_size one of {', '.join(map(str, TRTLLM_RANKS))} for {where} (the "
+            "TRT-LLM fusion kernel dispatches on those rank counts only)",
+            f"world_size={spec.world_size}",
+            fix="use backend='mnnvl' where the unified API has it, or the unfused path "
+            "(api='reference'); a launch would fail with 'unsupported ranks number'",
+        )
+    )
+
+
 # ---------------------------------------------------------------------------- the factory
 
 
@@ -478,20 +662,29 @@ def create_workspace(
         the whole world, carried by a ``TorchDistBackend`` over the group as
         ``comm_backend=`` (0.6.0+); otherwise :class:`GroupNotSupportedError`.
     backend
-        FlashInfer's backend: ``"auto"``, ``"trtllm"``, ``"mnnvl"``, ... (legacy
-        workspaces are ``"trtllm"``).
+        FlashInfer's backend: ``"auto"``, ``"trtllm"``, ``"mnnvl"`` or
+        ``"mnnvl-cutedsl"`` (legacy workspaces are ``"trtllm"``).
     api
         ``"auto"`` (unified where present, else legacy), or force one of ``"unified"``,
         ``"legacy"``, ``"reference"``.
     comm_backend, gpus_per_node, force_oneshot_support, factory_options
-        Passed to the unified factory (extra keyword options via ``factory_options``);
-        a value the release cannot take raises :class:`CapabilityMissingError`.
+        Passed to the unified factory (extra keyword options via ``factory_options``, a
+        mapping with str keys); a value the release cannot take raises
+        :class:`CapabilityMissingError`. ``factory_options`` may not hold a keyword
+        fi-compat sets itself (``world_size``, ``rank``, ``max_token_num``,
+        ``hidden_dim``, ``dtype``, ``backend``, ``group``, ``comm_backend``,
+        ``gpus_per_node``, ``force_oneshot_support``, the legacy ``tp_rank``,
+        ``tp_size``, ``use_fp32_lamport``, ...): every call is checked against what the
+        workspace was created for, so FlashInfer must allocate exactly that.
+        ``force_oneshot_support`` is a bool.
     device
-        Where the tensors live (default: the current CUDA device, or CPU without CUDA).
+        Where the tensors live: None (the current CUDA device, or CPU without CUDA),
+        ``"cpu"``, ``"cuda"``, ``"cuda:<index>"``, an index or a ``torch.device``.
     fallback
-        When fusion is unavailable (no ``flashinfer.comm``, neither API, world size 1),
-        return a reference workspace (``api == "reference"``, ``reason`` says why)
-        instead of raising.
+        A bool. When fusion is unavailable (no ``flashinfer.comm``, neither API, world
+        size 1, a world size the TRT-LLM kernel cannot run on the legacy API or
+        ``backend="trtllm"``), return a reference workspace (``api == "reference"``,
+        ``reason`` says why) instead of raising.
 
     Raises
     ------
@@ -502,18 +695,35 @@ def create_workspace(
     CapabilityMissingError, FlashInferUnavailableError
         Something asked for is not in the installed release (and no fallback applies).
     WorkspaceMismatchError
-        The sizes, dtype, device, or ``world_size``/``rank`` versus ``group`` are wrong.
+        The sizes or dtype are wrong, or ``world_size``/``rank`` do not describe
+        ``group``.
+    InvalidArgumentError
+        ``api``, ``backend``, ``device``, ``gpus_per_node`` or ``factory_options`` is
+        wrong, a switch is not a bool, or the world size cannot run fused (1 for every
+        fused API; other than 2, 4, 8, 16 for the TRT-LLM kernel: the legacy API,
+        ``backend="trtllm"``, or ``"auto"`` when FlashInfer picks TRT-LLM) and
+        ``fallback`` does not apply. Raised before any FlashInfer call, except in the
+        last case, where the workspace FlashInfer made is destroyed first.
     """
-    if api not in ("auto", "unified", "legacy", "reference"):
-        raise WorkspaceMismatchError(
-            explain("api 'auto', 'unified', 'legacy' or 'reference'", repr(api))
-        )
+    _check_arguments(api, backend, gpus_per_node, force_oneshot_support, fallback)
+    options = _check_factory_options(factory_options)
     if api != "reference":
         ensure_fusion_allowed("an allreduce-fusion workspace")
     spec = _spec(world_size, rank, max_token_num, hidden_dim, dtype, device)
     span = group_span(group)
     _check_group(span, spec)
     chosen, reason = _choose(spec, api, fallback)
+    if chosen == "legacy" or (chosen == "unified" and backend == "trtllm"):
+        unsupported = _trtllm_ranks_error(
+            spec, "the legacy API" if chosen == "legacy" else "backend='trtllm'"
+        )
+        if unsupported is not None:
+            if api != "auto" or not fallback:
+                raise unsupported
+            chosen, reason = (
+                "reference",
+                f"the TRT-LLM fusion kernel cannot run {spec.world_size} ranks",
+            )
     if chosen == "reference":
         decisions = (f"unfused reference path: {reason}",)
         logger.debug("fusion workspace %r: %s", spec, decisions[0])
@@ -551,7 +761,7 @@ def create_workspace(
             comm_backend=comm_backend,
             gpus_per_node=gpus_per_node,
             force_oneshot_support=force_oneshot_support,
-            factory_options=factory_options or {},
+            factory_options=options,
         )
     else:
         workspace = _create_legacy(
@@ -564,7 +774,7 @@ def create_workspace(
             comm_backend=comm_backend,
             gpus_per_node=gpus_per_node,
             force_oneshot_support=force_oneshot_support,
-            factory_options=factory_options or {},
+            factory_options=options,
         )
     for decision in workspace.decisions:
         logger.debug("fusion workspace (%s): %s", workspace.api, decision)
@@ -575,8 +785,18 @@ def _choose(spec: Spec, api: str, fallback: bool) -> tuple[Api, str | None]:
     """Which path runs the workspace; probes FlashInfer only when it could be fused."""
     if api == "reference":
         return "reference", "api='reference' was asked for"
-    if api == "auto" and fallback and spec.world_size == 1:
-        return "reference", "world_size is 1: there is nothing to all-reduce"
+    if spec.world_size == 1:
+        if api == "auto" and fallback:
+            return "reference", "world_size is 1: there is nothing to all-reduce"
+        raise InvalidArgumentError(
+            explain(
+                "world_size >= 2 for a fused workspace (FlashInfer's fusion kernels run "
+                f"on 2 or more ranks; TRT-LLM on {', '.join(map(str, TRTLLM_RANKS))})",
+                f"world_size=1 with api={api!r}, fallback={fallback!r}",
+                fix="use api='reference' (or api='auto' with fallback=True): with one "
+                "process there is nothing to all-reduce",
+            )
+        )
     caps = get_capabilities()
     if not caps.comm.available:
         reason = f"flashinfer.comm is unavailable ({caps.comm.error})"
@@ -689,6 +909,11 @@ def _create_unified(
     _check_call(caps, UNIFIED_FUSION, fusion, set(UNIFIED_CALL))
     pass_trigger = _accepts(caps, UNIFIED_FUSION, "trigger_completion_at_end")
     native = factory(**kwargs)
+    native_backend = getattr(native, "backend", None)
+    unsupported = _trtllm_ranks_error(spec, "a workspace on FlashInfer's 'trtllm' backend")
+    if native_backend == "trtllm" and unsupported is not None:
+        native.destroy()  # backend='auto' chose TRT-LLM: it could never launch
+        raise unsupported
     early: Launcher | None = None
     if not pass_trigger:
         try:
@@ -704,7 +929,6 @@ def _create_unified(
         pass_trigger=pass_trigger,
         early_trigger=early,
     )
-    native_backend = getattr(native, "backend", None)
     return FusionWorkspace(
         api="unified",
         backend=native_backend if isinstance(native_backend, str) else backend,
