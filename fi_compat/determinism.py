@@ -15,12 +15,12 @@ deterministic planner can never run next to an allowed allreduce fusion.
 
 from __future__ import annotations
 
-import reprlib
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 
-from fi_compat.errors import FusionForbiddenError, InvalidArgumentError, explain
+from fi_compat._arguments import require_bool, require_str
+from fi_compat.errors import FusionForbiddenError, explain
 
 __all__ = [
     "deterministic",
@@ -31,39 +31,6 @@ __all__ = [
 
 _lock = threading.Lock()
 _enabled = False
-
-
-def _require_bool(
-    name: str, value: object, error: type[InvalidArgumentError] = InvalidArgumentError
-) -> None:
-    """Refuse anything but ``True`` or ``False`` for the switch ``name``.
-
-    ``bool("false")`` is ``True``: a switch that converted its argument would turn on for
-    the string ``"false"``, ``"0"`` or ``"off"``. So switches take real bools only; ``0``,
-    ``1``, ``None``, strings and ``numpy.bool_`` are refused, not converted.
-    """
-    if value is True or value is False:
-        return
-    raise error(
-        explain(
-            f"{name} to be a bool (True or False)",
-            f"{reprlib.repr(value)} of type {type(value).__name__}",
-            fix="pass True or False; convert explicitly where the value comes from "
-            "(bool('false') is True, so parse strings yourself; bool(x) for a numpy "
-            "bool or an int)",
-        )
-    )
-
-
-def _require_str(name: str, value: object) -> None:
-    if not isinstance(value, str):
-        raise InvalidArgumentError(
-            explain(
-                f"{name} to be a str naming the fused operation, for the message",
-                f"{reprlib.repr(value)} of type {type(value).__name__}",
-                fix="pass a description such as 'allreduce fusion', or nothing",
-            )
-        )
 
 
 def set_deterministic(enabled: bool) -> None:
@@ -81,7 +48,7 @@ def set_deterministic(enabled: bool) -> None:
         switch is left as it was.
     """
     global _enabled
-    _require_bool("enabled", enabled)
+    require_bool("enabled", enabled)
     with _lock:
         _enabled = enabled
 
@@ -104,7 +71,7 @@ def deterministic(enabled: bool = True) -> AbstractContextManager[None]:
     InvalidArgumentError
         ``enabled`` is not a bool; raised by this call, before the block is entered.
     """
-    _require_bool("enabled", enabled)
+    require_bool("enabled", enabled)
     return _deterministic(enabled)
 
 
@@ -135,7 +102,12 @@ def ensure_fusion_allowed(what: str = "allreduce fusion") -> None:
     InvalidArgumentError
         ``what`` is not a str.
     """
-    _require_str("what", what)
+    require_str(
+        "what",
+        what,
+        detail="what is about to be set up, for the message",
+        fix="pass a description such as 'allreduce fusion', or nothing",
+    )
     if _enabled:
         raise FusionForbiddenError(
             explain(

@@ -22,12 +22,18 @@ from __future__ import annotations
 
 import enum
 import logging
-import reprlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fi_compat.determinism import _require_bool, is_deterministic
+from fi_compat._arguments import (
+    describe,
+    require_bool,
+    require_instance,
+    require_int,
+    require_str,
+)
+from fi_compat.determinism import is_deterministic
 from fi_compat.errors import InvalidArgumentError, explain
 
 __all__ = [
@@ -112,22 +118,6 @@ class PolicyInputError(InvalidArgumentError):
     """
 
 
-def _found(value: object) -> str:
-    return f"{reprlib.repr(value)} of type {type(value).__name__}"
-
-
-def _require_flag(name: str, value: object) -> None:
-    """Refuse anything but a real bool for a boolean input (``bool("false")`` is True)."""
-    _require_bool(name, value, PolicyInputError)
-
-
-def _require_text(name: str, value: object) -> None:
-    if not isinstance(value, str):
-        raise PolicyInputError(
-            explain(f"{name} to be a str", _found(value), fix=f"pass {name} as text")
-        )
-
-
 class FusionChoice(enum.Enum):
     """What the user said about allreduce fusion on the command line."""
 
@@ -207,7 +197,7 @@ def parse_compute_capability(text: str) -> tuple[int, int]:
     PolicyInputError
         If ``text`` is not a str, or not a compute capability.
     """
-    _require_text("the compute capability", text)
+    require_str("the compute capability", text, error=PolicyInputError)
     raw = text.strip().lower()
     for prefix in ("sm_", "sm"):
         if raw.startswith(prefix):
@@ -234,16 +224,9 @@ def is_h20_device(device_name: str) -> bool:
     PolicyInputError
         If ``device_name`` is not a str.
     """
-    _require_text("device_name", device_name)
+    require_str("device_name", device_name, error=PolicyInputError)
     name = device_name.upper()
     return "H20" in name and "H200" not in name
-
-
-def _require_int(name: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise PolicyInputError(f"expected {name} to be an int; found {type(value).__name__}.")
-    if value < minimum:
-        raise PolicyInputError(f"expected {name} >= {minimum}; found {value}.")
 
 
 @dataclass(frozen=True)
@@ -296,31 +279,39 @@ class Deployment:
     fusion_choice: FusionChoice = FusionChoice.UNSET
 
     def __post_init__(self) -> None:
-        if not isinstance(self.architecture, str) or not self.architecture:
-            raise PolicyInputError(
-                f"expected a non-empty architecture name; found {self.architecture!r}."
-            )
+        require_str(
+            "architecture",
+            self.architecture,
+            nonempty=True,
+            detail="architectures[0] of the model's config.json",
+            error=PolicyInputError,
+        )
         cc = self.compute_capability
         if not (isinstance(cc, tuple) and len(cc) == 2):
             raise PolicyInputError(f"expected compute_capability (major, minor); found {cc!r}.")
-        _require_int("compute_capability major", cc[0], 0)
-        _require_int("compute_capability minor", cc[1], 0)
-        if not isinstance(self.device_name, str):
-            raise PolicyInputError(f"expected device_name to be a str; found {self.device_name!r}.")
-        _require_int("tp_size", self.tp_size, 1)
-        _require_int("nnodes", self.nnodes, 1)
-        _require_int("attn_cp_size", self.attn_cp_size, 1)
-        _require_flag("dp_attention", self.dp_attention)
-        _require_flag("deterministic", self.deterministic)
-        if not isinstance(self.moe_a2a_backend, str) or not self.moe_a2a_backend:
-            raise PolicyInputError(
-                "expected moe_a2a_backend to be a backend name or 'none'; "
-                f"found {self.moe_a2a_backend!r}."
-            )
-        if not isinstance(self.fusion_choice, FusionChoice):
-            raise PolicyInputError(
-                f"expected fusion_choice to be a FusionChoice; found {self.fusion_choice!r}."
-            )
+        require_int("compute_capability major", cc[0], minimum=0, error=PolicyInputError)
+        require_int("compute_capability minor", cc[1], minimum=0, error=PolicyInputError)
+        require_str("device_name", self.device_name, error=PolicyInputError)
+        require_int("tp_size", self.tp_size, minimum=1, error=PolicyInputError)
+        require_int("nnodes", self.nnodes, minimum=1, error=PolicyInputError)
+        require_int("attn_cp_size", self.attn_cp_size, minimum=1, error=PolicyInputError)
+        require_bool("dp_attention", self.dp_attention, error=PolicyInputError)
+        require_bool("deterministic", self.deterministic, error=PolicyInputError)
+        require_str(
+            "moe_a2a_backend",
+            self.moe_a2a_backend,
+            nonempty=True,
+            detail="a MoE all-to-all backend name, or 'none'",
+            error=PolicyInputError,
+        )
+        require_instance(
+            "fusion_choice",
+            self.fusion_choice,
+            FusionChoice,
+            "a FusionChoice",
+            error=PolicyInputError,
+            fix="pass a FusionChoice member",
+        )
 
     @property
     def sm(self) -> str:
@@ -375,29 +366,32 @@ class FusionRule:
     priority: int = 0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.rule_id, RuleId):
-            raise PolicyInputError(
-                explain("rule_id to be a RuleId", _found(self.rule_id), fix="pass a RuleId member")
-            )
-        if not isinstance(self.effect, RuleEffect):
-            raise PolicyInputError(
-                explain(
-                    "effect to be a RuleEffect", _found(self.effect), fix="pass a RuleEffect member"
-                )
-            )
+        require_instance(
+            "rule_id",
+            self.rule_id,
+            RuleId,
+            "a RuleId",
+            error=PolicyInputError,
+            fix="pass a RuleId member",
+        )
+        require_instance(
+            "effect",
+            self.effect,
+            RuleEffect,
+            "a RuleEffect",
+            error=PolicyInputError,
+            fix="pass a RuleEffect member",
+        )
         for name in ("applies", "explain"):
             if not callable(getattr(self, name)):
                 raise PolicyInputError(
                     explain(
                         f"{name} to be a callable taking a Deployment",
-                        _found(getattr(self, name)),
+                        describe(getattr(self, name)),
                         fix=f"pass a function, e.g. {name}=lambda d: ...",
                     )
                 )
-        if isinstance(self.priority, bool) or not isinstance(self.priority, int):
-            raise PolicyInputError(
-                explain("priority to be an int", _found(self.priority), fix="pass an int")
-            )
+        require_int("priority", self.priority, error=PolicyInputError)
 
     @property
     def sort_key(self) -> tuple[int, int, str]:
@@ -553,16 +547,14 @@ DEFAULT_RULES: tuple[FusionRule, ...] = (
 
 def _applies(rule: FusionRule, deployment: Deployment) -> bool:
     answer = rule.applies(deployment)
-    if answer is True or answer is False:
-        return answer
-    raise PolicyInputError(
-        explain(
-            f"the rule {rule.rule_id.value!r} to answer True or False",
-            _found(answer),
-            fix="return a bool from FusionRule.applies (a truthy string or number would "
-            "silently count as applying)",
-        )
+    require_bool(
+        f"the answer of rule {rule.rule_id.value!r}",
+        answer,
+        error=PolicyInputError,
+        fix="return a bool from FusionRule.applies (a truthy string or number would "
+        "silently count as applying)",
     )
+    return answer
 
 
 def _check_rules(rules: Sequence[FusionRule]) -> None:
@@ -606,20 +598,20 @@ def decide_fusion(
         :attr:`RuleId.AUTO_ENABLE`, or a rule's ``applies`` answers something other than
         a bool.
     """
-    if not isinstance(deployment, Deployment):
-        raise PolicyInputError(
-            explain(
-                "deployment to be a fi_compat.policy.Deployment",
-                _found(deployment),
-                fix="describe the deployment with Deployment(architecture=..., "
-                "compute_capability=..., ...)",
-            )
-        )
+    require_instance(
+        "deployment",
+        deployment,
+        Deployment,
+        "a fi_compat.policy.Deployment",
+        error=PolicyInputError,
+        fix="describe the deployment with Deployment(architecture=..., "
+        "compute_capability=..., ...)",
+    )
     if isinstance(rules, FusionRule | str | bytes) or not isinstance(rules, Iterable):
         raise PolicyInputError(
             explain(
                 "rules to be an iterable of FusionRule",
-                _found(rules),
+                describe(rules),
                 fix="pass a tuple of rules, e.g. (*DEFAULT_RULES, my_rule)",
             )
         )
@@ -703,16 +695,26 @@ def should_fuse_mlp_allreduce_with_next_layer(
         ``mlp_mode`` is not a :class:`ScatterMode`, ``fusion_enabled`` is neither a bool
         nor a :class:`FusionDecision`, or ``is_last_layer`` is not a bool.
     """
-    if not isinstance(mlp_mode, ScatterMode):
-        raise PolicyInputError(f"expected mlp_mode to be a ScatterMode; found {mlp_mode!r}.")
-    if not isinstance(fusion_enabled, (bool, FusionDecision)):
-        raise PolicyInputError(
-            f"expected fusion_enabled to be a bool or FusionDecision; found {fusion_enabled!r}."
-        )
-    _require_flag("is_last_layer", is_last_layer)
-    _require_int("tp_size", tp_size, 1)
-    _require_int("num_tokens", num_tokens, 0)
-    _require_int("max_fusion_tokens", max_fusion_tokens, 1)
+    require_instance(
+        "mlp_mode",
+        mlp_mode,
+        ScatterMode,
+        "a ScatterMode",
+        error=PolicyInputError,
+        fix="pass a ScatterMode member",
+    )
+    require_instance(
+        "fusion_enabled",
+        fusion_enabled,
+        (bool, FusionDecision),
+        "a bool or a FusionDecision",
+        error=PolicyInputError,
+        fix="pass decide_fusion(...) or its enabled flag",
+    )
+    require_bool("is_last_layer", is_last_layer, error=PolicyInputError)
+    require_int("tp_size", tp_size, minimum=1, error=PolicyInputError)
+    require_int("num_tokens", num_tokens, minimum=0, error=PolicyInputError)
+    require_int("max_fusion_tokens", max_fusion_tokens, minimum=1, error=PolicyInputError)
     enabled = (
         fusion_enabled.enabled if isinstance(fusion_enabled, FusionDecision) else fusion_enabled
     )
@@ -753,9 +755,9 @@ def align_dummy_run_num_tokens(num_tokens: int, attn_tp_size: int, require_mlp_s
         If ``num_tokens`` is negative or ``attn_tp_size`` is below 1 (or either is not an
         int), or ``require_mlp_sync`` is not a bool.
     """
-    _require_int("num_tokens", num_tokens, 0)
-    _require_int("attn_tp_size", attn_tp_size, 1)
-    _require_flag("require_mlp_sync", require_mlp_sync)
+    require_int("num_tokens", num_tokens, minimum=0, error=PolicyInputError)
+    require_int("attn_tp_size", attn_tp_size, minimum=1, error=PolicyInputError)
+    require_bool("require_mlp_sync", require_mlp_sync, error=PolicyInputError)
     if not require_mlp_sync:
         return num_tokens
     return -(-num_tokens // attn_tp_size) * attn_tp_size
@@ -788,10 +790,10 @@ def align_dummy_run_shape(
         If ``batch_size`` is negative or ``num_tokens_per_request`` or ``attn_tp_size``
         is below 1 (or any of them is not an int), or ``require_mlp_sync`` is not a bool.
     """
-    _require_int("batch_size", batch_size, 0)
-    _require_int("num_tokens_per_request", num_tokens_per_request, 1)
-    _require_int("attn_tp_size", attn_tp_size, 1)
-    _require_flag("require_mlp_sync", require_mlp_sync)
+    require_int("batch_size", batch_size, minimum=0, error=PolicyInputError)
+    require_int("num_tokens_per_request", num_tokens_per_request, minimum=1, error=PolicyInputError)
+    require_int("attn_tp_size", attn_tp_size, minimum=1, error=PolicyInputError)
+    require_bool("require_mlp_sync", require_mlp_sync, error=PolicyInputError)
     num_tokens = align_dummy_run_num_tokens(
         batch_size * num_tokens_per_request, attn_tp_size, require_mlp_sync
     )

@@ -435,7 +435,7 @@ def test_settings_that_disagree_with_the_switch_are_refused() -> None:
 
 @pytest.mark.parametrize("bad", [0, -1, True, 2.0, "4096"])
 def test_split_sizes_must_be_positive_ints(bad: Any) -> None:
-    with pytest.raises(PlannerConfigError, match="positive int"):
+    with pytest.raises(PlannerConfigError, match="an int >= 1"):
         Settings(prefill_split_size=bad)
     with pytest.raises(PlannerConfigError, match="decode_split_size"):
         Settings(decode_split_size=bad)
@@ -478,7 +478,7 @@ def test_per_step_requests_must_match_the_wrappers() -> None:
 
 @pytest.mark.parametrize("window", [None, -1, True, 2.5])
 def test_sliding_window_needs_a_window(window: Any) -> None:
-    with pytest.raises(PlannerConfigError, match="window_left >= 0"):
+    with pytest.raises(PlannerConfigError, match="window_left to be an int >= 0"):
         AttentionPlanner(Layout.SLIDING_WINDOW, decode=[Spy(), Spy()], window_left=window)
 
 

@@ -228,7 +228,7 @@ def test_a_good_call_reaches_the_kernel(flavour: tuple[Factory, FakeFlashInfer])
 @pytest.mark.parametrize(
     ("arguments", "text"),
     [
-        ((2, 2, 8, HIDDEN, DTYPE), "rank in 0..1"),
+        ((2, 2, 8, HIDDEN, DTYPE), "rank to be an int in 0..1"),
         ((0, 0, 8, HIDDEN, DTYPE), "world_size to be an int >= 1"),
         ((1, 0, 0, HIDDEN, DTYPE), "max_token_num to be an int >= 1"),
         ((1, 0, 8, HIDDEN, torch.int8), "dtype one of"),

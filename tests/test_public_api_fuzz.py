@@ -160,7 +160,9 @@ def test_deterministic_block(arg: Arg) -> None:
 _ARCHITECTURES = st.sampled_from([*sorted(FUSION_ARCHITECTURES), "LlamaForCausalLM"])
 deployment_args = st.fixed_dictionaries(
     {
-        "architecture": either(_ARCHITECTURES, st.one_of(st.just(""), NOT_INT)),
+        "architecture": either(
+            _ARCHITECTURES, st.one_of(st.just(""), st.none(), st.integers(), _OPAQUE)
+        ),
         "compute_capability": either(
             st.tuples(st.integers(0, 12), st.integers(0, 9)),
             st.one_of(

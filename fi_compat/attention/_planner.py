@@ -11,11 +11,11 @@ from __future__ import annotations
 import contextlib
 import enum
 import inspect
-import reprlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from fi_compat._arguments import describe, require_instance
 from fi_compat._gates import GATES
 from fi_compat._signature import Status, Support, inspect_callable
 from fi_compat.attention._errors import PlannerConfigError, TensorCoresRequiredError
@@ -29,6 +29,7 @@ from fi_compat.attention._spans import (
     _window_prefill,
     check_lens,
     check_ragged,
+    check_window,
 )
 from fi_compat.errors import DeterminismUnavailableError, explain
 
@@ -141,10 +142,6 @@ def _call_plan(slot: PlanTarget, request: PlanArgs) -> None:
 _NOT_CONTAINERS = (str, bytes, bytearray, memoryview)
 
 
-def _found(value: object) -> str:
-    return f"{reprlib.repr(value)} of type {type(value).__name__}"
-
-
 def _is_container(value: object) -> TypeGuard[Sequence[Any]]:
     """A list, a tuple or another ``Sequence``, but not text and not bytes."""
     return isinstance(value, list | tuple) or (
@@ -164,7 +161,7 @@ def _layout(value: object) -> Layout:
     raise PlannerConfigError(
         explain(
             f"a Layout or one of its values ({names})",
-            _found(value),
+            describe(value),
             fix="pass Layout.SINGLE, Layout.SLIDING_WINDOW or Layout.CROSS_ATTENTION",
         )
     )
@@ -177,7 +174,7 @@ def _check_wrapper(kind: str, role: str, wrapper: object) -> None:
     elif isinstance(wrapper, type):
         problem = f"the class {wrapper.__name__} itself, not an instance of it"
     elif not callable(getattr(wrapper, "plan", None)):
-        problem = f"{_found(wrapper)}, which has no callable plan"
+        problem = f"{describe(wrapper)}, which has no callable plan"
     else:
         return
     raise PlannerConfigError(
@@ -199,7 +196,7 @@ def _wrappers(phase: str, value: object, kind: str, layout: Layout) -> tuple[Any
         raise PlannerConfigError(
             explain(
                 f"a list or tuple of {phase} wrappers for layout {layout} ({', '.join(roles)})",
-                _found(value),
+                describe(value),
                 fix=f"pass {phase}=[wrapper, ...] in role order, or leave it out",
             )
         )
@@ -233,7 +230,7 @@ def _check_requests(
         else:
             return
     if not _is_container(requests):
-        found = _found(requests)
+        found = describe(requests)
     elif len(requests) == len(slots) and all(isinstance(r, PlanArgs) for r in requests):
         return  # another Sequence, or PlanArgs subclasses
     else:
@@ -518,25 +515,27 @@ class AttentionPlanner:
         capabilities: Capabilities | None = None,
     ) -> None:
         layout = _layout(layout)
-        if settings is not None and not isinstance(settings, Settings):
-            raise PlannerConfigError(
-                explain(
-                    "settings to be a fi_compat.attention.Settings or None",
-                    _found(settings),
-                    fix="pass Settings(...) or leave settings out",
-                )
-            )
+        require_instance(
+            "settings",
+            settings,
+            Settings,
+            "a fi_compat.attention.Settings",
+            optional=True,
+            error=PlannerConfigError,
+            fix="pass Settings(...) or leave settings out",
+        )
         if capabilities is not None:
             from fi_compat.capabilities import Capabilities
 
-            if not isinstance(capabilities, Capabilities):
-                raise PlannerConfigError(
-                    explain(
-                        "capabilities to be a fi_compat.capabilities.Capabilities or None",
-                        _found(capabilities),
-                        fix="pass fi_compat.capabilities.get_capabilities() or leave it out",
-                    )
-                )
+            require_instance(
+                "capabilities",
+                capabilities,
+                Capabilities,
+                "a fi_compat.capabilities.Capabilities",
+                optional=True,
+                error=PlannerConfigError,
+                fix="pass fi_compat.capabilities.get_capabilities() or leave it out",
+            )
         prefill = _wrappers("prefill", prefill, PREFILL_PAGED, layout)
         decode = _wrappers("decode", decode, DECODE, layout)
         if ragged is not None:
@@ -548,19 +547,12 @@ class AttentionPlanner:
                 explain("at least one wrapper", "none", fix="pass prefill=, ragged= or decode=")
             )
         if layout is Layout.SLIDING_WINDOW:
-            if isinstance(window_left, bool) or not isinstance(window_left, int) or window_left < 0:
-                raise PlannerConfigError(
-                    explain(
-                        "window_left >= 0 (FlashInfer's window_left) for a sliding-window planner",
-                        repr(window_left),
-                        fix="pass the model's sliding window as window_left",
-                    )
-                )
+            check_window(window_left)
         elif window_left is not None:
             raise PlannerConfigError(
                 explain(
                     f"no window_left for layout {layout}",
-                    repr(window_left),
+                    describe(window_left),
                     fix="use Layout.SLIDING_WINDOW, or drop window_left",
                 )
             )
@@ -753,14 +745,15 @@ class AttentionPlanner:
         """
         _check_requests("prefill", self._prefill, paged, self.layout)
         if ragged is not None:
-            if not isinstance(ragged, PlanArgs):
-                raise PlannerConfigError(
-                    explain(
-                        "ragged to be a PlanArgs or None",
-                        _found(ragged),
-                        fix="pass the ragged wrapper's arguments as PlanArgs(...)",
-                    )
-                )
+            require_instance(
+                "ragged",
+                ragged,
+                PlanArgs,
+                "a PlanArgs",
+                optional=True,
+                error=PlannerConfigError,
+                fix="pass the ragged wrapper's arguments as PlanArgs(...)",
+            )
             if self._ragged is None:
                 raise PlannerConfigError(
                     explain(

@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from fi_compat import determinism
+from fi_compat._arguments import require_bool, require_int
 from fi_compat.attention._errors import PlannerConfigError
-from fi_compat.determinism import _require_bool
 from fi_compat.errors import explain
 
 __all__ = [
@@ -72,21 +72,19 @@ class Settings:
     cuda_graph: bool = False
 
     def __post_init__(self) -> None:
-        if self.deterministic is not None:
-            _require_bool("deterministic", self.deterministic, PlannerConfigError)
-        _require_bool("cuda_graph", self.cuda_graph, PlannerConfigError)
+        require_bool("deterministic", self.deterministic, optional=True, error=PlannerConfigError)
+        require_bool("cuda_graph", self.cuda_graph, error=PlannerConfigError)
         for name in ("prefill_split_size", "decode_split_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise PlannerConfigError(
-                    explain(
-                        f"{name} to be a positive int (pages of the KV cache)",
-                        repr(value),
-                        fix="pass a positive page count, e.g. "
-                        f"{DEFAULT_PREFILL_SPLIT_SIZE} for prefill, "
-                        f"{DEFAULT_DECODE_SPLIT_SIZE} for decode",
-                    )
-                )
+            require_int(
+                name,
+                getattr(self, name),
+                minimum=1,
+                detail="pages of the KV cache",
+                error=PlannerConfigError,
+                fix="pass a positive page count, e.g. "
+                f"{DEFAULT_PREFILL_SPLIT_SIZE} for prefill, "
+                f"{DEFAULT_DECODE_SPLIT_SIZE} for decode",
+            )
 
     def resolved(self) -> Settings:
         """These settings with ``deterministic`` read from the process-wide switch.

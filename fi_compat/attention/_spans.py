@@ -16,13 +16,12 @@ values would cost a device sync: ``0 <= prefix_lens <= seq_lens`` element-wise a
 
 from __future__ import annotations
 
-import reprlib
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from fi_compat._arguments import describe, require_bool, require_int
 from fi_compat.attention._errors import PlannerConfigError
-from fi_compat.determinism import _require_bool
 from fi_compat.errors import explain
 
 if TYPE_CHECKING:
@@ -62,7 +61,7 @@ def _describe(value: object) -> str:
     shape = getattr(value, "shape", None)
     if dtype is not None and shape is not None:
         return f"a {type(value).__name__} of dtype {dtype} and shape {tuple(shape)}"
-    return f"{reprlib.repr(value)} of type {type(value).__name__}"
+    return describe(value)
 
 
 def check_lens(
@@ -100,19 +99,19 @@ def check_lens(
 
 def check_window(value: object) -> None:
     """Refuse a ``window_left`` that is not an int ``>= 0`` (bools are not ints here)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise PlannerConfigError(
-            explain(
-                "window_left >= 0 (FlashInfer's window_left)",
-                reprlib.repr(value),
-                fix="pass the model's sliding window as an int",
-            )
-        )
+    require_int(
+        "window_left",
+        value,
+        minimum=0,
+        detail="FlashInfer's window_left",
+        error=PlannerConfigError,
+        fix="pass the model's sliding window as an int",
+    )
 
 
 def check_ragged(value: object) -> None:
     """Refuse a ``ragged`` switch that is not a real bool."""
-    _require_bool("ragged", value, PlannerConfigError)
+    require_bool("ragged", value, error=PlannerConfigError)
 
 
 # ---------------------------------------------------------------------------- arithmetic

@@ -15,13 +15,12 @@ unusual but valid value (an ``int`` or a float subclass as ``eps``).
 
 from __future__ import annotations
 
-import math
-import numbers
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fi_compat._arguments import describe, require_bool, require_real
 from fi_compat.errors import (
     InvalidArgumentError,
     WorkspaceDestroyedError,
@@ -37,13 +36,11 @@ __all__ = [
     "Spec",
     "Validator",
     "call_scalars",
-    "check_bool",
     "check_tensor",
     "destroyed_error",
     "make_validator",
     "not_a_workspace",
     "output_mismatch",
-    "real_number",
     "tensor_mismatch",
 ]
 
@@ -90,14 +87,9 @@ def _is_tensor(value: Any) -> bool:
     return isinstance(value, torch.Tensor)
 
 
-def _kind(value: Any) -> str:
-    """``"a list"``, ``"None"``: what a value that should have been something else is."""
-    return "None" if value is None else f"a {type(value).__module__}.{type(value).__qualname__}"
-
-
 def _describe(tensor: Any) -> str:
     if not _is_tensor(tensor):
-        return f"{_kind(tensor)}, not a torch.Tensor"
+        return f"{describe(tensor)}, not a torch.Tensor"
     return (
         f"shape {tuple(tensor.shape)}, dtype {tensor.dtype}, device "
         f"{device_name(tensor.get_device())}, contiguous={tensor.is_contiguous()}"
@@ -109,7 +101,7 @@ def check_tensor(name: str, tensor: Any, spec: Spec, shape: tuple[int, ...]) -> 
     if not _is_tensor(tensor):
         return explain(
             f"{name} to be a torch.Tensor",
-            _kind(tensor),
+            describe(tensor),
             fix=f"pass {name} as a torch.Tensor on {spec.device_name}",
         )
     if tuple(tensor.shape) != shape:
@@ -160,7 +152,7 @@ def tensor_mismatch(
             return WorkspaceMismatchError(
                 explain(
                     f"{name} to be a torch.Tensor",
-                    _kind(value),
+                    describe(value),
                     fix=f"pass {name} as a torch.Tensor on {spec.device_name}",
                 )
             )
@@ -246,52 +238,12 @@ def not_a_workspace(workspace: Any) -> InvalidArgumentError:
     return InvalidArgumentError(
         explain(
             "workspace to be a fi_compat.comm.FusionWorkspace or None",
-            _kind(workspace),
+            describe(workspace),
             fix="create one with fi_compat.comm.create_workspace() (a FlashInfer workspace "
             "object goes to fi_compat.comm.allreduce_fusion, the drop-in), or pass None for "
             "the unfused path",
         )
     )
-
-
-def check_bool(name: str, value: Any, *, optional: bool = False) -> None:
-    """Refuse anything but True or False (or None when ``optional``) as switch ``name``."""
-    if value is True or value is False or (optional and value is None):
-        return
-    raise InvalidArgumentError(
-        explain(
-            f"{name} to be True or False" + (" or None" if optional else ""),
-            f"{value!r} ({_kind(value)})",
-            fix="pass a bool (FlashInfer would read any truthy value as True, "
-            "the string 'false' among them)",
-        )
-    )
-
-
-def real_number(name: str, value: Any, *, minimum: float | None = 0.0) -> float:
-    """``value`` as a finite float (at least ``minimum``), or :class:`InvalidArgumentError`.
-
-    Accepts any real number but a bool: a float, a float subclass, an int, a NumPy scalar.
-    """
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InvalidArgumentError(
-            explain(
-                f"{name} to be a real number",
-                f"{value!r} ({_kind(value)})",
-                fix=f"pass {name} as a float",
-            )
-        )
-    result = float(value)
-    if not math.isfinite(result) or (minimum is not None and result < minimum):
-        bound = "" if minimum is None else f" >= {minimum}"
-        raise InvalidArgumentError(
-            explain(
-                f"{name} to be a finite number{bound}",
-                repr(value),
-                fix=f"pass a finite {name}{bound}",
-            )
-        )
-    return result
 
 
 def call_scalars(
@@ -314,11 +266,11 @@ def call_scalars(
         A switch is not a bool (``use_oneshot``: not None or a bool), or ``eps`` is not a
         finite real number >= 0.
     """
-    check_bool("use_oneshot", use_oneshot, optional=True)
-    check_bool("fp32_acc", fp32_acc)
-    check_bool("trigger_completion_at_end", trigger_completion_at_end)
-    check_bool("launch_with_pdl", launch_with_pdl)
-    return real_number(eps_name, eps)
+    require_bool("use_oneshot", use_oneshot, optional=True)
+    require_bool("fp32_acc", fp32_acc)
+    require_bool("trigger_completion_at_end", trigger_completion_at_end)
+    require_bool("launch_with_pdl", launch_with_pdl)
+    return require_real(eps_name, eps, minimum=0.0)
 
 
 def destroyed_error(api: str) -> WorkspaceDestroyedError:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, Literal
 
+from fi_compat._arguments import describe, require_int, require_real
 from fi_compat._gates import GATES
 from fi_compat.capabilities import get_capabilities
 from fi_compat.comm._checks import (
@@ -25,7 +26,6 @@ from fi_compat.comm._checks import (
     call_scalars,
     check_tensor,
     device_name,
-    real_number,
     tensor_mismatch,
 )
 from fi_compat.comm._pattern import PATTERN_NAMES, AllReduceFusionPattern
@@ -361,19 +361,22 @@ def _is_default(name: str, value: Any) -> bool:
     )
 
 
+_PATTERN_FIX = "pass one of fi_compat.comm.AllReduceFusionPattern's: " + ", ".join(
+    f"{name}={value}" for value, name in PATTERN_NAMES.items()
+)
+
+
 def _check_pattern(pattern: Any) -> None:
     """Refuse a ``pattern`` that is not an int (a bool included)."""
-    if isinstance(pattern, bool) or not isinstance(pattern, int):
-        raise _pattern_error(pattern)
+    require_int("pattern", pattern, detail="an AllReduceFusionPattern code", fix=_PATTERN_FIX)
 
 
 def _pattern_error(pattern: Any) -> InvalidArgumentError:
-    known = ", ".join(f"{name}={value}" for value, name in PATTERN_NAMES.items())
     return InvalidArgumentError(
         explain(
-            "pattern to be an AllReduceFusionPattern code (an int)",
-            f"{pattern!r} (a {type(pattern).__qualname__})",
-            fix=f"pass one of fi_compat.comm.AllReduceFusionPattern's: {known}",
+            "pattern to be a known AllReduceFusionPattern code",
+            describe(pattern),
+            fix=_PATTERN_FIX,
         )
     )
 
@@ -400,16 +403,12 @@ _OUTPUTS = ("output", "residual_out", "norm_out", "quant_out", "scale_out")
 def _check_options(given: dict[str, Any]) -> None:
     """The non-tensor arguments that differ from their defaults (off the fast path)."""
     for name in _INT_OPTIONS:
-        value = given.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise InvalidArgumentError(
-                explain(f"{name} to be None or an int", f"{value!r} (a {type(value).__qualname__})")
-            )
+        require_int(name, given.get(name), optional=True)
     if "weight_bias" in given:
-        real_number("weight_bias", given["weight_bias"], minimum=None)
+        require_real("weight_bias", given["weight_bias"])
     scale = given.get("scale_factor")
     if scale is not None and not _is_tensor(scale):
-        real_number("scale_factor", scale, minimum=None)
+        require_real("scale_factor", scale)
     backend = given.get("moe_finalize_backend", "trtllm")
     if backend not in ("trtllm", "cake") or not isinstance(backend, str):
         raise InvalidArgumentError(

@@ -17,17 +17,18 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
+from fi_compat._arguments import (
+    describe,
+    require_bool,
+    require_instance,
+    require_int,
+    require_real,
+)
 from fi_compat._gates import GATES
 from fi_compat._log import get_logger
 from fi_compat._signature import inspect_callable
 from fi_compat.capabilities import Capabilities, get_capabilities
-from fi_compat.comm._checks import (
-    Spec,
-    call_scalars,
-    check_bool,
-    destroyed_error,
-    real_number,
-)
+from fi_compat.comm._checks import Spec, call_scalars, destroyed_error
 from fi_compat.comm._fused import (
     LEGACY_CALL,
     UNIFIED_CALL,
@@ -418,19 +419,20 @@ def _spec(
 ) -> Spec:
     import torch
 
-    for label, value, low in (
-        ("world_size", world_size, 1),
-        ("max_token_num", max_token_num, 1),
-        ("hidden_dim", hidden_dim, 1),
+    for label, value in (
+        ("world_size", world_size),
+        ("max_token_num", max_token_num),
+        ("hidden_dim", hidden_dim),
     ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise WorkspaceMismatchError(
-                explain(f"{label} to be an int >= {low}", f"{value!r}", fix=f"pass {label}")
-            )
-    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
-        raise WorkspaceMismatchError(
-            explain(f"rank in 0..{world_size - 1}", f"{rank!r}", fix="pass the group rank")
-        )
+        require_int(label, value, minimum=1, error=WorkspaceMismatchError)
+    require_int(
+        "rank",
+        rank,
+        minimum=0,
+        maximum=world_size - 1,
+        error=WorkspaceMismatchError,
+        fix="pass this process's rank in the group",
+    )
     allowed = tuple(getattr(torch, name) for name in _DTYPES)
     if not any(dtype is candidate for candidate in allowed):
         raise WorkspaceMismatchError(
@@ -551,14 +553,9 @@ def _check_arguments(
                 fix="pass one of FlashInfer's allreduce-fusion backends ('auto' picks one)",
             )
         )
-    if gpus_per_node is not None and (
-        isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int) or gpus_per_node < 1
-    ):
-        raise InvalidArgumentError(
-            explain("gpus_per_node to be None or an int >= 1", repr(gpus_per_node))
-        )
-    check_bool("force_oneshot_support", force_oneshot_support)
-    check_bool("fallback", fallback)
+    require_int("gpus_per_node", gpus_per_node, minimum=1, optional=True)
+    require_bool("force_oneshot_support", force_oneshot_support)
+    require_bool("fallback", fallback)
 
 
 def _check_factory_options(factory_options: Any) -> Mapping[str, Any]:
@@ -570,21 +567,21 @@ def _check_factory_options(factory_options: Any) -> Mapping[str, Any]:
     """
     if factory_options is None:
         return {}
-    if not isinstance(factory_options, Mapping):
-        raise InvalidArgumentError(
-            explain(
-                "factory_options to be None or a mapping of keyword names to values",
-                f"{factory_options!r} (a {type(factory_options).__qualname__})",
-                fix="pass a dict, e.g. factory_options={'top_k': 8}",
-            )
-        )
+    require_instance(
+        "factory_options",
+        factory_options,
+        Mapping,
+        "a mapping of keyword names to values",
+        optional=True,
+        fix="pass a dict, e.g. factory_options={'top_k': 8}",
+    )
     options = dict(factory_options)
     for name, value in options.items():
         if not isinstance(name, str):
             raise InvalidArgumentError(
                 explain(
                     "factory_options keys to be keyword names (str)",
-                    f"the key {name!r} (a {type(name).__qualname__})",
+                    f"the key {describe(name)}",
                 )
             )
         if name in _RESERVED_OPTIONS:
@@ -601,15 +598,11 @@ def _check_factory_options(factory_options: Any) -> Mapping[str, Any]:
         if value is None:
             continue
         if name in _BOOL_OPTIONS:
-            check_bool(f"factory_options[{name!r}]", value)
+            require_bool(f"factory_options[{name!r}]", value)
         elif name in _REAL_OPTIONS:
-            real_number(f"factory_options[{name!r}]", value, minimum=_REAL_OPTIONS[name])
-        elif name == "top_k" and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
-        ):
-            raise InvalidArgumentError(
-                explain("factory_options['top_k'] to be an int >= 1", repr(value))
-            )
+            require_real(f"factory_options[{name!r}]", value, minimum=_REAL_OPTIONS[name])
+        elif name == "top_k":
+            require_int("factory_options['top_k']", value, minimum=1)
     return options
 
 
