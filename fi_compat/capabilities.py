@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 from packaging.version import Version
 
+from fi_compat._arguments import require_bool
 from fi_compat._forwarding import calls_named
 from fi_compat._log import get_logger
 from fi_compat._signature import Shape, Status, Support, inspect_callable, supports
@@ -721,11 +722,17 @@ def get_capabilities(refresh: bool = False) -> Capabilities:
     refresh
         Probe again (for example after installing or faking another FlashInfer in
         ``sys.modules``) and replace the cached answer.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``refresh`` is not a bool.
     """
     global _cached, _probing_thread
     cached = _cached
-    if cached is not None and not refresh:
+    if cached is not None and refresh is False:
         return cached
+    require_bool("refresh", refresh)
     me = threading.get_ident()
     if _probing_thread == me:  # only this thread ever writes its own ident there
         return _placeholder(PROBE_IN_PROGRESS, in_progress=True)

@@ -254,3 +254,12 @@ class TorchDistBackend:
     comm = get_capabilities().comm
     assert comm.torch_dist_backend == "flashinfer.comm.mnnvl.TorchDistBackend"
     assert comm.bcast_root_is_group_local.status is Status.UNSUPPORTED
+
+
+@pytest.mark.parametrize("refresh", ["yes", "false", 1, 0, None, [True]])
+def test_refresh_takes_a_bool_only(refresh: Any) -> None:
+    from fi_compat.errors import InvalidArgumentError
+
+    get_capabilities()  # cached: a non-bool must be refused on the cached path too
+    with pytest.raises(InvalidArgumentError, match="expected refresh to be a bool"):
+        get_capabilities(refresh=refresh)

@@ -392,3 +392,33 @@ def test_calling_a_fake_after_its_block_ended_is_a_clear_error() -> None:
     with pytest.raises(FakeUninstalledError, match="has ended"):
         destroy([])
     assert issubclass(FakeUninstalledError, RuntimeError)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"cuda_runtime": "no"},
+        {"cuda_runtime": None},
+        {"installed": 0},
+        {"installed": "false"},
+        {"import_error": 5},
+        {"import_error": "OSError"},
+        {"comm_import_error": int},
+        {"comm_import_error": object()},
+    ],
+)
+def test_bad_options_are_refused_before_anything_is_installed(options: dict[str, Any]) -> None:
+    from fi_compat.errors import InvalidArgumentError
+
+    before = {name: module for name, module in sys.modules.items() if name.startswith("flashinfer")}
+    with pytest.raises(InvalidArgumentError, match=r"^expected "), make_fake("0.6.5", **options):
+        pytest.fail("the block must not run")
+    after = {name: module for name, module in sys.modules.items() if name.startswith("flashinfer")}
+    assert after == before
+
+
+@pytest.mark.parametrize("error", [OSError, OSError("no libcuda"), SystemExit(3)])
+def test_import_error_may_be_a_class_or_an_instance(error: Any) -> None:
+    expected = error if isinstance(error, type) else type(error)
+    with make_fake("0.6.5", import_error=error), pytest.raises(expected):
+        importlib.import_module("flashinfer")

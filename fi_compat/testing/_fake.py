@@ -44,6 +44,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from fi_compat._arguments import require_bool, require_instance
 from fi_compat.testing._errors import FakeUninstalledError
 from fi_compat.testing._releases import (
     ClassRecord,
@@ -638,17 +639,32 @@ def fake_flashinfer(
     ------
     FakeFlashInfer
         The handle with the call log.
+
+    Raises
+    ------
+    UnknownReleaseError
+        ``version`` is not a recorded release.
+    InvalidArgumentError
+        ``cuda_runtime`` or ``installed`` is not a bool, or an import error is neither an
+        exception nor an exception class.
     """
+    require_bool("cuda_runtime", cuda_runtime)
+    require_bool("installed", installed)
+    errors: dict[str, BaseException] = {}
+    for module, planned in ((_PREFIX, import_error), (f"{_PREFIX}.comm", comm_import_error)):
+        if isinstance(planned, type) and issubclass(planned, BaseException):
+            errors[module] = planned()
+        elif planned is not None:
+            require_instance(
+                f"the error planned for import {module}",
+                planned,
+                BaseException,
+                "an exception or an exception class",
+            )
+            errors[module] = planned
     record = load_release(version)
     token = uuid.uuid4().hex
     directory = Path(tempfile.mkdtemp(prefix=f"fake-flashinfer-{record.release}-"))
-    errors: dict[str, BaseException] = {}
-    if import_error is not None:
-        errors[_PREFIX] = import_error() if isinstance(import_error, type) else import_error
-    if comm_import_error is not None:
-        errors[f"{_PREFIX}.comm"] = (
-            comm_import_error() if isinstance(comm_import_error, type) else comm_import_error
-        )
     kit = FakeFlashInfer(record, directory, token, planned_errors=errors)
     sources = _generate(record, token, cuda_runtime=cuda_runtime, errors=errors)
     paths = _write(directory, sources)
