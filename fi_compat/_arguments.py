@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import numbers
 import reprlib
+from collections.abc import Iterable
 
 from fi_compat.errors import InvalidArgumentError, explain
 
@@ -37,6 +38,7 @@ __all__ = [
     "require_int",
     "require_real",
     "require_str",
+    "require_strs",
 ]
 
 _BOOL_FIX = (
@@ -274,3 +276,38 @@ def require_instance(
     if isinstance(value, cls) or (optional and value is None):
         return
     raise _refuse(error, name, kind, value, optional=optional, fix=fix)
+
+
+def require_strs(
+    name: str,
+    value: object,
+    *,
+    error: type[InvalidArgumentError] = InvalidArgumentError,
+    fix: str | None = None,
+) -> tuple[str, ...]:
+    """``value`` as a tuple of str: any iterable of str but a str or bytes itself.
+
+    A lone string is refused rather than read as a sequence of one-character names.
+
+    Parameters
+    ----------
+    name, value, error, fix
+        See the module docstring.
+
+    Raises
+    ------
+    InvalidArgumentError
+        (``error``) ``value`` is a str, bytes, not iterable, or holds something not a str.
+    """
+    kind = "a list or tuple of str"
+    if isinstance(value, str | bytes | bytearray):
+        raise _refuse(error, name, kind, value, fix=fix or "wrap a single item in a list")
+    if not isinstance(value, Iterable):
+        raise _refuse(error, name, kind, value, fix=fix)
+    items: tuple[object, ...] = tuple(value)
+    strings: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise _refuse(error, f"every item of {name}", "a str", item, fix=fix)
+        strings.append(item)
+    return tuple(strings)

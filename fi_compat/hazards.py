@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from fi_compat._arguments import require_instance
 from fi_compat._gates import GATES
 from fi_compat._signature import Status
 from fi_compat.capabilities import ATTENTION_WRAPPERS, PLAN_KWARGS, Capabilities
@@ -187,7 +188,20 @@ def _release_hazards(capabilities: Capabilities) -> list[Hazard]:
 
 
 def hazards(capabilities: Capabilities) -> tuple[Hazard, ...]:
-    """Every known hazard of the FlashInfer described by ``capabilities``."""
+    """Every known hazard of the FlashInfer described by ``capabilities``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``capabilities`` is not a :class:`~fi_compat.capabilities.Capabilities`.
+    """
+    require_instance(
+        "capabilities",
+        capabilities,
+        Capabilities,
+        "a Capabilities",
+        fix="pass fi_compat.get_capabilities()",
+    )
     found: list[Hazard] = []
     info = capabilities.flashinfer
     if info.probe_in_progress:

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from fi_compat._arguments import require_instance, require_str, require_strs
 from fi_compat._gates import GATES
 from fi_compat._signature import Shape, Status, Support
 from fi_compat.capabilities import (
@@ -88,6 +89,16 @@ class UnknownRequirementError(InvalidArgumentError):
     """A ``--require`` name that the report does not print (or an empty one)."""
 
 
+def _check_capabilities(capabilities: object) -> None:
+    require_instance(
+        "capabilities",
+        capabilities,
+        Capabilities,
+        "a Capabilities",
+        fix="pass fi_compat.get_capabilities()",
+    )
+
+
 def _shape_dict(shape: Shape) -> dict[str, Any]:
     return {
         "keywords": sorted(shape.keywords) if shape.keywords is not None else None,
@@ -105,7 +116,14 @@ def _answers(table: Mapping[str, Mapping[str, Support]]) -> dict[str, dict[str, 
 
 
 def build_report(capabilities: Capabilities) -> dict[str, Any]:
-    """Everything the probe found, as plain JSON-ready data."""
+    """Everything the probe found, as plain JSON-ready data.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``capabilities`` is not a :class:`~fi_compat.capabilities.Capabilities`.
+    """
+    _check_capabilities(capabilities)
     info = capabilities.flashinfer
     comm = capabilities.comm
     return {
@@ -168,7 +186,10 @@ def parse_requirements(text: str) -> list[str]:
     ------
     UnknownRequirementError
         For an empty item or a name not in :data:`REQUIREMENT_NAMES`.
+    InvalidArgumentError
+        ``text`` is not a str.
     """
+    require_str("the --require value", text)
     if text == "":
         return []
     names = [item.strip() for item in text.split(",")]
@@ -195,7 +216,12 @@ def missing(capabilities: Capabilities, names: Iterable[str]) -> list[str]:
     ------
     UnknownRequirementError
         For a name that is not in :data:`REQUIREMENT_NAMES` (an empty one included).
+    InvalidArgumentError
+        ``capabilities`` is not a :class:`~fi_compat.capabilities.Capabilities`, or
+        ``names`` is a str or holds something that is not one.
     """
+    _check_capabilities(capabilities)
+    names = require_strs("names", names)
     comm = capabilities.comm
     flags = {
         "flashinfer": (
@@ -237,7 +263,14 @@ def _yes(value: bool | None) -> str:
 
 
 def render_text(capabilities: Capabilities) -> str:
-    """The report for people."""
+    """The report for people.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``capabilities`` is not a :class:`~fi_compat.capabilities.Capabilities`.
+    """
+    _check_capabilities(capabilities)
     info = capabilities.flashinfer
     comm = capabilities.comm
     torch = capabilities.torch

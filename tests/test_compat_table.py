@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from fi_compat.testing._table import CAPABILITIES, TABLE_END, TABLE_START, _runs, compat_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,3 +64,11 @@ def test_script_prints_the_table() -> None:
         check=True,
     )
     assert done.stdout == compat_table()
+
+
+@pytest.mark.parametrize("releases", ["0.6.5", b"0.6.5", 5, [5], ["0.6.5", None], []])
+def test_compat_table_refuses_malformed_releases(releases: object) -> None:
+    from fi_compat.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match=r"^expected "):
+        compat_table(releases)  # type: ignore[arg-type]

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -196,3 +197,44 @@ def test_console_script_in_subprocess_with_broken_comm(
 def test_no_subcommand_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert "report" in capsys.readouterr().err
+
+
+def _bad_report_calls() -> list[tuple[str, Any]]:
+    from fi_compat.report import parse_requirements, render_text
+
+    caps = get_capabilities()
+    calls: list[tuple[str, Any]] = []
+    for bad in (None, 5, "caps", {}, caps.comm):
+        calls += [
+            (f"build_report({bad!r:.20})", lambda bad=bad: build_report(bad)),
+            (f"render_text({bad!r:.20})", lambda bad=bad: render_text(bad)),
+            (f"hazards({bad!r:.20})", lambda bad=bad: hazards(bad)),
+            (f"missing({bad!r:.20}, ...)", lambda bad=bad: missing(bad, ["group"])),
+        ]
+    for names in (None, 5, "group", b"group", [1], ["group", None], [("group",)]):
+        calls.append((f"missing(caps, {names!r})", lambda names=names: missing(caps, names)))
+    for text in (None, 5, ["group"], b"group"):
+        calls.append((f"parse_requirements({text!r})", lambda t=text: parse_requirements(t)))
+    for argv in (5, "report", b"report", [5], ["report", None]):
+        calls.append((f"main({argv!r})", lambda argv=argv: main(argv)))
+    return calls
+
+
+BAD_REPORT_CALLS = _bad_report_calls()
+
+
+@pytest.mark.parametrize(
+    "call", [call for _, call in BAD_REPORT_CALLS], ids=[name for name, _ in BAD_REPORT_CALLS]
+)
+def test_report_functions_refuse_malformed_arguments(call: Any) -> None:
+    from fi_compat.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match=r"^expected ") as caught:
+        call()
+    assert isinstance(caught.value, TypeError)
+    assert isinstance(caught.value, ValueError)
+
+
+def test_missing_takes_any_iterable_of_names() -> None:
+    caps = get_capabilities()
+    assert missing(caps, (name for name in ["flashinfer"])) == missing(caps, ["flashinfer"])

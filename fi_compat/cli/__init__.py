@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO, cast
 
+from fi_compat._arguments import require_strs
 from fi_compat._version import __version__
 
 __all__ = [
@@ -102,7 +103,20 @@ def _point_stdout_at_devnull() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status.
+
+    Parameters
+    ----------
+    argv
+        The arguments after the program name; None reads ``sys.argv[1:]``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``argv`` is neither None nor a list or tuple of str.
+    """
+    if argv is not None:
+        argv = require_strs("argv", argv)
     try:
         parser = build_parser()
         args = parser.parse_args(argv)

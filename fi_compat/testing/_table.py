@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from fi_compat._arguments import require_strs
+from fi_compat.errors import InvalidArgumentError, explain
 from fi_compat.testing._releases import ReleaseRecord, available_releases, load_release
 
 __all__ = ["CAPABILITIES", "TABLE_END", "TABLE_START", "Capability", "compat_table"]
@@ -127,8 +129,21 @@ def compat_table(releases: Sequence[str] | None = None) -> str:
     ----------
     releases
         Releases to consider; by default every shipped record.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``releases`` is empty, a str, or holds something that is not one.
+    UnknownReleaseError
+        A release is not recorded.
     """
-    names = list(releases) if releases is not None else available_releases()
+    names = list(require_strs("releases", releases)) if releases is not None else []
+    if releases is None:
+        names = available_releases()
+    elif not names:
+        raise InvalidArgumentError(
+            explain("at least one release", "an empty list", fix="leave releases out for all")
+        )
     records = [load_release(name) for name in names]
     newest = names[-1]
     lines = [
