@@ -422,3 +422,21 @@ def test_import_error_may_be_a_class_or_an_instance(error: Any) -> None:
     expected = error if isinstance(error, type) else type(error)
     with make_fake("0.6.5", import_error=error), pytest.raises(expected):
         importlib.import_module("flashinfer")
+
+
+@pytest.mark.parametrize("bad", [None, 5, b"plan", ["plan"]])
+def test_record_and_call_log_lookups_take_names(bad: object) -> None:
+    from fi_compat.errors import InvalidArgumentError
+
+    record = load_release("0.6.5")
+    lookups = [
+        lambda: record.support(bad, "group"),  # type: ignore[arg-type]
+        lambda: record.support("allreduce_fusion", bad),  # type: ignore[arg-type]
+        lambda: record.accepts(bad, "group"),  # type: ignore[arg-type]
+        lambda: record.function(bad),  # type: ignore[arg-type]
+    ]
+    for lookup in lookups:
+        with pytest.raises(InvalidArgumentError, match=r"^expected "):
+            lookup()
+    with make_fake("0.6.5") as kit, pytest.raises(InvalidArgumentError):
+        kit.calls_to(bad)  # type: ignore[arg-type]

@@ -44,7 +44,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from fi_compat._arguments import require_bool, require_instance
+from fi_compat._arguments import require_bool, require_instance, require_str
 from fi_compat.testing._errors import FakeUninstalledError
 from fi_compat.testing._releases import (
     ClassRecord,
@@ -157,6 +157,7 @@ class FakeFlashInfer:
 
     def calls_to(self, name: str) -> list[Call]:
         """The recorded calls whose :attr:`Call.name` is ``name``."""
+        require_str("name", name, fix="pass a name such as 'allreduce_fusion'")
         return [call for call in self.calls if call.name == name]
 
     def clear_calls(self) -> None:

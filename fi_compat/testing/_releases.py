@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from packaging.version import InvalidVersion, Version
 
+from fi_compat._arguments import require_str
 from fi_compat.testing._errors import UnknownReleaseError
 
 __all__ = [
@@ -238,6 +239,7 @@ class ReleaseRecord:
         )
 
     def _owner(self, qualname: str) -> tuple[ClassRecord | None, FunctionRecord | None]:
+        require_str("qualname", qualname, fix="pass a name such as 'Wrapper.plan'")
         owner_name, _, method = qualname.rpartition(".")
         if not owner_name:
             return None, self.comm_function(method)
@@ -259,7 +261,13 @@ class ReleaseRecord:
         destination is not a recorded method, or the forward may drop the keyword;
         ``"unsupported"`` otherwise, including when the callable is absent. The same
         answers as :func:`fi_compat._signature.inspect_callable` on the live release.
+
+        Raises
+        ------
+        InvalidArgumentError
+            ``qualname`` or ``keyword`` is not a str.
         """
+        require_str("keyword", keyword)
         owner, func = self._owner(qualname)
         for _ in range(_MAX_FORWARDS + 1):
             if func is None:
