@@ -22,7 +22,7 @@ import inspect
 import linecache
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
+from types import CodeType, MappingProxyType
 from typing import Any
 
 from fi_compat._forwarding import (
@@ -35,7 +35,7 @@ from fi_compat._forwarding import (
     positional_doubts,
 )
 
-__all__ = ["Shape", "Status", "Support", "inspect_callable", "supports"]
+__all__ = ["Shape", "Status", "Support", "inspect_callable", "parse_def", "supports"]
 
 #: How many ``**kwargs`` hops are followed before giving up (``unknown``).
 MAX_FORWARD_DEPTH = 4
@@ -149,30 +149,69 @@ def _describe(error: BaseException) -> str:
     return f"{kind}: {message}" if message else kind
 
 
-def _parse_def(func: Callable[..., Any]) -> FunctionNode:
-    """The ``def`` of ``func`` (decorators unwrapped), line numbers as in its file.
+def _last_line(code: CodeType) -> int | None:
+    """The last source line any instruction of ``code`` (nested code included) spans.
 
-    Reads the lines like ``inspect.getsourcelines`` does, minus its ``getmodule`` scan of
-    ``sys.modules`` (the slow part once torch is imported).
+    None where code objects carry no positions (before Python 3.11).
     """
-    code = inspect.unwrap(func).__code__
-    filename = code.co_filename
-    linecache.checkcache(filename)
-    lines = linecache.getlines(filename, getattr(inspect.unwrap(func), "__globals__", None))
-    if not lines or code.co_firstlineno > len(lines):
-        raise OSError(f"source of {filename} is not available")
-    start = code.co_firstlineno
-    lines = inspect.getblock(lines[start - 1 :])
+    positions = getattr(code, "co_positions", None)
+    if positions is None:
+        return None
+    last = code.co_firstlineno
+    for _, end, _, _ in positions():
+        if end is not None and end > last:
+            last = end
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            nested = _last_line(const)
+            if nested is not None and nested > last:
+                last = nested
+    return last
+
+
+def _parse_lines(lines: list[str], start: int) -> FunctionNode:
+    """Parse the ``def`` made of ``lines`` (starting at line ``start`` of its file).
+
+    Blank lines in front give every node its line number in the file, without a walk.
+    """
     source = "".join(lines)
     indented = source[:1].isspace()
-    tree = ast.parse("if 1:\n" + source if indented else source)
+    if indented:  # a method: the "if 1:" header takes the line just above
+        tree = ast.parse("\n" * max(start - 2, 0) + "if 1:\n" + source)
+    else:
+        tree = ast.parse("\n" * (start - 1) + source)
     node: ast.stmt = tree.body[0]
     if indented and isinstance(node, ast.If):
         node = node.body[0]
     if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
         raise ValueError("its source is not a def")
-    ast.increment_lineno(tree, start - (2 if indented else 1))
     return node
+
+
+def parse_def(func: Callable[..., Any]) -> FunctionNode:
+    """The ``def`` of ``func`` (decorators unwrapped), line numbers as in its file.
+
+    Reads the lines like ``inspect.getsourcelines`` does, minus its ``getmodule`` scan of
+    ``sys.modules`` (the slow part once torch is imported), and finds where the ``def``
+    ends from its code object's instruction positions rather than by tokenizing the rest
+    of the file (``inspect.getblock``), which it falls back to when those positions do not
+    delimit a parsable ``def`` (a body that ends in a line with no instruction).
+    """
+    unwrapped = inspect.unwrap(func)
+    code = unwrapped.__code__
+    filename = code.co_filename
+    linecache.checkcache(filename)
+    lines = linecache.getlines(filename, getattr(unwrapped, "__globals__", None))
+    start = code.co_firstlineno
+    if not lines or start > len(lines):
+        raise OSError(f"source of {filename} is not available")
+    last = _last_line(code)
+    if last is not None:
+        try:
+            return _parse_lines(lines[start - 1 : last], start)
+        except SyntaxError:
+            pass  # the def goes on past its last instruction: find its end by tokens
+    return _parse_lines(inspect.getblock(lines[start - 1 :]), start)
 
 
 class _LiveResolver:
@@ -193,7 +232,7 @@ class _LiveResolver:
             return None
         if id(found) not in self.parsed:
             try:
-                node: FunctionNode | None = _parse_def(found)
+                node: FunctionNode | None = parse_def(found)
             except _FAILURES:  # unreadable source: not a helper the analysis can trust
                 node = None
             self.parsed[id(found)] = (found, node)
@@ -280,7 +319,7 @@ def _gather(
     if depth >= MAX_FORWARD_DEPTH:
         return unknown(f"more than {MAX_FORWARD_DEPTH} **kwargs hops")
     try:
-        node = _parse_def(func)
+        node = parse_def(func)
         namespace: Mapping[str, Any] = getattr(inspect.unwrap(func), "__globals__", {})
         if node.args.kwarg is None or node.args.kwarg.arg != var_keyword:
             return unknown(f"its signature's **{var_keyword} is not in its source")

@@ -18,14 +18,12 @@ an exception whose ``__str__`` raises is described as ``<unprintable ValueError>
 
 from __future__ import annotations
 
-import ast
 import importlib
 import importlib.metadata
 import importlib.util
 import inspect
 import os
 import sys
-import textwrap
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -37,7 +35,14 @@ from packaging.version import Version
 from fi_compat._arguments import require_bool
 from fi_compat._forwarding import calls_named
 from fi_compat._log import get_logger
-from fi_compat._signature import Shape, Status, Support, inspect_callable, supports
+from fi_compat._signature import (
+    Shape,
+    Status,
+    Support,
+    inspect_callable,
+    parse_def,
+    supports,
+)
 from fi_compat._version import __version__
 
 __all__ = [
@@ -449,14 +454,7 @@ def _calls_get_global_rank(func: Any) -> bool:
     a comment, a string or a docstring does not count. Raises when the source cannot be
     read or parsed.
     """
-    tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
-    node = next(
-        (sub for sub in ast.walk(tree) if isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef)),
-        None,
-    )
-    if node is None:
-        raise ValueError("its source holds no function definition")
-    return calls_named(node, "get_global_rank")
+    return calls_named(parse_def(func), "get_global_rank")
 
 
 def _bcast_root(cls: type) -> Support:

@@ -46,49 +46,38 @@ def _plan_impl(self, indptr=None, fixed_split_size=None, *, disable_split_kv=Fal
     return None
 """
 
-# The real 0.7.2.post1 helper (flashinfer/decode.py), verbatim but for the type hints.
+# Written here in the shape 0.7.2.post1's decode plan has (read in flashinfer/decode.py, not
+# copied): a second path that copies the dict in a module helper and only adds keys, each
+# add guarded by a raise when the key is already there. The installed release's own code
+# is checked by test_real_decode_plan_is_proven below.
 REAL_MERGE = """
-_LEGACY = ("fixed_split_size", "disable_split_kv")
+_OLD_POSITIONAL = ("fixed_split_size", "disable_split_kv")
 
 
-def _merge_deprecated_plan_kwargs(api_name, deprecated_positional_args,
-                                  legacy_positional_names, kwargs):
-    if len(deprecated_positional_args) > len(legacy_positional_names):
-        raise TypeError(
-            f"{api_name}.plan() accepts at most {len(legacy_positional_names)} "
-            f"deprecated optional positional arguments; got {len(deprecated_positional_args)}"
-        )
-
-    merged_kwargs = dict(kwargs)
-    for name, value in zip(
-        legacy_positional_names, deprecated_positional_args, strict=False
-    ):
-        if name in merged_kwargs:
-            raise TypeError(
-                f"{api_name}.plan() got multiple values for argument {name!r}"
-            )
-        merged_kwargs[name] = value
-    return merged_kwargs
+def _with_positional(owner, extra, names, options):
+    if len(extra) > len(names):
+        raise TypeError(f"{owner}: {len(extra)} extra positional arguments, {len(names)} allowed")
+    combined = dict(options)
+    for key, item in zip(names, extra):
+        if key in combined:
+            raise TypeError(f"{owner}: {key} given twice")
+        combined[key] = item
+    return combined
 """
 
 REAL_PLAN = '''
-def plan(self, indptr, *deprecated_positional_args, **kwargs):
+def plan(self, indptr, *extra, **kwargs):
     r"""Plan. ``kwargs.pop("fixed_split_size")`` in a docstring does not count."""
-    if not deprecated_positional_args:
+    if not extra:
         return self._plan_impl(
             indptr,
             **kwargs,
         )
 
-    plan_kwargs = _merge_deprecated_plan_kwargs(
-        "BatchDecodeWithPagedKVCacheWrapper",
-        deprecated_positional_args,
-        _LEGACY,
-        kwargs,
-    )
+    options = _with_positional("Wrapper", extra, _OLD_POSITIONAL, kwargs)
     return self._plan_impl(
         indptr,
-        **plan_kwargs,
+        **options,
     )
 '''
 
@@ -275,7 +264,7 @@ CASES: list[tuple[str, str, str, str, str, str]] = [
         U,
         U,
     ),
-    ("real-0.7.2.post1", REAL_MERGE, REAL_PLAN, KW_ONLY_IMPL, S, S),
+    ("shaped-like-0.7.2.post1", REAL_MERGE, REAL_PLAN, KW_ONLY_IMPL, S, S),
     (
         "helper-drops",
         "def _strip(kwargs):\n    out = dict(kwargs)\n"
@@ -833,3 +822,94 @@ def test_real_decode_plan_is_proven() -> None:
     assert not shape.doubts
     assert shape.doubt_all is None
     assert not shape.open_ended
+
+
+# Shapes whose end a def's last instruction may or may not mark: parse_def must read each
+# whole, exactly as the tokenizing inspect.getsource does.
+PARSE_SHAPES = '''
+import functools
+
+
+def ends_in_pass(x):
+    if x:
+        return 1
+    else:
+        pass
+
+
+def ends_in_a_string(x):
+    return """
+    several
+    lines
+    """
+
+
+@functools.lru_cache(
+    maxsize=None,
+)
+def decorated(x):
+    return x  # a comment after the last instruction
+
+
+def nested(x):
+    def inner(y):
+        class Local:
+            value = (
+                y
+            )
+        return Local
+    return inner
+
+
+def only_a_docstring():
+    """Nothing else."""
+
+
+class Owner:
+    def method(self, **kwargs):
+        return self.other(
+            **kwargs,
+        )
+
+    def other(self, *, fixed_split_size=None):
+        while True:
+            break
+        # trailing comment
+
+    async def later(self):
+        await self.other()
+'''
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ends_in_pass",
+        "ends_in_a_string",
+        "decorated",
+        "nested",
+        "only_a_docstring",
+        "Owner.method",
+        "Owner.other",
+        "Owner.later",
+    ],
+)
+def test_parse_def_reads_the_whole_def_with_file_line_numbers(tmp_path: Path, name: str) -> None:
+    from fi_compat._signature import parse_def
+
+    path = tmp_path / "shapes.py"
+    path.write_text(PARSE_SHAPES)
+    module = _import(path)
+    func: Any = module
+    for part in name.split("."):
+        func = getattr(func, part)
+    node = parse_def(func)
+    expected = ast.parse(textwrap.dedent(inspect.getsource(func))).body[0]
+    assert ast.dump(node) == ast.dump(expected)
+    lines, first = inspect.getsourcelines(func)
+    assert node.lineno == first + next(
+        index for index, line in enumerate(lines) if line.lstrip().startswith(("def ", "async "))
+    )
+    assert node.end_lineno == first + len(lines) - 1 - sum(
+        1 for line in reversed(lines) if not line.strip() or line.strip().startswith("#")
+    )
