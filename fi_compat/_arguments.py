@@ -34,6 +34,7 @@ from fi_compat.errors import InvalidArgumentError, explain
 __all__ = [
     "describe",
     "require_bool",
+    "require_choice",
     "require_instance",
     "require_int",
     "require_real",
@@ -118,6 +119,34 @@ def require_bool(
     raise _refuse(
         error, name, "a bool (True or False)", value, optional=optional, fix=fix or _BOOL_FIX
     )
+
+
+def require_choice(
+    name: str,
+    value: object,
+    choices: tuple[str, ...],
+    *,
+    error: type[InvalidArgumentError] = InvalidArgumentError,
+    fix: str | None = None,
+) -> None:
+    """Refuse anything but one of the strings ``choices``.
+
+    Parameters
+    ----------
+    name, value, error, fix
+        See the module docstring.
+    choices
+        The accepted values.
+
+    Raises
+    ------
+    InvalidArgumentError
+        (``error``) ``value`` is not a str, or not one of ``choices``.
+    """
+    if isinstance(value, str) and value in choices:
+        return
+    kind = "one of " + ", ".join(map(repr, choices))
+    raise _refuse(error, name, kind, value, fix=fix or "pass one of those")
 
 
 def require_str(

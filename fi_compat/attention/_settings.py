@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from fi_compat import determinism
-from fi_compat._arguments import require_bool, require_int
+from fi_compat._arguments import require_bool, require_choice, require_int
 from fi_compat.attention._errors import PlannerConfigError
 from fi_compat.errors import explain
 
@@ -121,10 +121,7 @@ class Settings:
         phase
             ``"prefill"`` or ``"decode"``.
         """
-        if phase not in ("prefill", "decode"):
-            raise PlannerConfigError(
-                explain("phase 'prefill' or 'decode'", repr(phase), fix="pass one of those")
-            )
+        require_choice("phase", phase, ("prefill", "decode"), error=PlannerConfigError)
         if not self.deterministic:
             return _NOTHING
         if self.cuda_graph:

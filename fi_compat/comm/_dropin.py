@@ -17,7 +17,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, Literal
 
-from fi_compat._arguments import describe, require_int, require_real
+from fi_compat._arguments import (
+    describe,
+    require_choice,
+    require_instance,
+    require_int,
+    require_real,
+)
 from fi_compat._gates import GATES
 from fi_compat.capabilities import get_capabilities
 from fi_compat.comm._checks import (
@@ -409,11 +415,9 @@ def _check_options(given: dict[str, Any]) -> None:
     scale = given.get("scale_factor")
     if scale is not None and not _is_tensor(scale):
         require_real("scale_factor", scale)
-    backend = given.get("moe_finalize_backend", "trtllm")
-    if backend not in ("trtllm", "cake") or not isinstance(backend, str):
-        raise InvalidArgumentError(
-            explain("moe_finalize_backend 'trtllm' or 'cake'", repr(backend), fix="pass one")
-        )
+    require_choice(
+        "moe_finalize_backend", given.get("moe_finalize_backend", "trtllm"), ("trtllm", "cake")
+    )
 
 
 def _is_tensor(value: Any) -> bool:
@@ -424,19 +428,16 @@ def _is_tensor(value: Any) -> bool:
 
 def _check_native_input(input: Any, workspace: Any) -> None:
     """On a FlashInfer workspace object, everything passes through but a non-tensor input."""
-    if not _is_tensor(input):
-        raise InvalidArgumentError(
-            explain(
-                "input to be a torch.Tensor",
-                "None" if input is None else f"a {type(input).__qualname__}",
-                fix="pass the activations as a torch.Tensor",
-            )
-        )
+    import torch
+
+    require_instance(
+        "input", input, torch.Tensor, "a torch.Tensor", fix="pass the activations as a tensor"
+    )
     if workspace is None or isinstance(workspace, _NOT_WORKSPACES) or _is_tensor(workspace):
         raise InvalidArgumentError(
             explain(
                 "workspace to be a FusionWorkspace or FlashInfer's own workspace object",
-                "None" if workspace is None else f"a {type(workspace).__qualname__}",
+                describe(workspace),
                 fix="create one with fi_compat.comm.create_allreduce_fusion_workspace()",
             )
         )
@@ -480,7 +481,7 @@ def _check_tensors(spec: Spec, input: Any, given: dict[str, Any]) -> None:
             found = (
                 f"{name} on {device_name(value.get_device())}"
                 if _is_tensor(value)
-                else f"a {type(value).__qualname__}"
+                else describe(value)
             )
             raise WorkspaceMismatchError(
                 explain(f"{name} to be a torch.Tensor on {spec.device_name}", found)

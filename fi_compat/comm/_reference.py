@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from fi_compat._arguments import describe
 from fi_compat.comm._checks import Spec, output_mismatch, tensor_mismatch
 from fi_compat.comm._fused import Launcher, positional_launcher
 from fi_compat.comm._group import group_span
@@ -161,9 +162,8 @@ def _input_error(input: Any) -> WorkspaceMismatchError:
     import torch
 
     if not isinstance(input, torch.Tensor):
-        found = "None" if input is None else f"a {type(input).__qualname__}"
         return WorkspaceMismatchError(
-            explain("input to be a torch.Tensor", found, fix="pass input as a torch.Tensor")
+            explain("input to be a torch.Tensor", describe(input), fix="pass input as a tensor")
         )
     if input.dtype not in (torch.float16, torch.bfloat16, torch.float32):
         return WorkspaceMismatchError(

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 from fi_compat._arguments import (
     describe,
     require_bool,
+    require_choice,
     require_instance,
     require_int,
     require_real,
@@ -541,18 +542,13 @@ def _check_arguments(
     api: Any, backend: Any, gpus_per_node: Any, force_oneshot_support: Any, fallback: Any
 ) -> None:
     """The plain arguments of :func:`create_workspace` (sizes and dtype: see ``_spec``)."""
-    if not isinstance(api, str) or api not in _APIS:
-        raise InvalidArgumentError(
-            explain(f"api one of {', '.join(map(repr, _APIS))}", repr(api), fix="pass one")
-        )
-    if not isinstance(backend, str) or backend not in _BACKENDS:
-        raise InvalidArgumentError(
-            explain(
-                f"backend one of {', '.join(map(repr, _BACKENDS))}",
-                repr(backend),
-                fix="pass one of FlashInfer's allreduce-fusion backends ('auto' picks one)",
-            )
-        )
+    require_choice("api", api, _APIS)
+    require_choice(
+        "backend",
+        backend,
+        _BACKENDS,
+        fix="pass one of FlashInfer's allreduce-fusion backends ('auto' picks one)",
+    )
     require_int("gpus_per_node", gpus_per_node, minimum=1, optional=True)
     require_bool("force_oneshot_support", force_oneshot_support)
     require_bool("fallback", fallback)
