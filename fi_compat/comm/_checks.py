@@ -38,6 +38,7 @@ __all__ = [
     "call_scalars",
     "check_tensor",
     "destroyed_error",
+    "is_tensor",
     "make_validator",
     "not_a_workspace",
     "output_mismatch",
@@ -81,14 +82,15 @@ def device_name(index: int) -> str:
     return "cpu" if index < 0 else f"cuda:{index}"
 
 
-def _is_tensor(value: Any) -> bool:
+def is_tensor(value: Any) -> bool:
+    """``value`` is a ``torch.Tensor`` (torch imported on first use)."""
     import torch
 
     return isinstance(value, torch.Tensor)
 
 
 def _describe(tensor: Any) -> str:
-    if not _is_tensor(tensor):
+    if not is_tensor(tensor):
         return f"{describe(tensor)}, not a torch.Tensor"
     return (
         f"shape {tuple(tensor.shape)}, dtype {tensor.dtype}, device "
@@ -98,7 +100,7 @@ def _describe(tensor: Any) -> str:
 
 def check_tensor(name: str, tensor: Any, spec: Spec, shape: tuple[int, ...]) -> str | None:
     """The first way ``tensor`` does not fit, as ``(expected, found)`` text, or None."""
-    if not _is_tensor(tensor):
+    if not is_tensor(tensor):
         return explain(
             f"{name} to be a torch.Tensor",
             describe(tensor),
@@ -148,7 +150,7 @@ def tensor_mismatch(
         )
     )
     for name, value in named:
-        if not _is_tensor(value):
+        if not is_tensor(value):
             return WorkspaceMismatchError(
                 explain(
                     f"{name} to be a torch.Tensor",

@@ -32,6 +32,7 @@ from fi_compat.comm._checks import (
     call_scalars,
     check_tensor,
     device_name,
+    is_tensor,
     tensor_mismatch,
 )
 from fi_compat.comm._pattern import PATTERN_NAMES, AllReduceFusionPattern
@@ -413,17 +414,11 @@ def _check_options(given: dict[str, Any]) -> None:
     if "weight_bias" in given:
         require_real("weight_bias", given["weight_bias"])
     scale = given.get("scale_factor")
-    if scale is not None and not _is_tensor(scale):
+    if scale is not None and not is_tensor(scale):
         require_real("scale_factor", scale)
     require_choice(
         "moe_finalize_backend", given.get("moe_finalize_backend", "trtllm"), ("trtllm", "cake")
     )
-
-
-def _is_tensor(value: Any) -> bool:
-    import torch
-
-    return isinstance(value, torch.Tensor)
 
 
 def _check_native_input(input: Any, workspace: Any) -> None:
@@ -433,7 +428,7 @@ def _check_native_input(input: Any, workspace: Any) -> None:
     require_instance(
         "input", input, torch.Tensor, "a torch.Tensor", fix="pass the activations as a tensor"
     )
-    if workspace is None or isinstance(workspace, _NOT_WORKSPACES) or _is_tensor(workspace):
+    if workspace is None or isinstance(workspace, _NOT_WORKSPACES) or is_tensor(workspace):
         raise InvalidArgumentError(
             explain(
                 "workspace to be a FusionWorkspace or FlashInfer's own workspace object",
@@ -452,7 +447,7 @@ def _check_input(spec: Spec, input: Any) -> None:
     try:
         shape = input.shape
         fits = (
-            _is_tensor(input)
+            is_tensor(input)
             and len(shape) == 2
             and input.dtype is spec.dtype
             and shape[1] == spec.hidden_dim
@@ -477,10 +472,10 @@ def _check_tensors(spec: Spec, input: Any, given: dict[str, Any]) -> None:
         value = given.get(name)
         if value is None:
             continue
-        if not _is_tensor(value) or value.get_device() != spec.device_index:
+        if not is_tensor(value) or value.get_device() != spec.device_index:
             found = (
                 f"{name} on {device_name(value.get_device())}"
-                if _is_tensor(value)
+                if is_tensor(value)
                 else describe(value)
             )
             raise WorkspaceMismatchError(
