@@ -35,7 +35,16 @@ from fi_compat._forwarding import (
     positional_doubts,
 )
 
-__all__ = ["Shape", "Status", "Support", "inspect_callable", "parse_def", "supports"]
+__all__ = [
+    "Shape",
+    "Status",
+    "Support",
+    "describe_error",
+    "exact_text",
+    "inspect_callable",
+    "parse_def",
+    "supports",
+]
 
 #: How many ``**kwargs`` hops are followed before giving up (``unknown``).
 MAX_FORWARD_DEPTH = 4
@@ -136,17 +145,44 @@ class Shape:
         return Support(Status.UNSUPPORTED, f"not a keyword parameter of {' -> '.join(self.via)}")
 
 
-def _describe(error: BaseException) -> str:
-    """``Type: message`` without trusting the exception (its ``__str__`` may raise)."""
+def exact_text(value: object) -> str | None:
+    """``value`` as an exact ``str`` (a ``str`` subclass may override every method), or None."""
+    if type(value) is str:
+        return value
+    if isinstance(value, str):
+        return "".join([value])  # copies the characters without calling any method of value
+    return None
+
+
+def _type_name(cls: type) -> str:
     try:
-        kind = str(type(error).__name__)
-    except _FAILURES:  # a hostile metaclass
-        kind = "exception"
-    try:
-        message = str(error)
-    except _FAILURES:
-        message = "<unprintable>"
-    return f"{kind}: {message}" if message else kind
+        name = exact_text(cls.__name__)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # a metaclass may make __name__ raise
+        name = None
+    return name or "<unnamed exception>"
+
+
+def describe_error(error: BaseException) -> str:
+    """``"ExceptionType: message"``, without trusting ``str()`` or ``repr()`` of ``error``.
+
+    The one description of a failure for the probe and the signature reader: a
+    ``__str__`` that raises or returns a non-str falls back to ``repr()``, then to
+    ``<unprintable ...>``; a metaclass whose ``__name__`` raises gives
+    ``<unnamed exception>``.
+    """
+    name = _type_name(type(error))
+    for render in (str, repr):
+        try:
+            detail = exact_text(render(error))
+        except KeyboardInterrupt:
+            raise
+        except BaseException:  # __str__ raised, or returned something that is not a str
+            continue
+        if detail is not None:
+            return f"{name}: {detail}"
+    return f"{name}: <unprintable {name}>"
 
 
 def _last_line(code: CodeType) -> int | None:
@@ -329,7 +365,7 @@ def _gather(
             return unknown(analysis.problem or f"no call forwards **{var_keyword}")
         resolved = _resolve(analysis.target, namespace, owner)
     except _FAILURES as failure:  # unreadable source or hostile objects: unknown
-        return unknown(f"cannot read its source ({_describe(failure)})")
+        return unknown(f"cannot read its source ({describe_error(failure)})")
     if resolved is None:
         return unknown(f"cannot resolve the call to {analysis.target.text}")
     target, skip, target_owner = resolved
@@ -340,7 +376,7 @@ def _gather(
         parameters = [(p.name, p.kind.name) for p in inspect.signature(target).parameters.values()]
         inner = _gather(target_name, target, target_owner, depth + 1, seen | {id(target)})
     except _FAILURES as failure:
-        return unknown(f"cannot read the signature of {target_name} ({_describe(failure)})")
+        return unknown(f"cannot read the signature of {target_name} ({describe_error(failure)})")
     hop: dict[str, str] = {}
     hop_all: str | None = None
     for doubt in (*analysis.doubts, *positional_doubts(analysis.calls, parameters, skip, name)):
@@ -395,7 +431,7 @@ def inspect_callable(name: str, func: Callable[..., Any], *, owner: type | None 
     except KeyboardInterrupt:
         raise
     except BaseException as failure:  # the probe must never raise
-        return Shape(name, None, True, (name,), _describe(failure))
+        return Shape(name, None, True, (name,), describe_error(failure))
 
 
 def supports(shape: Shape, keywords: Iterable[str]) -> dict[str, Support]:

@@ -39,6 +39,8 @@ from fi_compat._signature import (
     Shape,
     Status,
     Support,
+    describe_error,
+    exact_text,
     inspect_callable,
     parse_def,
     supports,
@@ -116,40 +118,6 @@ _SOURCE_BUILD_VERSION = Version("0.0.0")
 # ---------------------------------------------------------------- text that cannot lie or raise
 
 
-def _text(value: object) -> str | None:
-    """``value`` as an exact ``str`` (a ``str`` subclass may override every method), or None."""
-    if type(value) is str:
-        return value
-    if isinstance(value, str):
-        return "".join([value])  # copies the characters without calling any method of value
-    return None
-
-
-def _type_name(cls: type) -> str:
-    try:
-        name = _text(cls.__name__)
-    except KeyboardInterrupt:
-        raise
-    except BaseException:  # a metaclass may make __name__ raise
-        name = None
-    return name or "<unnamed exception>"
-
-
-def _describe(error: BaseException) -> str:
-    """``"ExceptionType: message"``, without trusting ``str()`` or ``repr()`` of ``error``."""
-    name = _type_name(type(error))
-    for render in (str, repr):
-        try:
-            detail = _text(render(error))
-        except KeyboardInterrupt:
-            raise
-        except BaseException:  # __str__ raised, or returned something that is not a str
-            continue
-        if detail is not None:
-            return f"{name}: {detail}"
-    return f"{name}: <unprintable {name}>"
-
-
 def _attempt(func: Callable[..., _T], *args: Any) -> tuple[_T | None, str | None]:
     """``(func(*args), None)``, or ``(None, description)`` for anything but Ctrl-C."""
     try:
@@ -157,7 +125,7 @@ def _attempt(func: Callable[..., _T], *args: Any) -> tuple[_T | None, str | None
     except KeyboardInterrupt:
         raise
     except BaseException as error:  # FlashInfer may throw anything at the probe
-        return None, _describe(error)
+        return None, describe_error(error)
 
 
 def _getattr(obj: object, name: str) -> tuple[Any, str | None]:
@@ -171,7 +139,7 @@ def _getattr(obj: object, name: str) -> tuple[Any, str | None]:
     except AttributeError:
         return None, None
     except BaseException as error:
-        return None, _describe(error)
+        return None, describe_error(error)
 
 
 def _is_callable(obj: object) -> tuple[bool, str | None]:
@@ -318,7 +286,7 @@ def _import_module(name: str) -> tuple[Any, BaseException | None]:
 
 def _import(name: str) -> tuple[Any, str | None]:
     module, error = _import_module(name)
-    return module, None if error is None else _describe(error)
+    return module, None if error is None else describe_error(error)
 
 
 def _parse_version(raw: str | None) -> tuple[Version | None, bool]:
@@ -334,8 +302,8 @@ def _parse_version(raw: str | None) -> tuple[Version | None, bool]:
 def _distribution_version() -> str | None:
     for dist in ("flashinfer-python", "flashinfer"):
         version, _ = _attempt(importlib.metadata.version, dist)  # not found, or broken metadata
-        if _text(version) is not None:
-            return _text(version)
+        if exact_text(version) is not None:
+            return exact_text(version)
     return None
 
 
@@ -360,17 +328,17 @@ def _location(module: Any) -> str | None:
     if paths is not None and error is None:
         entry, _ = _attempt(_first, paths)
         path, _ = _attempt(os.fspath, entry) if entry is not None else (None, None)
-        if _text(path):
-            return _text(path)
+        if exact_text(path):
+            return exact_text(path)
     file, _ = _getattr(module, "__file__")
-    return _text(file)
+    return exact_text(file)
 
 
 def _probe_flashinfer() -> tuple[FlashInferInfo, Any]:
     installed = _installed()
     module, error = _import("flashinfer") if installed else (None, None)
     raw, _ = _getattr(module, "__version__") if module is not None else (None, None)
-    version = _text(raw)
+    version = exact_text(raw)
     if version is None:
         version = _distribution_version()
     parsed, source_build = _parse_version(version)
@@ -390,18 +358,18 @@ def _cuda_available(torch: Any) -> bool:
 
 
 def _torch_cuda_version(torch: Any) -> str | None:
-    return _text(torch.version.cuda)
+    return exact_text(torch.version.cuda)
 
 
 def _torch_version(torch: Any) -> str | None:
-    return _text(torch.__version__) or None
+    return exact_text(torch.__version__) or None
 
 
 def _probe_torch() -> TorchInfo:
     torch = sys.modules.get("torch")
     if torch is None:
         version, _ = _attempt(importlib.metadata.version, "torch")
-        return TorchInfo(version=_text(version), cuda_available=None, cuda_version=None)
+        return TorchInfo(version=exact_text(version), cuda_available=None, cuda_version=None)
     return TorchInfo(
         version=_attempt(_torch_version, torch)[0],
         cuda_available=_attempt(_cuda_available, torch)[0],
@@ -421,7 +389,7 @@ def _all_unknown(
 
 def _checked(support: Support) -> Support:
     """The answer as plain data: a real :class:`Status` and an exact ``str`` reason."""
-    reason = _text(support.reason)
+    reason = exact_text(support.reason)
     if not isinstance(support.status, Status) or reason is None:
         raise TypeError(f"malformed answer from the signature reader: {support!r}")
     return Support(support.status, reason)
@@ -487,7 +455,7 @@ def _find_torch_dist_backend() -> tuple[str | None, Support]:
         if module is None:
             module, import_error = _import_module(module_name)
             if import_error is not None and not _absent(module_name, import_error):
-                failures.append(f"import {module_name} failed: {_describe(import_error)}")
+                failures.append(f"import {module_name} failed: {describe_error(import_error)}")
         if module is None:
             continue
         cls, error = _getattr(module, "TorchDistBackend")
@@ -684,7 +652,7 @@ def probe() -> Capabilities:
         raise
     except BaseException as error:  # a last resort: the probe never crashes its caller
         logger.debug("the probe failed", exc_info=True)
-        return _placeholder(f"the probe failed: {_describe(error)}", in_progress=False)
+        return _placeholder(f"the probe failed: {describe_error(error)}", in_progress=False)
     logger.debug(
         "probed flashinfer %s (import error: %s; comm error: %s)",
         capabilities.flashinfer.version,
