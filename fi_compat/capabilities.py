@@ -142,14 +142,14 @@ def _getattr(obj: object, name: str) -> tuple[Any, str | None]:
         return None, describe_error(error)
 
 
-def _is_callable(obj: object) -> tuple[bool, str | None]:
-    found, error = _attempt(callable, obj)
-    return bool(found), error
-
-
-def _is_class(obj: object) -> tuple[bool, str | None]:
-    found, error = _attempt(inspect.isclass, obj)
-    return bool(found), error
+def _member(obj: object, name: str, test: Callable[[Any], bool]) -> tuple[Any, bool, str | None]:
+    """``(value, test(value), None)`` for ``obj.<name>``; ``(None, False, description)``
+    when reading it or testing it raised; ``(None, False, None)`` when it is absent."""
+    value, error = _getattr(obj, name)
+    if error is not None:
+        return None, False, error
+    passed, error = _attempt(test, value)
+    return value, bool(passed), error
 
 
 @dataclass(frozen=True)
@@ -458,10 +458,7 @@ def _find_torch_dist_backend() -> tuple[str | None, Support]:
                 failures.append(f"import {module_name} failed: {describe_error(import_error)}")
         if module is None:
             continue
-        cls, error = _getattr(module, "TorchDistBackend")
-        is_class = False
-        if error is None:
-            is_class, error = _is_class(cls)
+        cls, is_class, error = _member(module, "TorchDistBackend", inspect.isclass)
         if error is not None:
             failures.append(f"reading {module_name}.TorchDistBackend raised {error}")
         elif is_class:
@@ -476,10 +473,7 @@ def _probe_comm_callable(
 ) -> tuple[bool, dict[str, Support], Shape | None]:
     """(present, answers, shape) for one name of :data:`COMM_PROBES`."""
     qualified = f"flashinfer.comm.{name}"
-    func, error = _getattr(comm, name)
-    present = False
-    if error is None:
-        present, error = _is_callable(func)
+    func, present, error = _member(comm, name, callable)
     if error is not None:
         return False, _unknown(keywords, f"reading {qualified} raised {error}"), None
     if not present:
@@ -559,10 +553,7 @@ def _static_member(cls: type, name: str) -> Any:
 
 def _probe_wrapper(module: Any, wrapper: str, shapes: dict[str, Shape]) -> dict[str, Support]:
     """The ``plan`` answers of one wrapper; adds its shapes to ``shapes``."""
-    cls, error = _getattr(module, wrapper)
-    is_class = False
-    if error is None:
-        is_class, error = _is_class(cls)
+    cls, is_class, error = _member(module, wrapper, inspect.isclass)
     if error is not None:
         return _unknown(PLAN_KWARGS, f"reading flashinfer.{wrapper} raised {error}")
     if not is_class:
