@@ -449,6 +449,12 @@ def test_settings_defaults() -> None:
         settings.resolved().split_kwargs("verify")
 
 
+@pytest.mark.parametrize("phase", [None, 1, ["decode"], b"decode", "Decode", ""])
+def test_split_kwargs_takes_a_phase_name_only(phase: object) -> None:
+    with pytest.raises(PlannerConfigError, match=r"^expected phase to be one of 'prefill'"):
+        Settings().resolved().split_kwargs(phase)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("keyword", ["fixed_split_size", "disable_split_kv"])
 def test_plan_args_refuse_the_split_settings(keyword: str) -> None:
     with pytest.raises(PlannerConfigError, match=keyword):
