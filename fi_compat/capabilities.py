@@ -45,6 +45,20 @@ from fi_compat._signature import (
     parse_def,
     supports,
 )
+from fi_compat._surface import (
+    ATTENTION_WRAPPERS as _WRAPPER_SYMBOLS,
+)
+from fi_compat._surface import (
+    COMM,
+    COMM_SYMBOLS,
+    DISTRIBUTIONS,
+    FLASHINFER,
+    GATES,
+    PLAN,
+    TORCH_DIST_BACKEND,
+    Home,
+    Symbol,
+)
 from fi_compat._version import __version__
 
 __all__ = [
@@ -59,50 +73,30 @@ __all__ = [
     "Support",
     "TorchInfo",
     "get_capabilities",
+    "locate",
 ]
 
 logger = get_logger(__name__)
 
 _T = TypeVar("_T")
 
-#: Keyword arguments probed on each ``flashinfer.comm`` callable. The first two entries are
-#: the unified API (0.6.0+), the last two the legacy TRT-LLM IPC API.
+#: Keyword arguments probed on each ``flashinfer.comm`` callable (by symbol key): the
+#: unified API (0.6.0+) and the legacy TRT-LLM IPC API (see :mod:`fi_compat._surface`).
 COMM_PROBES: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {
-        "create_allreduce_fusion_workspace": ("group", "comm_backend"),
-        "allreduce_fusion": ("trigger_completion_at_end",),
-        "trtllm_create_ipc_workspace_for_all_reduce_fusion": ("group", "comm_backend"),
-        "trtllm_allreduce_fusion": ("trigger_completion_at_end",),
-    }
+    {symbol.key: symbol.keywords for symbol in COMM_SYMBOLS if symbol.keywords}
 )
 
-#: The two entries of :data:`COMM_PROBES` that make up each API.
-_UNIFIED_API = ("create_allreduce_fusion_workspace", "allreduce_fusion")
-_LEGACY_API = ("trtllm_create_ipc_workspace_for_all_reduce_fusion", "trtllm_allreduce_fusion")
+#: The symbols that make up each API, from its gate.
+_UNIFIED_API = tuple(owner for owner, _ in GATES["unified_api"].items)
+_LEGACY_API = tuple(owner for owner, _ in GATES["legacy_api"].items)
 
 #: The attention wrappers whose ``plan`` must take the split-KV settings for determinism.
-ATTENTION_WRAPPERS: tuple[str, ...] = (
-    "BatchPrefillWithPagedKVCacheWrapper",
-    "BatchPrefillWithRaggedKVCacheWrapper",
-    "BatchDecodeWithPagedKVCacheWrapper",
-)
-
-#: Keyword arguments probed on each wrapper's ``plan`` (both 0.4.0+).
-PLAN_KWARGS: tuple[str, ...] = ("fixed_split_size", "disable_split_kv")
+ATTENTION_WRAPPERS: tuple[str, ...] = tuple(wrapper.key for wrapper in _WRAPPER_SYMBOLS)
 
 #: Keyword arguments probed on each ``<wrapper>.plan``: the keys of
 #: :attr:`Capabilities.attention`, as :data:`COMM_PROBES` gives those of its ``kwargs``.
 ATTENTION_PROBES: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {f"{wrapper}.plan": PLAN_KWARGS for wrapper in ATTENTION_WRAPPERS}
-)
-
-#: Keyword arguments probed on each wrapper's ``__init__``.
-INIT_KWARGS: tuple[str, ...] = ("use_tensor_cores", "backend")
-
-#: Where ``TorchDistBackend`` has lived, newest first.
-TORCH_DIST_BACKEND_MODULES: tuple[str, ...] = (
-    "flashinfer.comm.comm_backend",
-    "flashinfer.comm.mnnvl",
+    {f"{wrapper.key}.{PLAN}": wrapper.methods[PLAN] for wrapper in _WRAPPER_SYMBOLS}
 )
 
 #: The reason every item carries in the answer given to a re-entrant call.
@@ -300,7 +294,7 @@ def _parse_version(raw: str | None) -> tuple[Version | None, bool]:
 
 
 def _distribution_version() -> str | None:
-    for dist in ("flashinfer-python", "flashinfer"):
+    for dist in DISTRIBUTIONS:
         version, _ = _attempt(importlib.metadata.version, dist)  # not found, or broken metadata
         if exact_text(version) is not None:
             return exact_text(version)
@@ -309,10 +303,10 @@ def _distribution_version() -> str | None:
 
 def _installed() -> bool:
     try:
-        if "flashinfer" in sys.modules:
+        if FLASHINFER in sys.modules:
             # None there is the documented way to block an import: treat it as absent.
-            return sys.modules["flashinfer"] is not None
-        return importlib.util.find_spec("flashinfer") is not None
+            return sys.modules[FLASHINFER] is not None
+        return importlib.util.find_spec(FLASHINFER) is not None
     except KeyboardInterrupt:
         raise
     except BaseException:  # a broken finder or parent package: treat as absent
@@ -336,7 +330,7 @@ def _location(module: Any) -> str | None:
 
 def _probe_flashinfer() -> tuple[FlashInferInfo, Any]:
     installed = _installed()
-    module, error = _import("flashinfer") if installed else (None, None)
+    module, error = _import(FLASHINFER) if installed else (None, None)
     raw, _ = _getattr(module, "__version__") if module is not None else (None, None)
     version = exact_text(raw)
     if version is None:
@@ -432,7 +426,7 @@ def _bcast_root(cls: type) -> Support:
     if error is None:
         calls, error = _attempt(_calls_get_global_rank, bcast)
     if error is not None or calls is None:
-        return Support(Status.UNKNOWN, f"cannot read TorchDistBackend.bcast: {error}")
+        return Support(Status.UNKNOWN, f"cannot read {TORCH_DIST_BACKEND.key}.bcast: {error}")
     if calls:
         return Support(Status.SUPPORTED, "bcast maps a group-local root with get_global_rank")
     return Support(
@@ -448,38 +442,79 @@ def _absent(module_name: str, error: BaseException) -> bool:
     return isinstance(error, ModuleNotFoundError) and failed is None and name == module_name
 
 
-def _find_torch_dist_backend() -> tuple[str | None, Support]:
+def _find(
+    symbol: Symbol, test: Callable[[Any], bool], imported: Mapping[str, Any]
+) -> tuple[Any, Home | None, list[str]]:
+    """``(value, home, failures)``: ``symbol`` at the first of its homes where it is present
+    and passes ``test``; ``(None, None, failures)`` when no home has it.
+
+    Modules in ``imported`` are used as they are; any other is imported, and one that
+    does not exist is skipped. ``failures`` describes every import or attribute read
+    that raised on the way.
+    """
     failures: list[str] = []
-    for module_name in TORCH_DIST_BACKEND_MODULES:
-        module = sys.modules.get(module_name)
+    for home in symbol.homes:
+        module = imported.get(home.module)
         if module is None:
-            module, import_error = _import_module(module_name)
-            if import_error is not None and not _absent(module_name, import_error):
-                failures.append(f"import {module_name} failed: {describe_error(import_error)}")
+            module = sys.modules.get(home.module)
+        if module is None:
+            module, import_error = _import_module(home.module)
+            if import_error is not None and not _absent(home.module, import_error):
+                failures.append(f"import {home.module} failed: {describe_error(import_error)}")
         if module is None:
             continue
-        cls, is_class, error = _member(module, "TorchDistBackend", inspect.isclass)
+        value, passed, error = _member(module, home.name, test)
         if error is not None:
-            failures.append(f"reading {module_name}.TorchDistBackend raised {error}")
-        elif is_class:
-            return f"{module_name}.TorchDistBackend", _bcast_root(cls)
+            failures.append(f"reading {home.dotted} raised {error}")
+        elif passed:
+            return value, home, failures
+    return None, None, failures
+
+
+def _nowhere(symbol: Symbol) -> str:
+    """``"flashinfer.comm has no <name>"``: where ``symbol`` was looked for in vain."""
+    modules = tuple(dict.fromkeys(home.module for home in symbol.homes))
+    names = " or ".join(symbol.names)
+    if len(modules) == 1:
+        return f"{modules[0]} has no {names}"
+    return f"{COMM if all(m.startswith(COMM) for m in modules) else FLASHINFER} has no {names}"
+
+
+def _find_torch_dist_backend(comm: Any) -> tuple[str | None, Support]:
+    cls, home, failures = _find(TORCH_DIST_BACKEND, inspect.isclass, {COMM: comm})
+    if home is not None:
+        return home.dotted, _bcast_root(cls)
     if failures:
         return None, Support(Status.UNKNOWN, "; ".join(failures))
-    return None, Support(Status.UNSUPPORTED, "flashinfer.comm has no TorchDistBackend")
+    return None, Support(Status.UNSUPPORTED, _nowhere(TORCH_DIST_BACKEND))
 
 
 def _probe_comm_callable(
-    comm: Any, name: str, keywords: tuple[str, ...]
+    comm: Any, symbol: Symbol
 ) -> tuple[bool, dict[str, Support], Shape | None]:
-    """(present, answers, shape) for one name of :data:`COMM_PROBES`."""
-    qualified = f"flashinfer.comm.{name}"
-    func, present, error = _member(comm, name, callable)
-    if error is not None:
-        return False, _unknown(keywords, f"reading {qualified} raised {error}"), None
-    if not present:
-        return False, _unsupported(keywords, f"flashinfer.comm has no {name}"), None
-    shape, answers = _inspect(qualified, func, keywords)
+    """(present, answers, shape) for one symbol of :data:`COMM_PROBES`."""
+    keywords = symbol.keywords
+    func, home, failures = _find(symbol, callable, {COMM: comm})
+    if home is None:
+        if failures:
+            return False, _unknown(keywords, "; ".join(failures)), None
+        return False, _unsupported(keywords, _nowhere(symbol)), None
+    shape, answers = _inspect(home.dotted, func, keywords)
     return True, answers, shape
+
+
+def locate(symbol: Symbol) -> Any:
+    """The installed FlashInfer's ``symbol`` from the first of its homes that has it.
+
+    None when no home has it, or looking raised (every step is guarded, as in the probe).
+    For use when a workspace is created or a call is bound, never per call.
+    """
+    value, home, _ = _find(symbol, _present, {})
+    return value if home is not None else None
+
+
+def _present(value: Any) -> bool:
+    return value is not None
 
 
 def _unsupported(keywords: tuple[str, ...], reason: str) -> dict[str, Support]:
@@ -505,7 +540,7 @@ def _probe_comm(flashinfer: FlashInferInfo) -> CommCapabilities:
             f"flashinfer unavailable: {flashinfer.import_error or 'flashinfer is not installed'}"
         )
         return _unavailable_comm(reason, reason, "flashinfer unavailable")
-    comm, error = _import("flashinfer.comm")
+    comm, error = _import(COMM)
     if comm is None:
         error = error or "import flashinfer.comm failed"
         return _unavailable_comm(
@@ -514,11 +549,13 @@ def _probe_comm(flashinfer: FlashInferInfo) -> CommCapabilities:
     shapes: dict[str, Shape] = {}
     kwargs: dict[str, dict[str, Support]] = {}
     present: dict[str, bool] = {}
-    for name, keywords in COMM_PROBES.items():
-        present[name], kwargs[name], shape = _probe_comm_callable(comm, name, keywords)
-        if shape is not None:
-            shapes[name] = shape
-    backend, bcast_root = _find_torch_dist_backend()
+    for symbol in COMM_SYMBOLS:
+        if symbol.keywords:
+            name = symbol.key
+            present[name], kwargs[name], shape = _probe_comm_callable(comm, symbol)
+            if shape is not None:
+                shapes[name] = shape
+    backend, bcast_root = _find_torch_dist_backend(comm)
     return CommCapabilities(
         available=True,
         error=None,
@@ -551,28 +588,29 @@ def _static_member(cls: type, name: str) -> Any:
     return None
 
 
-def _probe_wrapper(module: Any, wrapper: str, shapes: dict[str, Shape]) -> dict[str, Support]:
+def _probe_wrapper(module: Any, wrapper: Symbol, shapes: dict[str, Shape]) -> dict[str, Support]:
     """The ``plan`` answers of one wrapper; adds its shapes to ``shapes``."""
-    cls, is_class, error = _member(module, wrapper, inspect.isclass)
-    if error is not None:
-        return _unknown(PLAN_KWARGS, f"reading flashinfer.{wrapper} raised {error}")
-    if not is_class:
-        return _unsupported(PLAN_KWARGS, f"flashinfer has no {wrapper}")
+    plan_keywords = wrapper.methods[PLAN]
+    cls, home, failures = _find(wrapper, inspect.isclass, {FLASHINFER: module})
+    if home is None:
+        if failures:
+            return _unknown(plan_keywords, "; ".join(failures))
+        return _unsupported(plan_keywords, _nowhere(wrapper))
     answers: dict[str, Support] = {}
-    for method, keywords in (("plan", PLAN_KWARGS), ("__init__", INIT_KWARGS)):
-        name = f"{wrapper}.{method}"
+    for method, keywords in wrapper.methods.items():
+        name = f"{wrapper.key}.{method}"
         func, error = _attempt(_static_member, cls, method)
         if error is not None or func is None:
-            if method == "plan":
+            if method == PLAN:
                 answers = (
                     _unknown(keywords, f"reading {name} raised {error}")
                     if error is not None
-                    else _unsupported(keywords, f"{wrapper} has no plan")
+                    else _unsupported(keywords, f"{wrapper.key} has no {PLAN}")
                 )
             continue
         shape, method_answers = _inspect(name, func, keywords, owner=cls)
         shapes[name] = shape
-        if method == "plan":
+        if method == PLAN:
             answers = method_answers
     return answers
 
@@ -582,11 +620,11 @@ def _probe_attention(
 ) -> tuple[dict[str, dict[str, Support]], dict[str, Shape]]:
     answers: dict[str, dict[str, Support]] = {}
     shapes: dict[str, Shape] = {}
-    for wrapper in ATTENTION_WRAPPERS:
-        key = f"{wrapper}.plan"
+    for wrapper in _WRAPPER_SYMBOLS:
+        key = f"{wrapper.key}.{PLAN}"
         if module is None:
             reason = f"flashinfer unavailable: {flashinfer.import_error or 'not installed'}"
-            answers[key] = _unknown(PLAN_KWARGS, reason)
+            answers[key] = _unknown(wrapper.methods[PLAN], reason)
         else:
             answers[key] = _probe_wrapper(module, wrapper, shapes)
     return answers, shapes

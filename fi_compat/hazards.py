@@ -15,9 +15,16 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from fi_compat._arguments import require_instance
-from fi_compat._gates import GATES
 from fi_compat._signature import Status
-from fi_compat.capabilities import ATTENTION_WRAPPERS, PLAN_KWARGS, Capabilities
+from fi_compat._surface import (
+    COMM,
+    GATES,
+    LEGACY_FUSION,
+    SPLIT_KEYWORDS,
+    UNIFIED_FACTORY,
+    UNIFIED_FUSION,
+)
+from fi_compat.capabilities import ATTENTION_WRAPPERS, Capabilities
 
 __all__ = ["Hazard", "Severity", "hazards"]
 
@@ -72,7 +79,7 @@ RELEASE_HAZARDS: tuple[_ReleaseHazard, ...] = (
         "comm-needs-triton",
         (SpecifierSet(">=0.6.10,<0.6.14"),),
         Severity.INFO,
-        "import flashinfer.comm needs triton on this release (0.6.10 to 0.6.13).",
+        f"import {COMM} needs triton on this release (0.6.10 to 0.6.13).",
     ),
 )
 
@@ -87,7 +94,7 @@ def _comm_hazards(capabilities: Capabilities) -> list[Hazard]:
                 Hazard(
                     "comm-needs-cuda-runtime",
                     Severity.ERROR,
-                    f"import flashinfer.comm asserts that libcudart is loaded ({comm.error}). "
+                    f"import {COMM} asserts that libcudart is loaded ({comm.error}). "
                     f"Releases before {gate.introduced_in} do this on machines without a "
                     "loaded CUDA runtime and raise AssertionError, not ImportError. Load the "
                     "CUDA runtime first (a CUDA build of torch, or libcudart from the "
@@ -99,34 +106,34 @@ def _comm_hazards(capabilities: Capabilities) -> list[Hazard]:
                 Hazard(
                     "comm-unavailable",
                     Severity.ERROR,
-                    f"import flashinfer.comm fails ({comm.error}): allreduce fusion is "
+                    f"import {COMM} fails ({comm.error}): allreduce fusion is "
                     "unavailable; fi_compat.comm falls back to the unfused reference path.",
                 )
             )
         return found
     if comm.unified_api:
-        group = comm.kwargs["create_allreduce_fusion_workspace"]["group"]
+        group = comm.kwargs[UNIFIED_FACTORY.key]["group"]
         if group.status is not Status.SUPPORTED:
             gate = GATES["group"]
             found.append(
                 Hazard(
                     "workspace-without-group",
                     Severity.WARNING,
-                    f"create_allreduce_fusion_workspace takes no group= ({group.reason}); it "
+                    f"{UNIFIED_FACTORY.key} takes no group= ({group.reason}); it "
                     f"arrived in {gate.introduced_in}. Dropping group makes the workspace "
                     "rendezvous span the whole world, which hangs when the tensor-parallel "
                     "group is smaller. fi_compat.comm routes the group through comm_backend "
                     "where it can and refuses otherwise; upgrading fixes it.",
                 )
             )
-        trigger = comm.kwargs["allreduce_fusion"]["trigger_completion_at_end"]
+        trigger = comm.kwargs[UNIFIED_FUSION.key]["trigger_completion_at_end"]
         if trigger.status is not Status.SUPPORTED:
             gate = GATES["trigger_completion_at_end"]
             found.append(
                 Hazard(
                     "allreduce-without-trigger-completion",
                     Severity.WARNING,
-                    "allreduce_fusion takes no trigger_completion_at_end= "
+                    f"{UNIFIED_FUSION.key} takes no trigger_completion_at_end= "
                     f"({trigger.reason}); it arrived in {gate.introduced_in}. Passing it "
                     "raises TypeError, which engines have caught and turned into fusion "
                     "silently switched off.",
@@ -138,8 +145,8 @@ def _comm_hazards(capabilities: Capabilities) -> list[Hazard]:
             Hazard(
                 "legacy-comm-api-only",
                 Severity.INFO,
-                "only the legacy trtllm_* allreduce-fusion API is present; the unified "
-                "create_allreduce_fusion_workspace/allreduce_fusion arrived in "
+                f"only the legacy allreduce-fusion API ({LEGACY_FUSION.key}, ...) is present; "
+                f"the unified {UNIFIED_FACTORY.key}/{UNIFIED_FUSION.key} arrived in "
                 f"{gate.introduced_in}.",
             )
         )
@@ -159,7 +166,7 @@ def _attention_hazards(capabilities: Capabilities) -> list[Hazard]:
     lacking = [
         f"{wrapper}.plan({keyword}=): {support.status.value}, {support.reason}"
         for wrapper in ATTENTION_WRAPPERS
-        for keyword in PLAN_KWARGS
+        for keyword in SPLIT_KEYWORDS
         if (support := capabilities.plan_support(wrapper, keyword)).status is not Status.SUPPORTED
     ]
     if not lacking or not capabilities.flashinfer.importable:

@@ -11,14 +11,19 @@ from types import MappingProxyType
 from typing import Any
 
 from fi_compat._arguments import require_instance, require_str, require_strs
-from fi_compat._gates import GATES
 from fi_compat._signature import Shape, Status, Support
-from fi_compat.capabilities import (
-    ATTENTION_PROBES,
-    ATTENTION_WRAPPERS,
-    COMM_PROBES,
-    Capabilities,
+from fi_compat._surface import (
+    COMM,
+    DECODE,
+    FLASHINFER,
+    GATES,
+    LEGACY_FUSION,
+    PLAN,
+    TORCH_DIST_BACKEND,
+    UNIFIED_FACTORY,
+    UNIFIED_FUSION,
 )
+from fi_compat.capabilities import ATTENTION_PROBES, COMM_PROBES, Capabilities
 from fi_compat.errors import InvalidArgumentError, explain
 from fi_compat.hazards import hazards
 
@@ -34,26 +39,25 @@ __all__ = [
 ]
 
 #: ``--require`` short names and the probed items each one stands for, as
-#: ``(section, owner, keyword)``.
-REQUIREMENTS: Mapping[str, tuple[tuple[str, str, str], ...]] = {
-    "group": (("comm", "create_allreduce_fusion_workspace", "group"),),
-    "comm_backend": (("comm", "create_allreduce_fusion_workspace", "comm_backend"),),
-    "trigger_completion_at_end": (("comm", "allreduce_fusion", "trigger_completion_at_end"),),
-    "fixed_split_size": tuple(
-        ("attention", f"{wrapper}.plan", "fixed_split_size") for wrapper in ATTENTION_WRAPPERS
-    ),
-    "disable_split_kv": tuple(
-        ("attention", f"{wrapper}.plan", "disable_split_kv") for wrapper in ATTENTION_WRAPPERS
-    ),
-}
+#: ``(section, owner, keyword)``: the keyword gates of :data:`fi_compat._surface.GATES`.
+REQUIREMENTS: Mapping[str, tuple[tuple[str, str, str], ...]] = MappingProxyType(
+    {
+        gate.key: tuple(
+            ("comm" if owner in COMM_PROBES else "attention", owner, str(keyword))
+            for owner, keyword in gate.items
+        )
+        for gate in GATES.values()
+        if gate.keyword
+    }
+)
 
 #: ``--require`` names that are flags rather than keyword arguments.
 FLAGS = ("flashinfer", "comm", "unified_api", "legacy_api")
 
 #: The answer tables the report prints, each with the prefix its ``signatures`` section
 #: puts before an owner: ``(section, prefix, {owner: keywords})``.
-_COMM_PREFIX = "flashinfer.comm."
-_ATTENTION_PREFIX = "flashinfer."
+_COMM_PREFIX = f"{COMM}."
+_ATTENTION_PREFIX = f"{FLASHINFER}."
 _TABLES: tuple[tuple[str, str, Mapping[str, tuple[str, ...]]], ...] = (
     ("comm", _COMM_PREFIX, COMM_PROBES),
     ("attention", _ATTENTION_PREFIX, ATTENTION_PROBES),
@@ -169,8 +173,8 @@ def _unknown_requirement(name: str) -> UnknownRequirementError:
         explain(
             f"a name that fi-compat report prints: {short}, or <owner>.<keyword> from its "
             "comm, attention or signatures section, such as "
-            "BatchDecodeWithPagedKVCacheWrapper.plan.fixed_split_size or "
-            "flashinfer.comm.allreduce_fusion.trigger_completion_at_end",
+            f"{DECODE.key}.{PLAN}.fixed_split_size or "
+            f"{UNIFIED_FUSION.dotted}.trigger_completion_at_end",
             what,
             fix="spell the name as fi-compat report prints it, one per comma-separated item",
         )
@@ -231,8 +235,8 @@ def missing(capabilities: Capabilities, names: Iterable[str]) -> list[str]:
             or "not installed",
         ),
         "comm": (comm.available, comm.error),
-        "unified_api": (comm.unified_api, comm.error or "no create_allreduce_fusion_workspace"),
-        "legacy_api": (comm.legacy_api, comm.error or "no trtllm_allreduce_fusion"),
+        "unified_api": (comm.unified_api, comm.error or f"no {UNIFIED_FACTORY.key}"),
+        "legacy_api": (comm.legacy_api, comm.error or f"no {LEGACY_FUSION.key}"),
     }
     lacking: list[str] = []
     for raw in names:
@@ -292,12 +296,12 @@ def render_text(capabilities: Capabilities) -> str:
         + (f", CUDA {torch.cuda_version}" if torch.cuda_version else "")
         + ")"
     )
-    lines += ["", f"flashinfer.comm   {'available' if comm.available else 'unavailable'}"]
+    lines += ["", f"{COMM:<17} {'available' if comm.available else 'unavailable'}"]
     if comm.error:
         lines.append(f"  error:          {comm.error}")
     lines.append(
         f"  unified API: {_yes(comm.unified_api)}    legacy API: {_yes(comm.legacy_api)}"
-        f"    TorchDistBackend: {comm.torch_dist_backend or 'none'}"
+        f"    {TORCH_DIST_BACKEND.key}: {comm.torch_dist_backend or 'none'}"
     )
     for title, table in (("", comm.kwargs), ("attention", capabilities.attention)):
         if title:

@@ -16,7 +16,7 @@ import pytest
 from packaging.version import Version
 
 from fi_compat import determinism
-from fi_compat._gates import GATES
+from fi_compat._surface import GATES
 from fi_compat.attention import SPLIT_KEYWORDS, AttentionPlanner, Layout, PlanArgs, Settings
 from fi_compat.errors import DeterminismUnavailableError
 from fi_compat.testing import (

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import fi_compat.comm as comm
-from fi_compat._gates import GATES
+from fi_compat._surface import GATES
 from fi_compat.comm import _workspace
 from fi_compat.comm._group import GroupSpan
 from fi_compat.determinism import deterministic

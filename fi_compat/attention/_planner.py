@@ -15,9 +15,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from fi_compat import _surface
 from fi_compat._arguments import describe, require_instance
-from fi_compat._gates import GATES
 from fi_compat._signature import Status, Support, inspect_callable
+from fi_compat._surface import GATES, PLAN
 from fi_compat.attention._errors import PlannerConfigError, TensorCoresRequiredError
 from fi_compat.attention._settings import SPLIT_KEYWORDS, Settings
 from fi_compat.attention._spans import (
@@ -40,9 +41,9 @@ if TYPE_CHECKING:
 
 __all__ = ["AttentionPlanner", "Layout", "PlanArgs", "PlanTarget"]
 
-PREFILL_PAGED = "BatchPrefillWithPagedKVCacheWrapper"
-PREFILL_RAGGED = "BatchPrefillWithRaggedKVCacheWrapper"
-DECODE = "BatchDecodeWithPagedKVCacheWrapper"
+PREFILL_PAGED = _surface.PREFILL_PAGED.key
+PREFILL_RAGGED = _surface.PREFILL_RAGGED.key
+DECODE = _surface.DECODE.key
 
 
 class Layout(str, enum.Enum):
@@ -173,7 +174,7 @@ def _check_wrapper(kind: str, role: str, wrapper: object) -> None:
         problem = "None"
     elif isinstance(wrapper, type):
         problem = f"the class {wrapper.__name__} itself, not an instance of it"
-    elif not callable(getattr(wrapper, "plan", None)):
+    elif not callable(getattr(wrapper, PLAN, None)):
         problem = f"{describe(wrapper)}, which has no callable plan"
     else:
         return
@@ -280,7 +281,7 @@ def _plan_support(wrapper: Any) -> dict[str, Support]:
     """What the ``plan`` that will actually be called declares, following ``**kwargs``."""
     owner: type[object] = type(wrapper)
     name = f"{owner.__name__}.plan"
-    func: Any = inspect.getattr_static(wrapper, "plan", None)
+    func: Any = inspect.getattr_static(wrapper, PLAN, None)
     if func is None:
         missing = Support(Status.UNSUPPORTED, f"{owner.__name__} has no plan method")
         return dict.fromkeys(SPLIT_KEYWORDS, missing)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from fi_compat import determinism
+from fi_compat import _surface, determinism
 from fi_compat._arguments import require_bool, require_choice, require_int
 from fi_compat.attention._errors import PlannerConfigError
 from fi_compat.errors import explain
@@ -34,7 +34,7 @@ DEFAULT_PREFILL_SPLIT_SIZE = 4096
 DEFAULT_DECODE_SPLIT_SIZE = 2048
 
 #: The keyword arguments the planner owns on every ``plan`` call (FlashInfer 0.4.0+).
-SPLIT_KEYWORDS: tuple[str, str] = ("fixed_split_size", "disable_split_kv")
+SPLIT_KEYWORDS: tuple[str, ...] = _surface.SPLIT_KEYWORDS
 
 _NOTHING: Mapping[str, object] = MappingProxyType({})
 

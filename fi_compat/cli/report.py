@@ -20,6 +20,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from fi_compat._surface import DECODE, PLAN
 from fi_compat.cli import write_err, write_out
 
 __all__ = ["register", "run"]
@@ -41,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         default="",
         help="exit 1 unless every named capability is supported, e.g. "
         "group,trigger_completion_at_end,fixed_split_size; accepts every name the "
-        "report prints, such as BatchDecodeWithPagedKVCacheWrapper.plan.fixed_split_size",
+        f"report prints, such as {DECODE.key}.{PLAN}.fixed_split_size",
     )
     parser.set_defaults(func=run)
 

@@ -24,7 +24,7 @@ from fi_compat._arguments import (
     require_int,
     require_real,
 )
-from fi_compat._gates import GATES
+from fi_compat._surface import GATES
 from fi_compat.capabilities import get_capabilities
 from fi_compat.comm._checks import (
     FLOAT_MAX,

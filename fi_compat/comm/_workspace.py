@@ -25,9 +25,9 @@ from fi_compat._arguments import (
     require_int,
     require_real,
 )
-from fi_compat._gates import GATES
 from fi_compat._log import get_logger
 from fi_compat._signature import inspect_callable
+from fi_compat._surface import GATES
 from fi_compat.capabilities import Capabilities, get_capabilities
 from fi_compat.comm._checks import Spec, call_scalars, destroyed_error
 from fi_compat.comm._fused import (

@@ -45,6 +45,17 @@ from types import ModuleType
 from typing import Any
 
 from fi_compat._arguments import require_bool, require_instance, require_str
+from fi_compat._surface import (
+    COMM,
+    CUDART_MODULE,
+    FLASHINFER,
+    LEGACY_FACTORY,
+    TORCH_DIST_BACKEND,
+    UNIFIED_FACTORY,
+    UNIFIED_FUSION,
+    WORKSPACE,
+    symbol_named,
+)
 from fi_compat.testing._errors import FakeUninstalledError
 from fi_compat.testing._releases import (
     ClassRecord,
@@ -68,7 +79,6 @@ __all__ = [
 #: process without a loaded CUDA runtime.
 CUDART_MESSAGE = "libcudart is not loaded in the current process"
 
-_PREFIX = "flashinfer"
 _LOCK = threading.RLock()
 #: Live fakes by token, so that generated modules can find their kit.
 _KITS: dict[str, FakeFlashInfer] = {}
@@ -148,16 +158,16 @@ class FakeFlashInfer:
     @property
     def flashinfer(self) -> ModuleType:
         """The fake top-level ``flashinfer`` module."""
-        return importlib.import_module(_PREFIX)
+        return importlib.import_module(FLASHINFER)
 
     @property
     def comm(self) -> ModuleType:
         """``flashinfer.comm`` (importing it raises in the failure modes)."""
-        return importlib.import_module(f"{_PREFIX}.comm")
+        return importlib.import_module(COMM)
 
     def calls_to(self, name: str) -> list[Call]:
         """The recorded calls whose :attr:`Call.name` is ``name``."""
-        require_str("name", name, fix="pass a name such as 'allreduce_fusion'")
+        require_str("name", name, fix=f"pass a name such as {UNIFIED_FUSION.key!r}")
         return [call for call in self.calls if call.name == name]
 
     def clear_calls(self) -> None:
@@ -347,15 +357,16 @@ def _function_source(
 
 
 def _comm_function_body(name: str, func: FunctionRecord) -> list[str]:
-    if name == "create_allreduce_fusion_workspace":
+    symbol = symbol_named(name)
+    if symbol is UNIFIED_FACTORY:
         return ["return _fake._new_workspace(_TOKEN, __call.arguments)"]
-    if name == "trtllm_create_ipc_workspace_for_all_reduce_fusion":
+    if symbol is LEGACY_FACTORY:
         return [
             "if __call.arguments.get('create_metadata'):",
             "    return [], _fake.StandIn('workspace_tensor'), {}",
             "return [], _fake.StandIn('workspace_tensor')",
         ]
-    if name == "allreduce_fusion":
+    if symbol is UNIFIED_FUSION:
         return ["return __call.arguments.get('output', __call.arguments.get('input'))"]
     return ["return None"]
 
@@ -364,7 +375,7 @@ def _method_body(owner: ClassRecord, func: FunctionRecord) -> list[str]:
     forward = _forward_source(owner, func)
     if forward is not None:
         return forward
-    if owner.name == "TorchDistBackend" and func.name == "bcast":
+    if symbol_named(owner.name) is TORCH_DIST_BACKEND and func.name == "bcast":
         lines = []
         if owner.bcast_root_is_group_local:
             # Mirrors the recorded fact: this release maps a group-local root.
@@ -382,9 +393,9 @@ def get_global_rank(arguments: Mapping[str, Any]) -> Any:
 
 
 def _new_workspace(token: str, arguments: Mapping[str, Any]) -> Any:
-    module = importlib.import_module(f"{_PREFIX}.comm")
+    module = importlib.import_module(COMM)
     record = _KITS[token].record
-    names = [*record.workspace_classes, "AllReduceFusionWorkspace"]
+    names = [*record.workspace_classes, *WORKSPACE.names]
     cls: Any = None
     for name in names:
         cls = getattr(module, name, None) or _workspace_from_record(record, name)
@@ -464,8 +475,8 @@ def _generate(
     def module(name: str) -> _ModuleText:
         return modules.setdefault(name, _ModuleText())
 
-    top = module(_PREFIX)
-    comm = module(f"{_PREFIX}.comm")
+    top = module(FLASHINFER)
+    comm = module(COMM)
     for name, wrapper in sorted(record.attention.items()):
         if wrapper is None:
             continue
@@ -490,7 +501,7 @@ def _generate(
                 continue  # concrete workspace classes flashinfer.comm does not export
             target = module(cls.defined_in)
             target.lines += ["", "", *_class_source(cls, target.defaults)]
-            if name == "TorchDistBackend":
+            if symbol_named(name) is TORCH_DIST_BACKEND:
                 where = cls.module or cls.defined_in
                 if where != cls.defined_in:
                     module(where).lines.append(f"from {cls.defined_in} import {name} as {name}")
@@ -509,18 +520,18 @@ def _generate(
         lines = list(header)
         if name in errors:
             lines.append(f"_fake._raise_planned(_TOKEN, {name!r})")
-        if name == f"{_PREFIX}.comm" and not cuda_runtime:
-            lines.append(f"from {_PREFIX}.comm.cuda_ipc import cudart as cudart")
-        if name == _PREFIX:
+        if name == COMM and not cuda_runtime:
+            lines.append(f"from {CUDART_MODULE} import cudart as cudart")
+        if name == FLASHINFER:
             lines.append(f"__version__ = {record.release!r}")
         if text.defaults:
             items = ", ".join(f"_fake.Default({source!r})" for source in text.defaults)
             lines.append(f"_D = ({items},)")
         sources[name] = "\n".join([*lines, *text.lines]) + "\n"
     if not record.comm_exists:
-        sources.pop(f"{_PREFIX}.comm", None)
+        sources.pop(COMM, None)
     elif not cuda_runtime:
-        sources[f"{_PREFIX}.comm.cuda_ipc"] = (
+        sources[CUDART_MODULE] = (
             "\n".join(
                 [
                     *header,
@@ -552,7 +563,7 @@ def _write(directory: Path, sources: Mapping[str, str]) -> dict[str, Path]:
     paths: dict[str, Path] = {}
     for name, text in sources.items():
         parts = name.split(".")
-        if name in packages or name == _PREFIX:
+        if name in packages or name == FLASHINFER:
             path = directory.joinpath(*parts, "__init__.py")
         else:
             path = directory.joinpath(*parts[:-1], parts[-1] + ".py")
@@ -575,7 +586,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         path: Sequence[str] | None = None,
         target: ModuleType | None = None,
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != _PREFIX and not fullname.startswith(_PREFIX + "."):
+        if fullname != FLASHINFER and not fullname.startswith(FLASHINFER + "."):
             return None
         file = self.paths.get(fullname)
         if file is None:
@@ -600,7 +611,7 @@ def _clear_capabilities() -> None:
 
 
 def _ours(name: str) -> bool:
-    return name == _PREFIX or name.startswith(_PREFIX + ".")
+    return name == FLASHINFER or name.startswith(FLASHINFER + ".")
 
 
 @contextlib.contextmanager
@@ -652,7 +663,7 @@ def fake_flashinfer(
     require_bool("cuda_runtime", cuda_runtime)
     require_bool("installed", installed)
     errors: dict[str, BaseException] = {}
-    for module, planned in ((_PREFIX, import_error), (f"{_PREFIX}.comm", comm_import_error)):
+    for module, planned in ((FLASHINFER, import_error), (COMM, comm_import_error)):
         if isinstance(planned, type) and issubclass(planned, BaseException):
             errors[module] = planned()
         elif planned is not None:
@@ -669,7 +680,7 @@ def fake_flashinfer(
     kit = FakeFlashInfer(record, directory, token, planned_errors=errors)
     sources = _generate(record, token, cuda_runtime=cuda_runtime, errors=errors)
     paths = _write(directory, sources)
-    packages = {name.rpartition(".")[0] for name in sources if "." in name} | {_PREFIX}
+    packages = {name.rpartition(".")[0] for name in sources if "." in name} | {FLASHINFER}
     finder = _Finder(paths, packages)
     with _LOCK:
         displaced = {name: module for name, module in sys.modules.items() if _ours(name)}
@@ -679,13 +690,13 @@ def fake_flashinfer(
         if installed:
             sys.meta_path.insert(0, finder)
         else:
-            sys.modules[_PREFIX] = None  # type: ignore[assignment]
+            sys.modules[FLASHINFER] = None  # type: ignore[assignment]
     try:
         importlib.invalidate_caches()
-        if installed and _PREFIX not in errors:
-            importlib.import_module(_PREFIX)
-            if record.comm_exists and cuda_runtime and f"{_PREFIX}.comm" not in errors:
-                importlib.import_module(f"{_PREFIX}.comm")
+        if installed and FLASHINFER not in errors:
+            importlib.import_module(FLASHINFER)
+            if record.comm_exists and cuda_runtime and COMM not in errors:
+                importlib.import_module(COMM)
                 for name in sorted(paths):
                     importlib.import_module(name)
         _clear_capabilities()

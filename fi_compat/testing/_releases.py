@@ -13,11 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from packaging.version import InvalidVersion, Version
 
-from fi_compat._arguments import require_str
+from fi_compat._arguments import require_choice, require_str
+from fi_compat._surface import GATES, TORCH_DIST_BACKEND, symbol_named
 from fi_compat.testing._errors import UnknownReleaseError
 
 __all__ = [
@@ -45,6 +46,7 @@ ParameterKind = Literal[
 SupportAnswer = Literal["supported", "unsupported", "unknown"]
 
 _KEYWORD_KINDS = ("POSITIONAL_OR_KEYWORD", "KEYWORD_ONLY")
+_R = TypeVar("_R")
 _MAX_FORWARDS = 4
 
 
@@ -203,40 +205,49 @@ class ReleaseRecord:
         return Version(self.release)
 
     def comm_function(self, name: str) -> FunctionRecord | None:
-        """``flashinfer.comm.<name>``, or None when the release does not export it."""
-        return self.comm_functions.get(name)
+        """``flashinfer.comm.<name>``, or None when the release does not export it.
+
+        ``name`` is a FlashInfer name or a symbol key of :mod:`fi_compat._surface`; a key
+        finds the symbol under whichever of its names the release has.
+        """
+        return _first_of(self.comm_functions, name)
 
     def comm_class(self, name: str) -> ClassRecord | None:
         """A recorded ``flashinfer.comm`` class (``TorchDistBackend`` included), or None."""
-        return self.comm_classes.get(name)
+        return _first_of(self.comm_classes, name)
 
     def wrapper(self, name: str) -> ClassRecord | None:
         """A recorded attention wrapper exported from ``flashinfer``, or None."""
-        return self.attention.get(name)
+        return _first_of(self.attention, name)
 
     @property
     def torch_dist_backend(self) -> ClassRecord | None:
-        """``TorchDistBackend`` (its ``module`` says where it lives), or None."""
-        return self.comm_classes.get("TorchDistBackend")
+        """The torch.distributed backend class (its ``module`` says where), or None."""
+        return self.comm_class(TORCH_DIST_BACKEND.key)
+
+    def has(self, gate: str) -> bool:
+        """Whether the release has what the gate ``gate`` of :data:`~fi_compat._surface.GATES`
+        stands for: every one of its items present (or its keyword accepted), or, for a
+        change in import behaviour, the hazard it removed absent."""
+        require_choice("gate", gate, tuple(GATES))
+        entry = GATES[gate]
+        if entry.hazard is not None:
+            hazard: Hazard = getattr(self, entry.hazard)
+            return not hazard.value
+        return all(
+            self.function(owner) is not None if keyword is None else self.accepts(owner, keyword)
+            for owner, keyword in entry.items
+        )
 
     @property
     def unified_api(self) -> bool:
-        """``create_allreduce_fusion_workspace`` and ``allreduce_fusion`` both exported."""
-        return all(
-            self.comm_function(name) is not None
-            for name in ("create_allreduce_fusion_workspace", "allreduce_fusion")
-        )
+        """The unified allreduce-fusion API's factory and call both exported."""
+        return self.has("unified_api")
 
     @property
     def legacy_api(self) -> bool:
-        """The TRT-LLM IPC workspace factory and ``trtllm_allreduce_fusion`` both exported."""
-        return all(
-            self.comm_function(name) is not None
-            for name in (
-                "trtllm_create_ipc_workspace_for_all_reduce_fusion",
-                "trtllm_allreduce_fusion",
-            )
-        )
+        """The legacy TRT-LLM IPC allreduce-fusion API's factory and call both exported."""
+        return self.has("legacy_api")
 
     def _owner(self, qualname: str) -> tuple[ClassRecord | None, FunctionRecord | None]:
         require_str("qualname", qualname, fix="pass a name such as 'Wrapper.plan'")
@@ -287,6 +298,21 @@ class ReleaseRecord:
     def accepts(self, qualname: str, keyword: str) -> bool:
         """True when :meth:`support` is ``"supported"`` (``unknown`` is not acceptance)."""
         return self.support(qualname, keyword) == "supported"
+
+
+def _first_of(table: Mapping[str, _R | None], name: str) -> _R | None:
+    """``table[name]``, or the entry of the first name of the symbol ``name`` stands for."""
+    found = table.get(name)
+    if found is not None:
+        return found
+    symbol = symbol_named(name)
+    if symbol is None:
+        return None
+    for alias in symbol.names:
+        found = table.get(alias)
+        if found is not None:
+            return found
+    return None
 
 
 # ----------------------------------------------------------------------------- parsing

@@ -6,6 +6,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from fi_compat._arguments import require_strs
+from fi_compat._surface import (
+    COMM,
+    DECODE,
+    FLASHINFER,
+    GATES,
+    PLAN,
+    PLAN_IMPL,
+    TORCH_DIST_BACKEND,
+)
 from fi_compat.errors import InvalidArgumentError, explain
 from fi_compat.testing._releases import ReleaseRecord, available_releases, load_release
 
@@ -13,12 +22,6 @@ __all__ = ["CAPABILITIES", "TABLE_END", "TABLE_START", "Capability", "compat_tab
 
 TABLE_START = "<!-- compat-table:start -->"
 TABLE_END = "<!-- compat-table:end -->"
-
-_WRAPPERS = (
-    "BatchPrefillWithPagedKVCacheWrapper",
-    "BatchPrefillWithRaggedKVCacheWrapper",
-    "BatchDecodeWithPagedKVCacheWrapper",
-)
 
 
 @dataclass(frozen=True)
@@ -37,70 +40,57 @@ def _backend_in(module: str) -> Callable[[ReleaseRecord], bool]:
     return present
 
 
-def _plan_accepts(wrapper: str, keyword: str) -> Callable[[ReleaseRecord], bool]:
-    return lambda record: record.accepts(f"{wrapper}.plan", keyword)
+def _has(gate: str) -> Callable[[ReleaseRecord], bool]:
+    return lambda record: record.has(gate)
+
+
+def _accepts(owner: str, keyword: str) -> Callable[[ReleaseRecord], bool]:
+    return lambda record: record.accepts(owner, keyword)
+
+
+def _forwards(record: ReleaseRecord) -> bool:
+    wrapper = record.wrapper(DECODE.key)
+    return wrapper is not None and wrapper.plan_forwards_to == PLAN_IMPL
+
+
+def _bcast_local(record: ReleaseRecord) -> bool:
+    backend = record.torch_dist_backend
+    return bool(backend is not None and backend.bcast_root_is_group_local)
+
+
+def _gate_rows() -> list[Capability]:
+    """A row per API gate and per item of every keyword gate, in the order of the gates."""
+    rows: list[Capability] = []
+    for gate in GATES.values():
+        if gate.hazard is not None:
+            continue
+        if not gate.keyword:
+            rows.append(Capability(gate.summary, _has(gate.key)))
+            continue
+        for owner, keyword in gate.items:
+            assert keyword is not None  # a keyword gate's items all name one
+            rows.append(Capability(f"`{keyword}=` on `{owner}`", _accepts(owner, keyword)))
+    return rows
 
 
 def _rows() -> tuple[Capability, ...]:
-    rows = [
-        Capability(
-            "Unified API: `comm.create_allreduce_fusion_workspace` + `comm.allreduce_fusion`",
-            lambda r: r.unified_api,
-        ),
-        Capability(
-            "Legacy API: `comm.trtllm_create_ipc_workspace_for_all_reduce_fusion` + "
-            "`comm.trtllm_allreduce_fusion`",
-            lambda r: r.legacy_api,
-        ),
-        Capability(
-            "`comm_backend=` on `create_allreduce_fusion_workspace`",
-            lambda r: r.accepts("create_allreduce_fusion_workspace", "comm_backend"),
-        ),
-        Capability(
-            "`group=` on `create_allreduce_fusion_workspace`",
-            lambda r: r.accepts("create_allreduce_fusion_workspace", "group"),
-        ),
-        Capability(
-            "`trigger_completion_at_end=` on `allreduce_fusion`",
-            lambda r: r.accepts("allreduce_fusion", "trigger_completion_at_end"),
-        ),
-    ]
-    for keyword in ("fixed_split_size", "disable_split_kv"):
-        for wrapper in _WRAPPERS:
-            rows.append(
-                Capability(f"`{keyword}=` on `{wrapper}.plan`", _plan_accepts(wrapper, keyword))
-            )
+    rows = _gate_rows()
+    rows.append(Capability(f"`{DECODE.key}.{PLAN}(**kwargs)` forwards to `{PLAN_IMPL}`", _forwards))
     rows += [
+        Capability(f"`{TORCH_DIST_BACKEND.key}` in `{home.module}`", _backend_in(home.module))
+        for home in reversed(TORCH_DIST_BACKEND.homes)
+    ]
+    rows += [
+        Capability(f"`{TORCH_DIST_BACKEND.key}.bcast` treats `root` as group-local", _bcast_local),
         Capability(
-            "`BatchDecodeWithPagedKVCacheWrapper.plan(**kwargs)` forwards to `_plan_impl`",
-            lambda r: (
-                (w := r.wrapper("BatchDecodeWithPagedKVCacheWrapper")) is not None
-                and w.plan_forwards_to == "_plan_impl"
-            ),
-        ),
-        Capability(
-            "`TorchDistBackend` in `flashinfer.comm.mnnvl`", _backend_in("flashinfer.comm.mnnvl")
-        ),
-        Capability(
-            "`TorchDistBackend` in `flashinfer.comm.comm_backend`",
-            _backend_in("flashinfer.comm.comm_backend"),
-        ),
-        Capability(
-            "`TorchDistBackend.bcast` treats `root` as group-local",
-            lambda r: bool(
-                r.torch_dist_backend is not None and r.torch_dist_backend.bcast_root_is_group_local
-            ),
-        ),
-        Capability(
-            "Hazard: `import flashinfer.comm` needs a loaded CUDA runtime (`AssertionError`)",
+            f"Hazard: `import {COMM}` needs a loaded CUDA runtime (`AssertionError`)",
             lambda r: r.comm_requires_cuda_runtime.value,
         ),
         Capability(
-            "Hazard: `import flashinfer` queries GPU 0", lambda r: r.import_queries_gpu.value
+            f"Hazard: `import {FLASHINFER}` queries GPU 0", lambda r: r.import_queries_gpu.value
         ),
         Capability(
-            "Hazard: `import flashinfer.comm` needs `triton`",
-            lambda r: r.comm_requires_triton.value,
+            f"Hazard: `import {COMM}` needs `triton`", lambda r: r.comm_requires_triton.value
         ),
     ]
     return tuple(rows)

@@ -1,0 +1,316 @@
+"""FlashInfer's Python surface as fi-compat knows it: the one table of names and releases.
+
+Every FlashInfer module, function, class, method and keyword that fi-compat looks at is
+declared here, once, with where it has lived in which release and the release of each
+change fi-compat relies on. Everything else reads this table: the probe
+(:mod:`fi_compat.capabilities`), the report and its ``--require`` names, the hazards, the
+allreduce-fusion facade, the recorded-release loader, the fake FlashInfer, the
+compatibility table and the recorder. No other module spells a FlashInfer name (a test
+checks that), so a change in FlashInfer is a change here:
+
+* a new keyword worth probing goes into a :class:`Symbol`'s ``keywords`` (or a class's
+  ``methods``), with a :class:`Gate` that says which release brought it;
+* a rename or a move adds a :class:`Home` in front of the symbol's ``homes``: the probe,
+  the facade, the loader and the recorder look a symbol up under each of its homes,
+  newest first, and report it under its ``key``, which never changes.
+
+The release numbers are never compared against the installed version to decide anything
+(fi-compat detects every capability from the installed code); they say in messages which
+release changed a thing, and a test checks each gate against every recorded release.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+__all__ = [
+    "ALL_SYMBOLS",
+    "ATTENTION_WRAPPERS",
+    "COMM",
+    "COMM_SYMBOLS",
+    "CUDART_MODULE",
+    "DECODE",
+    "DISTRIBUTIONS",
+    "FLASHINFER",
+    "GATES",
+    "INIT_KEYWORDS",
+    "LEGACY_DESTROY",
+    "LEGACY_FACTORY",
+    "LEGACY_FUSION",
+    "PATTERN",
+    "PLAN",
+    "PLAN_IMPL",
+    "PREFILL_PAGED",
+    "PREFILL_RAGGED",
+    "SPLIT_KEYWORDS",
+    "TORCH_DIST_BACKEND",
+    "UNIFIED_FACTORY",
+    "UNIFIED_FUSION",
+    "WORKSPACE",
+    "Gate",
+    "Home",
+    "Item",
+    "Symbol",
+    "symbol_named",
+]
+
+#: The top-level package and its communication package.
+FLASHINFER = "flashinfer"
+COMM = "flashinfer.comm"
+#: Where releases up to 0.6.13 keep the CUDA runtime handle whose creation asserts on
+#: ``import flashinfer.comm`` in a process without a loaded libcudart.
+CUDART_MODULE = f"{COMM}.cuda_ipc"
+#: The distributions FlashInfer's Python package has been published as, newest first.
+DISTRIBUTIONS: tuple[str, ...] = ("flashinfer-python", "flashinfer")
+
+Kind = Literal["function", "class", "enum"]
+
+
+@dataclass(frozen=True)
+class Home:
+    """One place a symbol has lived: ``<module>.<name>``, from release ``since`` on."""
+
+    module: str
+    name: str
+    since: str
+
+    @property
+    def dotted(self) -> str:
+        """``"<module>.<name>"``."""
+        return f"{self.module}.{self.name}"
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """One FlashInfer function, class or constant holder that fi-compat uses.
+
+    Attributes
+    ----------
+    key
+        fi-compat's name for it: the name reports, ``--require`` and recorded data use.
+        It is the FlashInfer name the symbol was first known by, and stays when FlashInfer
+        renames or moves it.
+    kind
+        ``"function"``, ``"class"`` or ``"enum"`` (a class used for its constants).
+    homes
+        Where it has lived, newest first. Lookups try each in turn; the first present wins.
+    keywords
+        Keywords the probe answers for on a function (none: looked up, not probed).
+    methods
+        For a class: each method the probe reads, with the keywords it answers for.
+    """
+
+    key: str
+    kind: Kind
+    homes: tuple[Home, ...]
+    keywords: tuple[str, ...] = ()
+    methods: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def module(self) -> str:
+        """The module of its newest home."""
+        return self.homes[0].module
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name it has had, newest first, each once."""
+        return tuple(dict.fromkeys(home.name for home in self.homes))
+
+    @property
+    def dotted(self) -> str:
+        """``"<module>.<key>"`` in the module of its newest home, for messages."""
+        return f"{self.module}.{self.key}"
+
+    @property
+    def since(self) -> str:
+        """The first release that had it, under any name."""
+        return self.homes[-1].since
+
+
+#: ``<wrapper>.plan`` and ``<wrapper>.__init__``: the methods read on attention wrappers.
+PLAN = "plan"
+INIT = "__init__"
+#: The method the decode wrapper's ``plan(**kwargs)`` forwards to in the releases that
+#: split it (0.6.15+); the probe follows it by parsing, this name is for the table only.
+PLAN_IMPL = "_plan_impl"
+
+#: The split-KV keywords of the prefill (paged, ragged) and decode ``plan`` (0.4.0+) that
+#: make attention batch-invariant.
+SPLIT_KEYWORDS: tuple[str, ...] = ("fixed_split_size", "disable_split_kv")
+#: Keywords read on each attention wrapper's ``__init__``.
+INIT_KEYWORDS: tuple[str, ...] = ("use_tensor_cores", "backend")
+
+
+def _comm(key: str, kind: Kind, since: str, keywords: tuple[str, ...] = ()) -> Symbol:
+    return Symbol(key, kind, (Home(COMM, key, since),), keywords)
+
+
+def _wrapper(key: str) -> Symbol:
+    return Symbol(
+        key,
+        "class",
+        (Home(FLASHINFER, key, "0.2.9"),),
+        methods=MappingProxyType({PLAN: SPLIT_KEYWORDS, INIT: INIT_KEYWORDS}),
+    )
+
+
+# ------------------------------------------------------------------- flashinfer.comm
+
+#: The unified allreduce-fusion API (0.6.0+): the workspace factory and the fused call.
+UNIFIED_FACTORY = _comm(
+    "create_allreduce_fusion_workspace", "function", "0.6.0", ("group", "comm_backend")
+)
+UNIFIED_FUSION = _comm("allreduce_fusion", "function", "0.6.0", ("trigger_completion_at_end",))
+#: The legacy TRT-LLM IPC allreduce-fusion API (0.2.9+, still present next to the unified).
+LEGACY_FACTORY = _comm(
+    "trtllm_create_ipc_workspace_for_all_reduce_fusion",
+    "function",
+    "0.2.9",
+    ("group", "comm_backend"),
+)
+LEGACY_FUSION = _comm(
+    "trtllm_allreduce_fusion", "function", "0.2.9", ("trigger_completion_at_end",)
+)
+LEGACY_DESTROY = _comm("trtllm_destroy_ipc_workspace_for_all_reduce_fusion", "function", "0.2.9")
+#: The pattern codes (``kARResidualRMSNorm``, ...) of both APIs.
+PATTERN = _comm("AllReduceFusionPattern", "enum", "0.2.9")
+#: The base class of the unified API's workspaces.
+WORKSPACE = _comm("AllReduceFusionWorkspace", "class", "0.6.0")
+#: The torch.distributed communication backend a unified workspace can be given.
+TORCH_DIST_BACKEND = Symbol(
+    "TorchDistBackend",
+    "class",
+    (
+        Home(f"{COMM}.comm_backend", "TorchDistBackend", "0.6.16"),
+        Home(f"{COMM}.mnnvl", "TorchDistBackend", "0.6.0"),
+    ),
+    methods=MappingProxyType({"bcast": ()}),
+)
+
+#: The ``flashinfer.comm`` symbols, in the order reports list them.
+COMM_SYMBOLS: tuple[Symbol, ...] = (
+    UNIFIED_FACTORY,
+    UNIFIED_FUSION,
+    LEGACY_FACTORY,
+    LEGACY_FUSION,
+    LEGACY_DESTROY,
+    PATTERN,
+    WORKSPACE,
+    TORCH_DIST_BACKEND,
+)
+
+# --------------------------------------------------------------------------- flashinfer
+
+PREFILL_PAGED = _wrapper("BatchPrefillWithPagedKVCacheWrapper")
+PREFILL_RAGGED = _wrapper("BatchPrefillWithRaggedKVCacheWrapper")
+DECODE = _wrapper("BatchDecodeWithPagedKVCacheWrapper")
+
+#: The attention wrappers whose ``plan`` must take the split-KV settings for determinism.
+ATTENTION_WRAPPERS: tuple[Symbol, ...] = (PREFILL_PAGED, PREFILL_RAGGED, DECODE)
+
+ALL_SYMBOLS: tuple[Symbol, ...] = COMM_SYMBOLS + ATTENTION_WRAPPERS
+
+_BY_NAME: Mapping[str, Symbol] = MappingProxyType(
+    {name: symbol for symbol in ALL_SYMBOLS for name in (symbol.key, *symbol.names)}
+)
+
+
+def symbol_named(name: str) -> Symbol | None:
+    """The symbol whose key, or any of whose names, is ``name``; None for any other."""
+    return _BY_NAME.get(name)
+
+
+# -------------------------------------------------------------------------------- gates
+
+#: ``(owner, keyword)``: ``keyword`` accepted by ``owner`` (a symbol key, or
+#: ``"<wrapper>.<method>"``); a keyword of None means ``owner`` is present.
+Item = tuple[str, "str | None"]
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One change in FlashInfer's Python surface that fi-compat relies on.
+
+    Attributes
+    ----------
+    key
+        Short name used by ``fi-compat report --require`` and in messages.
+    introduced_in
+        The first release on the package registry that has it.
+    summary
+        One sentence for people (the compatibility table's label).
+    items
+        What the change is, as :data:`Item` pairs that must all hold; empty for a change
+        in import behaviour.
+    hazard
+        For a change in import behaviour: the recorded import hazard that it removed.
+    """
+
+    key: str
+    introduced_in: str
+    summary: str
+    items: tuple[Item, ...] = ()
+    hazard: str | None = None
+
+    @property
+    def keyword(self) -> bool:
+        """The gate is a keyword (``--require`` takes its key as a short name)."""
+        return bool(self.items) and all(keyword is not None for _, keyword in self.items)
+
+
+def _split_gate(keyword: str) -> Gate:
+    return Gate(
+        keyword,
+        "0.4.0",
+        f"`{keyword}=` on the `plan` of the prefill (paged, ragged) and decode wrappers",
+        tuple((f"{wrapper.key}.{PLAN}", keyword) for wrapper in ATTENTION_WRAPPERS),
+    )
+
+
+GATES: Mapping[str, Gate] = MappingProxyType(
+    {
+        gate.key: gate
+        for gate in (
+            Gate(
+                "unified_api",
+                UNIFIED_FACTORY.since,
+                f"Unified API: `comm.{UNIFIED_FACTORY.key}` + `comm.{UNIFIED_FUSION.key}`",
+                ((UNIFIED_FACTORY.key, None), (UNIFIED_FUSION.key, None)),
+            ),
+            Gate(
+                "legacy_api",
+                LEGACY_FACTORY.since,
+                f"Legacy API: `comm.{LEGACY_FACTORY.key}` + `comm.{LEGACY_FUSION.key}`",
+                ((LEGACY_FACTORY.key, None), (LEGACY_FUSION.key, None)),
+            ),
+            Gate(
+                "comm_backend",
+                "0.6.0",
+                f"`comm_backend=` on `{UNIFIED_FACTORY.key}`",
+                ((UNIFIED_FACTORY.key, "comm_backend"),),
+            ),
+            Gate(
+                "group",
+                "0.6.10.post1",
+                f"`group=` on `{UNIFIED_FACTORY.key}`",
+                ((UNIFIED_FACTORY.key, "group"),),
+            ),
+            Gate(
+                "trigger_completion_at_end",
+                "0.6.8",
+                f"`trigger_completion_at_end=` on `{UNIFIED_FUSION.key}`",
+                ((UNIFIED_FUSION.key, "trigger_completion_at_end"),),
+            ),
+            *(_split_gate(keyword) for keyword in SPLIT_KEYWORDS),
+            Gate(
+                "comm_imports_without_cuda_runtime",
+                "0.6.14",
+                f"`import {COMM}` no longer asserts that libcudart is loaded",
+                hazard="comm_requires_cuda_runtime",
+            ),
+        )
+    }
+)
