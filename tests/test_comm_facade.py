@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -31,38 +29,6 @@ LEGACY = next(v for v in reversed(available_releases()) if not load_release(v).u
 KERNELS = ("allreduce_fusion", "trtllm_allreduce_fusion")
 TOKENS, HIDDEN, MAX_TOKENS = 4, 64, 8
 DTYPE = torch.bfloat16
-
-# ------------------------------------------------------------------------------ imports
-
-
-@pytest.mark.parametrize(
-    "statement",
-    [
-        "import fi_compat.comm",
-        "import fi_compat.comm as c; c.AllReduceFusionPattern.kARResidualRMSNorm; dir(c)",
-        "from fi_compat.comm import create_workspace, allreduce_residual_rmsnorm",
-        "from fi_compat.comm import create_allreduce_fusion_workspace, allreduce_fusion",
-    ],
-)
-def test_import_loads_neither_torch_nor_flashinfer(statement: str) -> None:
-    code = (
-        f"{statement}\n"
-        "import sys\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'flashinfer')))\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
-    )
-    assert result.stdout.strip() == "[]", result.stdout
-
-
-def test_public_names() -> None:
-    assert dir(comm) == comm.__all__
-    for name in comm.__all__:
-        assert getattr(comm, name) is not None
-    with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        _ = comm.nope  # type: ignore[attr-defined]
-
 
 # ----------------------------------------------------------------------------- fixtures
 

@@ -33,7 +33,7 @@ from fi_compat.testing import FakeFlashInfer, available_releases, fake_flashinfe
 try:
     import numpy
 except ImportError:  # pragma: no cover - numpy ships with torch here
-    numpy = None
+    numpy = None  # type: ignore[assignment]
 
 NEWEST = available_releases()[-1]
 NO_TRIGGER = "0.6.5"
@@ -114,6 +114,14 @@ def _each(**change: Callable[[Any], Any]) -> Mutate:
     return mutate
 
 
+#: What the drop-in refuses as its ``workspace`` argument.
+NOT_WORKSPACES: tuple[object, ...] = (None, "workspace", [], 1, (1, 2), torch.zeros(8))
+
+
+def _cast(dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tensor]:
+    return lambda tensor: tensor.to(dtype)
+
+
 def _all_tensors(function: Callable[[torch.Tensor], torch.Tensor]) -> Mutate:
     return _each(input=function, residual=function, weight=function)
 
@@ -168,11 +176,11 @@ TENSOR_CASES: list[Case] = [
         if value is not None  # None asks for the output to be allocated
     ),
     *(
-        Case(f"all {dtype}", _all_tensors(lambda t, d=dtype: t.to(d)), WorkspaceMismatchError)
+        Case(f"all {dtype}", _all_tensors(_cast(dtype)), WorkspaceMismatchError)
         for dtype in (torch.int64, torch.int32, torch.float64, torch.bool, torch.int8)
     ),
     *(
-        Case(f"input {dtype}", _each(input=lambda t, d=dtype: t.to(d)), WorkspaceMismatchError)
+        Case(f"input {dtype}", _each(input=_cast(dtype)), WorkspaceMismatchError)
         for dtype in (torch.int64, torch.float64, torch.bool, torch.float16)
     ),
     Case("residual float16", _each(residual=lambda t: t.half()), WorkspaceMismatchError),
@@ -321,7 +329,7 @@ NATIVE_CASES: list[Case] = [
     ),
     *(
         Case(f"workspace={value!r}", _set(workspace=value), InvalidArgumentError)
-        for value in (None, "workspace", [], 1, (1, 2), torch.zeros(8))
+        for value in NOT_WORKSPACES
     ),
     Case("rms_eps=nan", _set(rms_eps=math.nan), InvalidArgumentError),
     Case("rms_eps='abc'", _set(rms_eps="abc"), InvalidArgumentError),

@@ -89,7 +89,7 @@ def test_prepared_call_passes_what_a_checked_call_passes(version: str, api: str)
         )
         x, r, w, norm_out, residual_out = _tensors()
         for pdl, trigger in FLAGS:
-            options = {
+            options: dict[str, Any] = {
                 "eps": 1e-5,
                 "norm_out": norm_out,
                 "residual_out": residual_out,
@@ -131,7 +131,7 @@ Factory = Callable[..., comm.FusionWorkspace]
 
 @pytest.fixture(params=["unified", "legacy", "reference"])
 def flavour(request: pytest.FixtureRequest) -> Iterator[tuple[Factory, FakeFlashInfer]]:
-    api: str = request.param
+    api: Any = request.param
     version = next(
         v
         for v in reversed(available_releases())
@@ -170,7 +170,7 @@ def test_prepare_refuses_what_a_call_refuses(flavour: tuple[Factory, FakeFlashIn
     make, fake = flavour
     workspace = make()
     x, r, w, _, _ = _tensors()
-    wrong = [
+    wrong: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
         (_tensors(MAX_TOKENS + 1)[:3], {}),
         ((x.to(torch.float16), r, w), {}),
         ((torch.randn(HIDDEN, TOKENS, dtype=DTYPE).t(), r, w), {}),

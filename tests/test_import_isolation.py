@@ -1,4 +1,9 @@
-"""Importing fi-compat must load neither torch nor FlashInfer."""
+"""Importing fi-compat, and using what needs no backend, loads neither torch nor FlashInfer.
+
+The one place this promise is tested: every public module and the calls that must stay
+light (the lazy names of the top-level package, the comm drop-in names, the recorded
+releases of the testing kit, the span checks of the planner, the policy).
+"""
 
 from __future__ import annotations
 
@@ -17,7 +22,18 @@ HEAVY = ("torch", "flashinfer", "numpy")
         "import fi_compat; fi_compat.get_capabilities; fi_compat.FiCompatError",
         "import fi_compat.capabilities, fi_compat.errors, fi_compat.determinism",
         "import fi_compat.report, fi_compat.hazards, fi_compat.cli",
+        "import fi_compat.policy; fi_compat.policy.decide_fusion",
+        "import fi_compat.comm",
+        "import fi_compat.comm as c; c.AllReduceFusionPattern.kARResidualRMSNorm; dir(c)",
+        "from fi_compat.comm import create_workspace, allreduce_residual_rmsnorm",
+        "from fi_compat.comm import create_allreduce_fusion_workspace, allreduce_fusion",
+        "import fi_compat.attention",
+        "from fi_compat.attention import full_span, PlannerConfigError\n"
+        "try:\n    full_span([1, 2])\nexcept PlannerConfigError:\n    pass",
+        "import fi_compat.testing, fi_compat.testing.pytest_plugin\n"
+        "fi_compat.testing.load_release('0.6.5')",
     ],
+    ids=lambda statement: statement.splitlines()[0],
 )
 def test_import_loads_no_backend(statement: str) -> None:
     code = (
@@ -26,16 +42,6 @@ def test_import_loads_no_backend(statement: str) -> None:
         f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert result.stdout.strip() == "[]", result.stdout
-
-
-def test_public_names_resolve() -> None:
-    import fi_compat
-
-    for name in fi_compat.__all__:
-        assert getattr(fi_compat, name) is not None
-    assert set(fi_compat.__all__) <= set(dir(fi_compat))
-    with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        _ = fi_compat.nope  # type: ignore[attr-defined]

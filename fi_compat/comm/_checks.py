@@ -1,7 +1,7 @@
 """What a fused call needs from its arguments, and the errors that say what was wrong.
 
 The per-call check is :func:`make_validator`'s closure, shared by every bound call (see
-``_fused``): one boolean expression of cheap attribute reads. Only when it fails (or
+``_call``): one boolean expression of cheap attribute reads. Only when it fails (or
 raises, as it does for something that is not a tensor at all) is :func:`tensor_mismatch`
 asked which condition failed, to build a message that names what was expected and what
 was found.
@@ -16,9 +16,8 @@ unusual but valid value (an ``int`` or a float subclass as ``eps``).
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fi_compat._arguments import describe, require_bool, require_real
 from fi_compat.errors import (
@@ -38,6 +37,7 @@ __all__ = [
     "call_scalars",
     "check_tensor",
     "destroyed_error",
+    "device_name",
     "is_tensor",
     "make_validator",
     "not_a_workspace",
@@ -287,7 +287,22 @@ def destroyed_error(api: str) -> WorkspaceDestroyedError:
     )
 
 
-Validator = Callable[..., "tuple[torch.Tensor, torch.Tensor]"]
+class Validator(Protocol):
+    """The per-call check of one workspace (see :func:`make_validator`).
+
+    ``(input, residual, weight, norm_out, residual_out)`` -> ``(norm_out, residual_out)``,
+    the outputs that were None allocated.
+    """
+
+    def __call__(
+        self,
+        input: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        norm_out: torch.Tensor | None,
+        residual_out: torch.Tensor | None,
+        /,
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
 def make_validator(spec: Spec) -> Validator:
@@ -319,6 +334,7 @@ def make_validator(spec: Spec) -> Validator:
         weight: torch.Tensor,
         norm_out: torch.Tensor | None,
         residual_out: torch.Tensor | None,
+        /,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         # Something that is not a tensor raises AttributeError or TypeError in here: the
         # except clauses cost nothing while nothing is raised, and make that the typed

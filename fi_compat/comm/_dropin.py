@@ -14,7 +14,6 @@ the rule of :func:`~fi_compat.comm.allreduce_residual_rmsnorm`.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any, Literal
 
 from fi_compat._arguments import (
@@ -24,25 +23,22 @@ from fi_compat._arguments import (
     require_int,
     require_real,
 )
-from fi_compat._surface import GATES
-from fi_compat.capabilities import get_capabilities
 from fi_compat.comm._checks import (
     FLOAT_MAX,
     Spec,
     call_scalars,
     check_tensor,
+    destroyed_error,
     device_name,
     is_tensor,
     tensor_mismatch,
 )
+from fi_compat.comm._legacy import call_legacy
 from fi_compat.comm._pattern import PATTERN_NAMES, AllReduceFusionPattern
+from fi_compat.comm._reference import call_reference
+from fi_compat.comm._unified import call_unified
 from fi_compat.comm._workspace import FusionWorkspace, create_workspace
-from fi_compat.errors import (
-    CapabilityMissingError,
-    InvalidArgumentError,
-    WorkspaceMismatchError,
-    explain,
-)
+from fi_compat.errors import InvalidArgumentError, WorkspaceMismatchError, explain
 
 if TYPE_CHECKING:
     import torch
@@ -79,20 +75,6 @@ _DEFAULTS: dict[str, Any] = {
     "weight_bias": 0.0,
     "moe_finalize_backend": "trtllm",
 }
-
-#: Legacy ``trtllm_allreduce_fusion`` names of unified arguments that differ.
-_LEGACY_NAMES = {"input": "allreduce_in", "output": "allreduce_out", "pattern": "pattern_code"}
-#: Unified arguments the legacy kernel has no counterpart for (MoE patterns, 0.6.8+).
-_UNIFIED_ONLY = (
-    "moe_reduction_device_num_experts",
-    "moe_reduction_scale_input",
-    "moe_reduction_active_experts_token_input",
-    "moe_reduction_token_input",
-    "expanded_idx_to_permuted_idx",
-    "expert_scale_factor",
-    "shared_expert_output",
-    "moe_finalize_backend",
-)
 
 
 def create_allreduce_fusion_workspace(
@@ -328,10 +310,10 @@ def allreduce_fusion(
     result: torch.Tensor
     if not isinstance(workspace, FusionWorkspace):
         _check_native_input(input, workspace)
-        result = _call_unified(input, workspace, pattern, given)
+        result = call_unified(input, workspace, pattern, given)
         return result
     if workspace.destroyed:
-        workspace._run()  # raises WorkspaceDestroyedError
+        raise destroyed_error(workspace.api)
     if pattern not in PATTERN_NAMES:
         raise _pattern_error(pattern)
     _check_input(workspace.spec, input)
@@ -350,11 +332,27 @@ def allreduce_fusion(
             )
         )
     if workspace.api == "unified":
-        result = _call_unified(input, workspace.native, pattern, given)
+        result = call_unified(input, workspace.native, pattern, given)
     elif workspace.api == "legacy":
-        result = _call_legacy(input, workspace, pattern, given)
+        result = call_legacy(
+            input,
+            pattern,
+            values,
+            given,
+            spec=workspace.spec,
+            workspace_ptrs=workspace.workspace_tensor,
+        )
     else:
-        result = _call_reference(input, workspace, pattern, given)
+        result = call_reference(
+            input,
+            pattern,
+            values,
+            given,
+            spec=workspace.spec,
+            group=workspace.group,
+            run=workspace._run,
+            reason=workspace.reason,
+        )
     return result
 
 
@@ -368,20 +366,22 @@ def _is_default(name: str, value: Any) -> bool:
     )
 
 
-_PATTERN_FIX = "pass one of fi_compat.comm.AllReduceFusionPattern's: " + ", ".join(
+#: The name of the pattern codes' class: ours, the same as FlashInfer's.
+_PATTERN_CLASS = AllReduceFusionPattern.__name__
+_PATTERN_FIX = f"pass one of fi_compat.comm.{_PATTERN_CLASS}'s: " + ", ".join(
     f"{name}={value}" for value, name in PATTERN_NAMES.items()
 )
 
 
 def _check_pattern(pattern: Any) -> None:
     """Refuse a ``pattern`` that is not an int (a bool included)."""
-    require_int("pattern", pattern, detail="an AllReduceFusionPattern code", fix=_PATTERN_FIX)
+    require_int("pattern", pattern, detail=f"an {_PATTERN_CLASS} code", fix=_PATTERN_FIX)
 
 
 def _pattern_error(pattern: Any) -> InvalidArgumentError:
     return InvalidArgumentError(
         explain(
-            "pattern to be a known AllReduceFusionPattern code",
+            f"pattern to be a known {_PATTERN_CLASS} code",
             describe(pattern),
             fix=_PATTERN_FIX,
         )
@@ -502,162 +502,3 @@ def _fits(spec: Spec, name: str, tensor: Any, shape: tuple[int, ...]) -> None:
     message = check_tensor(name, tensor, spec, shape)
     if message is not None:
         raise WorkspaceMismatchError(message)
-
-
-def _unsupported(name: str, where: str, version: str | None) -> CapabilityMissingError:
-    gate = GATES.get(name)
-    return CapabilityMissingError(
-        explain(
-            f"{where} to take {name}=",
-            f"flashinfer {version} without it",
-            changed_in=gate.introduced_in if gate else None,
-            fix=f"leave {name} at its default, or upgrade flashinfer-python",
-        ),
-        feature=name,
-        introduced_in=gate.introduced_in if gate else None,
-    )
-
-
-def _trigger_droppable(given: dict[str, Any]) -> bool:
-    """Leaving ``trigger_completion_at_end`` out gives what was asked (see the facade)."""
-    return not given.get("launch_with_pdl", False)
-
-
-def _call_unified(input: Any, native: Any, pattern: int, given: dict[str, Any]) -> Any:
-    caps = get_capabilities()
-    comm = importlib.import_module("flashinfer.comm")
-    shape = caps.comm.shapes.get("allreduce_fusion")
-    accepted = shape.keywords if shape is not None and shape.keywords is not None else {}
-    kwargs: dict[str, Any] = {}
-    for name, value in given.items():
-        if name in accepted:
-            kwargs[name] = value
-        elif not (name == "trigger_completion_at_end" and _trigger_droppable(given)):
-            raise _unsupported(name, "flashinfer.comm.allreduce_fusion", caps.flashinfer.version)
-    return comm.allreduce_fusion(input=input, workspace=native, pattern=pattern, **kwargs)
-
-
-def _call_legacy(
-    input: Any, workspace: FusionWorkspace, pattern: int, given: dict[str, Any]
-) -> Any:
-    import torch
-
-    caps = get_capabilities()
-    comm = importlib.import_module("flashinfer.comm")
-    members = vars(getattr(comm, "AllReduceFusionPattern", object)).values()
-    if pattern not in {value for value in members if isinstance(value, int)}:
-        raise CapabilityMissingError(
-            explain(
-                f"pattern {PATTERN_NAMES.get(pattern, pattern)} in the installed "
-                "AllReduceFusionPattern",
-                f"flashinfer {caps.flashinfer.version} without it",
-                fix="use a pattern this release has, or upgrade flashinfer-python",
-            ),
-            feature=f"AllReduceFusionPattern.{PATTERN_NAMES.get(pattern, pattern)}",
-        )
-    shape = caps.comm.shapes.get("trtllm_allreduce_fusion")
-    accepted = shape.keywords if shape is not None and shape.keywords is not None else {}
-    for name in _UNIFIED_ONLY:
-        if name in given:
-            raise _unsupported(
-                name, "flashinfer.comm.trtllm_allreduce_fusion", caps.flashinfer.version
-            )
-    values = {name: given.get(name, default) for name, default in _DEFAULTS.items()}
-    output = values["output"]
-    if output is None:
-        output = torch.empty_like(input)
-    kwargs: dict[str, Any] = {
-        "allreduce_in": input,
-        "world_size": workspace.world_size,
-        "world_rank": workspace.rank,
-        "token_num": int(input.shape[0]),
-        "hidden_dim": workspace.hidden_dim,
-        "workspace_ptrs": workspace.workspace_tensor,
-        "pattern_code": pattern,
-        "allreduce_out": output,
-    }
-    for name in (
-        "launch_with_pdl",
-        "trigger_completion_at_end",
-        "fp32_acc",
-        "use_oneshot",
-        "residual_in",
-        "residual_out",
-        "norm_out",
-        "quant_out",
-        "scale_out",
-        "rms_gamma",
-        "rms_eps",
-        "scale_factor",
-        "layout_code",
-    ):
-        kwargs[name] = values[name]
-    for name in ("block_quant_group_size", "weight_bias"):
-        if name in given:
-            if name not in accepted:
-                raise _unsupported(
-                    name, "flashinfer.comm.trtllm_allreduce_fusion", caps.flashinfer.version
-                )
-            kwargs[name] = given[name]
-    comm.trtllm_allreduce_fusion(**kwargs)
-    norm_out, quant_out = values["norm_out"], values["quant_out"]
-    return norm_out if norm_out is not None else quant_out if quant_out is not None else output
-
-
-def _call_reference(
-    input: Any, workspace: FusionWorkspace, pattern: int, given: dict[str, Any]
-) -> Any:
-    import torch
-
-    allowed = {
-        _RMSNORM: {"residual_in", "rms_gamma", "rms_eps", "norm_out", "residual_out", "output"},
-        _ALLREDUCE: {"output"},
-    }.get(pattern)
-    ignored = {"launch_with_pdl", "trigger_completion_at_end", "use_oneshot", "fp32_acc"}
-    if allowed is None or set(given) - allowed - ignored:
-        extra = sorted(set(given) - (allowed or set()) - ignored)
-        raise CapabilityMissingError(
-            explain(
-                "kAllReduce or kARResidualRMSNorm without quantization or MoE arguments "
-                "(what the unfused reference path computes)",
-                f"pattern {PATTERN_NAMES.get(pattern, pattern)}"
-                + (f" with {', '.join(extra)}" if extra else ""),
-                fix=f"create a fused workspace (this one is unfused: {workspace.reason})",
-            ),
-            feature=f"AllReduceFusionPattern.{PATTERN_NAMES.get(pattern, pattern)}",
-        )
-    output = given.get("output")
-    if pattern == _ALLREDUCE:
-        if output is None:
-            output = torch.empty_like(input)
-        output.copy_(input)
-        if workspace.world_size > 1:
-            import torch.distributed as dist
-
-            if given.get("fp32_acc") and input.dtype is not torch.float32:
-                wide = input.to(torch.float32)
-                dist.all_reduce(wide, group=workspace.group)
-                output.copy_(wide)
-            else:
-                dist.all_reduce(output, group=workspace.group)
-        return output
-    residual, weight = given.get("residual_in"), given.get("rms_gamma")
-    if residual is None or weight is None:
-        raise CapabilityMissingError(
-            explain("residual_in and rms_gamma for kARResidualRMSNorm", "one of them None"),
-            feature="AllReduceFusionPattern.kARResidualRMSNorm",
-        )
-    norm_out, _ = workspace._run(
-        input,
-        residual,
-        weight,
-        given.get("rms_eps", _DEFAULTS["rms_eps"]),
-        given.get("norm_out"),
-        given.get("residual_out"),
-        None,
-        bool(given.get("fp32_acc", False)),
-        True,
-        False,
-    )
-    # Like the kernel, kARResidualRMSNorm leaves ``output`` (allreduce_out) unwritten.
-    return norm_out

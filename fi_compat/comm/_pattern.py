@@ -9,7 +9,7 @@ pattern is used, not here.
 
 from __future__ import annotations
 
-__all__ = ["AllReduceFusionPattern"]
+__all__ = ["PATTERN_NAMES", "AllReduceFusionPattern"]
 
 
 class AllReduceFusionPattern:

@@ -13,25 +13,36 @@ It computes what FlashInfer's fused ``kARResidualRMSNorm`` kernel computes, step
 
 The input is never modified. With a single process (a group of one, or torch.distributed
 not initialized) no communication happens at all.
+
+Like the API modules it owns its whole path: the workspace (:func:`create_reference`, no
+buffers, nothing to destroy), its launch, the call without a workspace
+(:func:`unbound_reference`) and the drop-in's patterns (:func:`call_reference`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from fi_compat._arguments import describe
+from fi_compat._surface import PATTERN
+from fi_compat.comm._call import Launcher, Runner, bind, positional_launcher
 from fi_compat.comm._checks import Spec, output_mismatch, tensor_mismatch
-from fi_compat.comm._fused import Launcher, positional_launcher
-from fi_compat.comm._group import group_span
-from fi_compat.errors import WorkspaceMismatchError, explain
+from fi_compat.comm._creation import Created
+from fi_compat.comm._group import GroupSpan, group_span
+from fi_compat.comm._pattern import PATTERN_NAMES, AllReduceFusionPattern
+from fi_compat.errors import CapabilityMissingError, WorkspaceMismatchError, explain
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["reference_launch", "unbound_reference"]
+__all__ = ["call_reference", "create_reference", "unbound_reference"]
+
+_RMSNORM = AllReduceFusionPattern.kARResidualRMSNorm
+_ALLREDUCE = AllReduceFusionPattern.kAllReduce
 
 
-def compute(
+def _compute(
     input: torch.Tensor,
     residual: torch.Tensor,
     weight: torch.Tensor,
@@ -62,8 +73,35 @@ def compute(
     norm_out.copy_(wide_residual * scale * weight.to(torch.float32))
 
 
-def reference_launch(*, group: Any, world_size: int) -> Launcher:
-    """The launch of a reference workspace (see ``_fused.bind_with_launch``)."""
+def create_reference(spec: Spec, span: GroupSpan, *, group: Any, reason: str | None) -> Created:
+    """An unfused workspace over ``group`` (``reason`` says why it is unfused).
+
+    Raises
+    ------
+    CapabilityMissingError
+        It is for several processes and torch.distributed is not initialized.
+    """
+    if span.size is None and spec.world_size > 1:
+        raise CapabilityMissingError(
+            explain(
+                f"torch.distributed initialized for a reference workspace of "
+                f"{spec.world_size} processes",
+                "torch.distributed not initialized",
+                fix="call torch.distributed.init_process_group() first",
+            ),
+            feature="torch.distributed",
+        )
+    return Created(
+        backend="reference",
+        bound=bind(spec, _launcher(group, spec.world_size)),
+        destroy=None,
+        decisions=(f"unfused reference path: {reason}",),
+        reason=reason,
+    )
+
+
+def _launcher(group: Any, world_size: int) -> Launcher:
+    """The launch of a reference workspace: :func:`_compute` on validated tensors."""
 
     def launch(
         input: torch.Tensor,
@@ -77,8 +115,9 @@ def reference_launch(*, group: Any, world_size: int) -> Launcher:
         trigger_completion_at_end: bool,
         launch_with_pdl: bool,
         tokens: int,
+        /,
     ) -> None:
-        compute(input, residual, weight, eps, norm_out, residual_out, fp32_acc, group, world_size)
+        _compute(input, residual, weight, eps, norm_out, residual_out, fp32_acc, group, world_size)
 
     return positional_launcher(launch)
 
@@ -153,7 +192,7 @@ def unbound_reference(
     ):
         raise output_mismatch(spec, "residual_out", residual_out, input, weight, norm_out)
     size = group_span(group).size or 1
-    compute(input, residual, weight, eps, norm_out, residual_out, fp32_acc, group, size)
+    _compute(input, residual, weight, eps, norm_out, residual_out, fp32_acc, group, size)
     return norm_out, residual_out
 
 
@@ -189,3 +228,85 @@ def _input_error(input: Any) -> WorkspaceMismatchError:
             fix="skip the call for an empty batch",
         )
     )
+
+
+#: Per pattern the unfused path computes, the drop-in arguments it reads.
+_READS = {
+    _RMSNORM: frozenset(
+        {"residual_in", "rms_gamma", "rms_eps", "norm_out", "residual_out", "output"}
+    ),
+    _ALLREDUCE: frozenset({"output"}),
+}
+#: Drop-in arguments that change how the kernel runs, not what it computes.
+_IGNORED = frozenset({"launch_with_pdl", "trigger_completion_at_end", "use_oneshot", "fp32_acc"})
+
+
+def call_reference(
+    input: Any,
+    pattern: int,
+    values: Mapping[str, Any],
+    given: Mapping[str, Any],
+    *,
+    spec: Spec,
+    group: Any,
+    run: Runner,
+    reason: str | None,
+) -> Any:
+    """The drop-in's call on a reference workspace: ``kAllReduce``, or
+    ``kARResidualRMSNorm`` through the workspace's own ``run``.
+
+    ``values`` holds every drop-in argument after ``pattern``, ``given`` those that differ
+    from their defaults. Any other pattern, or a quantization or MoE argument, raises
+    :class:`~fi_compat.errors.CapabilityMissingError` (``reason`` says why the workspace
+    is unfused).
+    """
+    import torch
+
+    allowed = _READS.get(pattern)
+    if allowed is None or set(given) - allowed - _IGNORED:
+        extra = sorted(set(given) - (allowed or set()) - _IGNORED)
+        name = PATTERN_NAMES.get(pattern, pattern)
+        raise CapabilityMissingError(
+            explain(
+                "kAllReduce or kARResidualRMSNorm without quantization or MoE arguments "
+                "(what the unfused reference path computes)",
+                f"pattern {name}" + (f" with {', '.join(extra)}" if extra else ""),
+                fix=f"create a fused workspace (this one is unfused: {reason})",
+            ),
+            feature=f"{PATTERN.key}.{name}",
+        )
+    output = values["output"]
+    if pattern == _ALLREDUCE:
+        if output is None:
+            output = torch.empty_like(input)
+        output.copy_(input)
+        if spec.world_size > 1:
+            import torch.distributed as dist
+
+            if values["fp32_acc"] and input.dtype is not torch.float32:
+                wide = input.to(torch.float32)
+                dist.all_reduce(wide, group=group)
+                output.copy_(wide)
+            else:
+                dist.all_reduce(output, group=group)
+        return output
+    residual, weight = values["residual_in"], values["rms_gamma"]
+    if residual is None or weight is None:
+        raise CapabilityMissingError(
+            explain("residual_in and rms_gamma for kARResidualRMSNorm", "one of them None"),
+            feature=f"{PATTERN.key}.kARResidualRMSNorm",
+        )
+    norm_out, _ = run(
+        input,
+        residual,
+        weight,
+        values["rms_eps"],
+        values["norm_out"],
+        values["residual_out"],
+        None,
+        bool(values["fp32_acc"]),
+        True,
+        False,
+    )
+    # Like the kernel, kARResidualRMSNorm leaves ``output`` (allreduce_out) unwritten.
+    return norm_out

@@ -1,19 +1,18 @@
 """``FusionWorkspace`` and :func:`create_workspace`: every release decision, made once.
 
-Creating a workspace decides which FlashInfer API runs it (the unified
-``create_allreduce_fusion_workspace`` / ``allreduce_fusion`` of 0.6.0+, the legacy TRT-LLM
-IPC pair of 0.2.9+, or the unfused reference path), which keywords the installed release
-gets, how a process group reaches the rendezvous, and binds the per-call path. Every
-decision is made from :func:`fi_compat.get_capabilities`, never from the version number,
-and logged once at debug level.
+Creating a workspace checks the arguments, decides which path runs it (:func:`_choose`: the
+unified API of 0.6.0+, the legacy TRT-LLM IPC API of 0.2.9+, or the unfused reference
+path) and hands the rest to that path's module (``_unified``, ``_legacy``, ``_reference``),
+which decides which keywords the installed release gets, how a process group reaches the
+rendezvous, and binds the per-call path. Every decision is made from
+:func:`fi_compat.get_capabilities`, never from the version number, and logged once at
+debug level.
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
@@ -26,30 +25,19 @@ from fi_compat._arguments import (
     require_real,
 )
 from fi_compat._log import get_logger
-from fi_compat._signature import inspect_callable
-from fi_compat._surface import GATES
-from fi_compat.capabilities import Capabilities, get_capabilities
+from fi_compat._surface import COMM
+from fi_compat.capabilities import get_capabilities
+from fi_compat.comm._call import Preparer, Runner
 from fi_compat.comm._checks import Spec, call_scalars, destroyed_error
-from fi_compat.comm._fused import (
-    LEGACY_CALL,
-    UNIFIED_CALL,
-    Bound,
-    Launcher,
-    Preparer,
-    Runner,
-    bind_unified,
-    bind_with_launch,
-    legacy_launch,
-)
-from fi_compat.comm._group import GroupSpan, group_backend, group_span
-from fi_compat.comm._pattern import AllReduceFusionPattern
+from fi_compat.comm._creation import TRTLLM_RANKS, Created, missing, trtllm_ranks_error
+from fi_compat.comm._group import GroupSpan, group_span
+from fi_compat.comm._legacy import create_legacy
 from fi_compat.comm._prepared import PreparedAllReduce
-from fi_compat.comm._reference import reference_launch
+from fi_compat.comm._reference import create_reference
+from fi_compat.comm._unified import create_unified
 from fi_compat.determinism import ensure_fusion_allowed
 from fi_compat.errors import (
-    CapabilityMissingError,
     FlashInferUnavailableError,
-    GroupNotSupportedError,
     InvalidArgumentError,
     WorkspaceMismatchError,
     explain,
@@ -65,21 +53,10 @@ logger = get_logger(__name__)
 #: Which path runs a workspace.
 Api = Literal["unified", "legacy", "reference"]
 
-UNIFIED_FACTORY = "create_allreduce_fusion_workspace"
-UNIFIED_FUSION = "allreduce_fusion"
-LEGACY_FACTORY = "trtllm_create_ipc_workspace_for_all_reduce_fusion"
-LEGACY_FUSION = "trtllm_allreduce_fusion"
-LEGACY_DESTROY = "trtllm_destroy_ipc_workspace_for_all_reduce_fusion"
-
 _DTYPES = ("float16", "bfloat16", "float32")
 #: FlashInfer's allreduce-fusion backends (``backend=`` of the unified factory, 0.6.0+).
 _BACKENDS = ("auto", "trtllm", "mnnvl", "mnnvl-cutedsl")
 _APIS = ("auto", "unified", "legacy", "reference")
-#: Rank counts the TRT-LLM fusion kernel dispatches on (``allreduce_fusion_op`` in
-#: trtllm_allreduce_fusion.cuh, every release since 0.2.9; anything else fails at launch
-#: with "unsupported ranks number! Supported ranks: 2, 4, 8, 16"). It runs both the
-#: legacy API and the unified API's "trtllm" backend.
-TRTLLM_RANKS = (2, 4, 8, 16)
 #: Factory keywords fi-compat sets itself, from create_workspace's own arguments, and
 #: checks every call against (or, for the legacy factory, that change what it returns):
 #: factory_options may not hold them, so what FlashInfer allocates is what is checked.
@@ -98,7 +75,7 @@ _RESERVED_OPTIONS = frozenset(
         "device",
         "api",
         "fallback",
-        # the legacy trtllm_create_ipc_workspace_for_all_reduce_fusion's names
+        # the legacy factory's names
         "tp_rank",
         "tp_size",
         "use_fp32_lamport",
@@ -169,32 +146,19 @@ class FusionWorkspace:
         "spec",
     )
 
-    def __init__(
-        self,
-        *,
-        api: Api,
-        backend: str,
-        spec: Spec,
-        group: Any,
-        bound: Bound,
-        destroy: Callable[[], None] | None,
-        native: Any = None,
-        comm_backend: Any = None,
-        reason: str | None = None,
-        decisions: tuple[str, ...] = (),
-    ) -> None:
+    def __init__(self, *, api: Api, spec: Spec, group: Any, created: Created) -> None:
         self.api: Api = api
-        self.backend = backend
+        self.backend = created.backend
         self.spec = spec
         self.group = group
-        self.native = native
-        self.comm_backend = comm_backend
-        self.reason = reason
-        self.decisions = decisions
-        self._run: Runner = bound.run
-        self._prepare: Preparer = bound.prepare
+        self.native = created.native
+        self.comm_backend = created.comm_backend
+        self.reason = created.reason
+        self.decisions = created.decisions
+        self._run: Runner = created.bound.run
+        self._prepare: Preparer = created.bound.prepare
         self._prepared: weakref.WeakSet[PreparedAllReduce] = weakref.WeakSet()
-        self._destroy = destroy
+        self._destroy = created.destroy
         self._destroyed = False
 
     # -- what it was made for ----------------------------------------------------------
@@ -366,50 +330,6 @@ class FusionWorkspace:
 # ------------------------------------------------------------------------------ helpers
 
 
-def _accepts(caps: Capabilities, function: str, keyword: str) -> bool:
-    shape = caps.comm.shapes.get(function)
-    return shape is not None and shape.support(keyword).supported
-
-
-def _required(function: Callable[..., Any]) -> set[str] | None:
-    """Names of parameters without a default, or None when unreadable."""
-    try:
-        parameters = inspect.signature(function).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    return {
-        p.name
-        for p in parameters
-        if p.default is inspect.Parameter.empty
-        and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    }
-
-
-def _check_call(
-    caps: Capabilities, name: str, function: Callable[..., Any], ours: set[str]
-) -> None:
-    """Refuse to bind a call the installed ``name`` would reject with ``TypeError``."""
-    shape = caps.comm.shapes.get(name)
-    keywords = set(shape.keywords) if shape is not None and shape.keywords is not None else None
-    unknown = sorted(ours - keywords) if keywords is not None else []
-    required = _required(function)
-    missing = sorted(required - ours) if required is not None else []
-    if unknown or missing:
-        found = []
-        if unknown:
-            found.append(f"no keyword {', '.join(unknown)}")
-        if missing:
-            found.append(f"required parameter {', '.join(missing)}")
-        raise CapabilityMissingError(
-            explain(
-                f"flashinfer.comm.{name} to take {', '.join(sorted(ours))}",
-                f"{'; '.join(found)} in the installed release",
-                fix="report this release to fi-compat; until then use api='reference'",
-            ),
-            feature=name,
-        )
-
-
 def _spec(
     world_size: int,
     rank: int,
@@ -501,43 +421,6 @@ def _check_group(span: GroupSpan, spec: Spec) -> None:
         )
 
 
-def _import(dotted: str) -> Any:
-    module, _, name = dotted.rpartition(".")
-    return getattr(importlib.import_module(module), name)
-
-
-def _pattern(comm: Any) -> int:
-    installed = getattr(comm, "AllReduceFusionPattern", None)
-    value = getattr(installed, "kARResidualRMSNorm", AllReduceFusionPattern.kARResidualRMSNorm)
-    return int(value)
-
-
-def _missing(feature: str, what: str, found: str, fix: str) -> CapabilityMissingError:
-    gate = GATES.get(feature)
-    return CapabilityMissingError(
-        explain(what, found, changed_in=gate.introduced_in if gate else None, fix=fix),
-        feature=feature,
-        introduced_in=gate.introduced_in if gate else None,
-    )
-
-
-def _group_error(caps: Capabilities, function: str, span: GroupSpan, why: str) -> Exception:
-    gate = GATES["group"]
-    return GroupNotSupportedError(
-        explain(
-            f"flashinfer.comm.{function} to honour group= (a group of {span.size} of "
-            f"{span.world_size} processes)",
-            f"flashinfer {caps.flashinfer.version}: {why}",
-            changed_in=gate.introduced_in,
-            fix=f"upgrade flashinfer-python to {gate.introduced_in} or later, or use the "
-            "unfused path (api='reference'); dropping the group would run the rendezvous "
-            "over the whole world and hang",
-        ),
-        feature="group",
-        introduced_in=gate.introduced_in,
-    )
-
-
 def _check_arguments(
     api: Any, backend: Any, gpus_per_node: Any, force_oneshot_support: Any, fallback: Any
 ) -> None:
@@ -600,21 +483,6 @@ def _check_factory_options(factory_options: Any) -> Mapping[str, Any]:
         elif name == "top_k":
             require_int("factory_options['top_k']", value, minimum=1)
     return options
-
-
-def _trtllm_ranks_error(spec: Spec, where: str) -> InvalidArgumentError | None:
-    """The error for a world size the TRT-LLM fusion kernel cannot run, or None."""
-    if spec.world_size in TRTLLM_RANKS:
-        return None
-    return InvalidArgumentError(
-        explain(
-            f"world_size one of {', '.join(map(str, TRTLLM_RANKS))} for {where} (the "
-            "TRT-LLM fusion kernel dispatches on those rank counts only)",
-            f"world_size={spec.world_size}",
-            fix="use backend='mnnvl' where the unified API has it, or the unfused path "
-            "(api='reference'); a launch would fail with 'unsupported ranks number'",
-        )
-    )
 
 
 # ---------------------------------------------------------------------------- the factory
@@ -703,7 +571,7 @@ def create_workspace(
     _check_group(span, spec)
     chosen, reason = _choose(spec, api, fallback)
     if chosen == "legacy" or (chosen == "unified" and backend == "trtllm"):
-        unsupported = _trtllm_ranks_error(
+        unsupported = trtllm_ranks_error(
             spec, "the legacy API" if chosen == "legacy" else "backend='trtllm'"
         )
         if unsupported is not None:
@@ -713,49 +581,13 @@ def create_workspace(
                 "reference",
                 f"the TRT-LLM fusion kernel cannot run {spec.world_size} ranks",
             )
+    created: Created
     if chosen == "reference":
-        decisions = (f"unfused reference path: {reason}",)
-        logger.debug("fusion workspace %r: %s", spec, decisions[0])
-        if span.size is None and spec.world_size > 1:
-            raise CapabilityMissingError(
-                explain(
-                    f"torch.distributed initialized for a reference workspace of "
-                    f"{spec.world_size} processes",
-                    "torch.distributed not initialized",
-                    fix="call torch.distributed.init_process_group() first",
-                ),
-                feature="torch.distributed",
-            )
-        bound = bind_with_launch(spec, reference_launch(group=group, world_size=spec.world_size))
-        return FusionWorkspace(
-            api="reference",
-            backend="reference",
-            spec=spec,
-            group=group,
-            bound=bound,
-            destroy=None,
-            reason=reason,
-            decisions=decisions,
-        )
-    caps = get_capabilities()
-    comm = importlib.import_module("flashinfer.comm")
-    if chosen == "unified":
-        workspace = _create_unified(
-            caps,
-            comm,
-            spec,
-            span,
-            group=group,
-            backend=backend,
-            comm_backend=comm_backend,
-            gpus_per_node=gpus_per_node,
-            force_oneshot_support=force_oneshot_support,
-            factory_options=options,
-        )
+        created = create_reference(spec, span, group=group, reason=reason)
     else:
-        workspace = _create_legacy(
-            caps,
-            comm,
+        create = create_unified if chosen == "unified" else create_legacy
+        created = create(
+            get_capabilities(),
             spec,
             span,
             group=group,
@@ -765,6 +597,7 @@ def create_workspace(
             force_oneshot_support=force_oneshot_support,
             factory_options=options,
         )
+    workspace = FusionWorkspace(api=chosen, spec=spec, group=group, created=created)
     for decision in workspace.decisions:
         logger.debug("fusion workspace (%s): %s", workspace.api, decision)
     return workspace
@@ -788,12 +621,12 @@ def _choose(spec: Spec, api: str, fallback: bool) -> tuple[Api, str | None]:
         )
     caps = get_capabilities()
     if not caps.comm.available:
-        reason = f"flashinfer.comm is unavailable ({caps.comm.error})"
+        reason = f"{COMM} is unavailable ({caps.comm.error})"
         if api == "auto" and fallback:
             return "reference", reason
         raise FlashInferUnavailableError(
             explain(
-                "an importable flashinfer.comm",
+                f"an importable {COMM}",
                 caps.comm.error or "nothing",
                 fix="install flashinfer-python (with a CUDA runtime loaded before 0.6.14), "
                 "or use the unfused path (api='reference' or fallback=True)",
@@ -804,272 +637,11 @@ def _choose(spec: Spec, api: str, fallback: bool) -> tuple[Api, str | None]:
     if api in ("auto", "legacy") and caps.comm.legacy_api:
         return "legacy", None
     if api == "auto" and fallback:
-        return "reference", "flashinfer.comm has neither allreduce-fusion API"
+        return "reference", f"{COMM} has neither allreduce-fusion API"
     feature = "unified_api" if api == "unified" else "legacy_api"
-    raise _missing(
+    raise missing(
         feature,
         f"the {api if api != 'auto' else 'unified or legacy'} allreduce-fusion API",
         f"flashinfer {caps.flashinfer.version} without it",
         "install a release that has it, or use api='reference'",
-    )
-
-
-def _create_unified(
-    caps: Capabilities,
-    comm: Any,
-    spec: Spec,
-    span: GroupSpan,
-    *,
-    group: Any,
-    backend: str,
-    comm_backend: Any,
-    gpus_per_node: int | None,
-    force_oneshot_support: bool,
-    factory_options: Mapping[str, Any],
-) -> FusionWorkspace:
-    factory = getattr(comm, UNIFIED_FACTORY)
-    fusion = getattr(comm, UNIFIED_FUSION)
-    decisions: list[str] = []
-    kwargs: dict[str, Any] = {
-        "backend": backend,
-        "world_size": spec.world_size,
-        "rank": spec.rank,
-        "max_token_num": spec.max_token_num,
-        "hidden_dim": spec.hidden_dim,
-        "dtype": spec.dtype,
-    }
-    optional: dict[str, tuple[Any, Any]] = {
-        "gpus_per_node": (gpus_per_node, None),
-        "force_oneshot_support": (force_oneshot_support, False),
-    }
-    optional.update({name: (value, None) for name, value in factory_options.items()})
-    for name, (value, default) in optional.items():
-        if value is default or value == default:
-            continue
-        if not _accepts(caps, UNIFIED_FACTORY, name):
-            raise _missing(
-                name,
-                f"flashinfer.comm.{UNIFIED_FACTORY} to take {name}=",
-                f"flashinfer {caps.flashinfer.version} without it",
-                f"leave {name} out, or upgrade flashinfer-python",
-            )
-        kwargs[name] = value
-    takes_group = _accepts(caps, UNIFIED_FACTORY, "group")
-    takes_backend = _accepts(caps, UNIFIED_FACTORY, "comm_backend")
-    if comm_backend is not None:
-        if not takes_backend:
-            raise _missing(
-                "comm_backend",
-                f"flashinfer.comm.{UNIFIED_FACTORY} to take comm_backend=",
-                f"flashinfer {caps.flashinfer.version} without it",
-                "leave comm_backend out, or upgrade flashinfer-python",
-            )
-        kwargs["comm_backend"] = comm_backend
-        decisions.append("comm_backend passed as given by the caller")
-    if group is not None:
-        if takes_group:
-            kwargs["group"] = group
-            decisions.append("group passed as group=")
-        local_root = caps.comm.bcast_root_is_group_local.supported
-        needs_backend = not span.whole_world and (not takes_group or not local_root)
-        if needs_backend and comm_backend is None:
-            path = caps.comm.torch_dist_backend
-            # FlashInfer's mnnvl-cutedsl backend refuses comm_backend; it takes group.
-            if takes_backend and path is not None and backend != "mnnvl-cutedsl":
-                kwargs["comm_backend"] = comm_backend = group_backend(
-                    _import(path), group, root_is_group_local=local_root
-                )
-                decisions.append(
-                    f"group carried by comm_backend={path} over the group"
-                    + ("" if local_root else ", with bcast mapping the group-local root")
-                )
-            elif not takes_group:
-                why = f"{UNIFIED_FACTORY} takes no group=" + (
-                    "" if takes_backend else " and no comm_backend="
-                )
-                if takes_backend:
-                    why += " and flashinfer.comm has no TorchDistBackend"
-                raise _group_error(caps, UNIFIED_FACTORY, span, why)
-        elif not takes_group and span.whole_world:
-            decisions.append("group left out: it spans the whole world, the default")
-        elif not takes_group:
-            decisions.append("group carried by the caller's comm_backend")
-    pattern = _pattern(comm)
-    _check_call(caps, UNIFIED_FUSION, fusion, set(UNIFIED_CALL))
-    pass_trigger = _accepts(caps, UNIFIED_FUSION, "trigger_completion_at_end")
-    native = factory(**kwargs)
-    native_backend = getattr(native, "backend", None)
-    unsupported = _trtllm_ranks_error(spec, "a workspace on FlashInfer's 'trtllm' backend")
-    if native_backend == "trtllm" and unsupported is not None:
-        native.destroy()  # backend='auto' chose TRT-LLM: it could never launch
-        raise unsupported
-    early: Launcher | None = None
-    if not pass_trigger:
-        try:
-            early = _early_trigger(caps, comm, spec, native, pattern, decisions)
-        except BaseException:
-            native.destroy()  # do not leak the buffers of a workspace nobody will hold
-            raise
-    bound = bind_unified(
-        spec,
-        function=fusion,
-        native=native,
-        pattern=pattern,
-        pass_trigger=pass_trigger,
-        early_trigger=early,
-    )
-    return FusionWorkspace(
-        api="unified",
-        backend=native_backend if isinstance(native_backend, str) else backend,
-        spec=spec,
-        group=group,
-        bound=bound,
-        destroy=native.destroy,
-        native=native,
-        comm_backend=comm_backend,
-        decisions=tuple(decisions),
-    )
-
-
-def _early_trigger(
-    caps: Capabilities, comm: Any, spec: Spec, native: Any, pattern: int, decisions: list[str]
-) -> Launcher | None:
-    """How a release without ``trigger_completion_at_end`` (0.6.0 to 0.6.7) honours False.
-
-    Those releases run the TRT-LLM kernel with the flag equal to ``launch_with_pdl``: the
-    same result whenever ``launch_with_pdl`` is False or the flag is True. For
-    ``launch_with_pdl=True, trigger_completion_at_end=False`` the TRT-LLM workspace is run
-    through the legacy ``trtllm_allreduce_fusion`` (the very kernel, with the flag
-    honoured); MNNVL ignores the flag in every release; anything else is refused.
-    """
-    gate = GATES["trigger_completion_at_end"]
-    if str(getattr(native, "backend", "")).startswith("mnnvl"):
-        decisions.append(
-            "trigger_completion_at_end not passed: this release's allreduce_fusion lacks it "
-            f"(added in {gate.introduced_in}) and the MNNVL backend ignores it in every release"
-        )
-        return None
-    ptrs = getattr(native, "workspace_tensor", None)
-    if caps.comm.legacy_api and ptrs is not None:
-        decisions.append(
-            "trigger_completion_at_end passed when it matters: this release's "
-            f"allreduce_fusion lacks it (added in {gate.introduced_in}); with "
-            "launch_with_pdl=True and trigger_completion_at_end=False the call runs "
-            f"{LEGACY_FUSION} on the workspace's pointers, otherwise allreduce_fusion"
-        )
-        fusion = getattr(comm, LEGACY_FUSION)
-        _check_call(caps, LEGACY_FUSION, fusion, set(LEGACY_CALL))
-        return legacy_launch(spec, function=fusion, workspace_ptrs=ptrs, pattern=pattern)
-    decisions.append(
-        "trigger_completion_at_end=False with launch_with_pdl=True will be refused: this "
-        f"release's allreduce_fusion lacks the keyword (added in {gate.introduced_in})"
-    )
-    version = caps.flashinfer.version
-
-    def refuse(*_: Any) -> NoReturn:
-        raise _missing(
-            "trigger_completion_at_end",
-            "allreduce_fusion to take trigger_completion_at_end=False",
-            f"flashinfer {version}, whose allreduce_fusion signals completion at the end "
-            "whenever launch_with_pdl=True",
-            "pass trigger_completion_at_end=True (the result is the same; only the "
-            "overlap with the next kernel is lost), or upgrade flashinfer-python",
-        )
-
-    # A prepared call is refused when it is prepared, not when it is launched.
-    return Launcher(refuse, refuse)
-
-
-def _create_legacy(
-    caps: Capabilities,
-    comm: Any,
-    spec: Spec,
-    span: GroupSpan,
-    *,
-    group: Any,
-    backend: str,
-    comm_backend: Any,
-    gpus_per_node: int | None,
-    force_oneshot_support: bool,
-    factory_options: Mapping[str, Any],
-) -> FusionWorkspace:
-    import torch
-
-    unified = GATES["unified_api"].introduced_in
-    if backend not in ("auto", "trtllm"):
-        raise _missing(
-            "unified_api",
-            f"backend={backend!r} (only the unified API has backends besides TRT-LLM)",
-            f"flashinfer {caps.flashinfer.version} with only the legacy API",
-            f"use backend='auto' or 'trtllm', or upgrade flashinfer-python to {unified}+",
-        )
-    asked = {
-        "comm_backend": comm_backend is not None,
-        "gpus_per_node": gpus_per_node is not None,
-        "force_oneshot_support": bool(force_oneshot_support),
-        **{name: value is not None for name, value in factory_options.items()},
-    }
-    for name, given in asked.items():
-        if given:
-            raise _missing(
-                "unified_api",
-                f"{name}= (an option of the unified {UNIFIED_FACTORY})",
-                f"flashinfer {caps.flashinfer.version} with only the legacy API",
-                f"leave {name} out, or upgrade flashinfer-python to {unified}+",
-            )
-    factory = getattr(comm, LEGACY_FACTORY)
-    fusion = getattr(comm, LEGACY_FUSION)
-    destroy = getattr(comm, LEGACY_DESTROY, None)
-    if not callable(destroy):
-        raise _missing(
-            "legacy_api",
-            f"flashinfer.comm.{LEGACY_DESTROY} to free the legacy workspace",
-            f"flashinfer {caps.flashinfer.version} without it",
-            "use api='reference'",
-        )
-    _check_call(caps, LEGACY_FUSION, fusion, set(LEGACY_CALL))
-    decisions: list[str] = []
-    kwargs: dict[str, Any] = {
-        "tp_rank": spec.rank,
-        "tp_size": spec.world_size,
-        "max_token_num": spec.max_token_num,
-        "hidden_dim": spec.hidden_dim,
-    }
-    if spec.dtype is torch.float32:
-        if not _accepts(caps, LEGACY_FACTORY, "use_fp32_lamport"):
-            raise _missing(
-                "legacy_api",
-                f"{LEGACY_FACTORY} to take use_fp32_lamport= for float32",
-                f"flashinfer {caps.flashinfer.version} without it",
-                "use bfloat16 or float16 activations",
-            )
-        kwargs["use_fp32_lamport"] = True
-    destroy_kwargs: dict[str, Any] = {}
-    if group is not None:
-        if _accepts(caps, LEGACY_FACTORY, "group"):
-            kwargs["group"] = group
-            decisions.append("group passed as group=")
-        elif span.whole_world:
-            decisions.append("group left out: it spans the whole world, the default")
-        else:
-            raise _group_error(caps, LEGACY_FACTORY, span, f"{LEGACY_FACTORY} takes no group=")
-        if inspect_callable(LEGACY_DESTROY, destroy).support("group").supported:
-            destroy_kwargs["group"] = group
-    created = factory(**kwargs)
-    ipc_handles = created[0]
-    launch = legacy_launch(spec, function=fusion, workspace_ptrs=created[1], pattern=_pattern(comm))
-    decisions.append(f"legacy API: {LEGACY_FACTORY} + {LEGACY_FUSION}, freed by {LEGACY_DESTROY}")
-
-    def free() -> None:
-        destroy(ipc_handles, **destroy_kwargs)
-
-    return FusionWorkspace(
-        api="legacy",
-        backend="trtllm",
-        spec=spec,
-        group=group,
-        bound=bind_with_launch(spec, launch),
-        destroy=free,
-        native=created,
-        decisions=tuple(decisions),
     )

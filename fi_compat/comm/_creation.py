@@ -1,0 +1,211 @@
+"""What the API modules share: the installed release's answers and the errors for its gaps.
+
+Creating a workspace on the unified or the legacy API asks the same questions of the
+installed release (does this function take that keyword, would it accept the call we are
+about to bind, what is its ``kARResidualRMSNorm`` code) and refuses in the same words when
+it cannot (:func:`missing`, :func:`group_error`, :func:`trtllm_ranks_error`). Every answer
+comes from :func:`~fi_compat.get_capabilities` and every FlashInfer object from
+:func:`~fi_compat.capabilities.locate`, so FlashInfer names are spelled only in
+:mod:`fi_compat._surface`.
+
+An API module hands what it made back as :class:`Created`; ``_workspace`` wraps it in a
+``FusionWorkspace``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Collection
+from typing import Any, NamedTuple
+
+from fi_compat._surface import GATES, PATTERN, Symbol
+from fi_compat.capabilities import Capabilities, locate
+from fi_compat.comm._call import Bound
+from fi_compat.comm._checks import Spec
+from fi_compat.comm._group import GroupSpan
+from fi_compat.comm._pattern import AllReduceFusionPattern
+from fi_compat.errors import (
+    CapabilityMissingError,
+    GroupNotSupportedError,
+    InvalidArgumentError,
+    explain,
+)
+
+__all__ = [
+    "TRTLLM_RANKS",
+    "Created",
+    "accepts",
+    "check_call",
+    "group_error",
+    "installed",
+    "installed_pattern",
+    "missing",
+    "not_taken",
+    "trtllm_ranks_error",
+]
+
+#: Rank counts the TRT-LLM fusion kernel dispatches on (``allreduce_fusion_op`` in
+#: trtllm_allreduce_fusion.cuh, every release since 0.2.9; anything else fails at launch
+#: with "unsupported ranks number! Supported ranks: 2, 4, 8, 16"). It runs both the
+#: legacy API and the unified API's "trtllm" backend.
+TRTLLM_RANKS = (2, 4, 8, 16)
+
+
+class Created(NamedTuple):
+    """What an API module made for a workspace (the rest is the caller's: api, spec, group).
+
+    Attributes
+    ----------
+    backend
+        FlashInfer's backend that runs it, or ``"reference"``.
+    bound
+        Its per-call and prepared paths.
+    destroy
+        Frees its buffers; None when it holds none.
+    native
+        FlashInfer's workspace object, the legacy factory's tuple, or None.
+    comm_backend
+        The ``comm_backend`` passed to FlashInfer, if any.
+    decisions
+        What was decided, one sentence each.
+    reason
+        Why the workspace is unfused (reference only).
+    """
+
+    backend: str
+    bound: Bound
+    destroy: Callable[[], None] | None
+    native: Any = None
+    comm_backend: Any = None
+    decisions: tuple[str, ...] = ()
+    reason: str | None = None
+
+
+def accepts(caps: Capabilities, symbol: Symbol, keyword: str) -> bool:
+    """The installed ``symbol`` takes ``keyword`` (from its probed signature)."""
+    shape = caps.comm.shapes.get(symbol.key)
+    return shape is not None and shape.support(keyword).supported
+
+
+def installed(caps: Capabilities, symbol: Symbol, feature: str) -> Any:
+    """The installed ``symbol``, looked up in each of its homes.
+
+    Raises
+    ------
+    CapabilityMissingError
+        No home has it (``feature``: the gate of the API it belongs to).
+    """
+    value = locate(symbol)
+    if value is None:
+        raise missing(
+            feature,
+            symbol.dotted,
+            f"flashinfer {caps.flashinfer.version} without it",
+            "install a release that has it, or use api='reference'",
+        )
+    return value
+
+
+def installed_pattern() -> int:
+    """The installed release's ``kARResidualRMSNorm`` code (ours where it has none)."""
+    pattern = locate(PATTERN)
+    value = getattr(pattern, "kARResidualRMSNorm", AllReduceFusionPattern.kARResidualRMSNorm)
+    return int(value)
+
+
+def _required(function: Callable[..., Any]) -> set[str] | None:
+    """Names of parameters without a default, or None when unreadable."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    return {
+        p.name
+        for p in parameters
+        if p.default is inspect.Parameter.empty
+        and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
+
+
+def check_call(
+    caps: Capabilities, symbol: Symbol, function: Callable[..., Any], ours: Collection[str]
+) -> None:
+    """Refuse to bind a call the installed ``symbol`` would reject with ``TypeError``.
+
+    ``ours`` are the keywords the bound call passes: each must be one the release takes,
+    and every parameter without a default must be among them.
+    """
+    shape = caps.comm.shapes.get(symbol.key)
+    keywords = set(shape.keywords) if shape is not None and shape.keywords is not None else None
+    passed = set(ours)
+    unknown = sorted(passed - keywords) if keywords is not None else []
+    required = _required(function)
+    absent = sorted(required - passed) if required is not None else []
+    if unknown or absent:
+        found = []
+        if unknown:
+            found.append(f"no keyword {', '.join(unknown)}")
+        if absent:
+            found.append(f"required parameter {', '.join(absent)}")
+        raise CapabilityMissingError(
+            explain(
+                f"{symbol.dotted} to take {', '.join(sorted(passed))}",
+                f"{'; '.join(found)} in the installed release",
+                fix="report this release to fi-compat; until then use api='reference'",
+            ),
+            feature=symbol.key,
+        )
+
+
+def missing(feature: str, what: str, found: str, fix: str) -> CapabilityMissingError:
+    """The error for something the release lacks; ``feature`` names a gate where one
+    applies (its release then goes into the message)."""
+    gate = GATES.get(feature)
+    return CapabilityMissingError(
+        explain(what, found, changed_in=gate.introduced_in if gate else None, fix=fix),
+        feature=feature,
+        introduced_in=gate.introduced_in if gate else None,
+    )
+
+
+def not_taken(symbol: Symbol, name: str, version: str | None) -> CapabilityMissingError:
+    """The error for a drop-in argument ``name`` the installed ``symbol`` does not take."""
+    return missing(
+        name,
+        f"{symbol.dotted} to take {name}=",
+        f"flashinfer {version} without it",
+        f"leave {name} at its default, or upgrade flashinfer-python",
+    )
+
+
+def group_error(caps: Capabilities, symbol: Symbol, span: GroupSpan, why: str) -> Exception:
+    """The error for a group the installed factory ``symbol`` cannot be given."""
+    gate = GATES["group"]
+    return GroupNotSupportedError(
+        explain(
+            f"{symbol.dotted} to honour group= (a group of {span.size} of "
+            f"{span.world_size} processes)",
+            f"flashinfer {caps.flashinfer.version}: {why}",
+            changed_in=gate.introduced_in,
+            fix=f"upgrade flashinfer-python to {gate.introduced_in} or later, or use the "
+            "unfused path (api='reference'); dropping the group would run the rendezvous "
+            "over the whole world and hang",
+        ),
+        feature="group",
+        introduced_in=gate.introduced_in,
+    )
+
+
+def trtllm_ranks_error(spec: Spec, where: str) -> InvalidArgumentError | None:
+    """The error for a world size the TRT-LLM fusion kernel cannot run, or None."""
+    if spec.world_size in TRTLLM_RANKS:
+        return None
+    return InvalidArgumentError(
+        explain(
+            f"world_size one of {', '.join(map(str, TRTLLM_RANKS))} for {where} (the "
+            "TRT-LLM fusion kernel dispatches on those rank counts only)",
+            f"world_size={spec.world_size}",
+            fix="use backend='mnnvl' where the unified API has it, or the unfused path "
+            "(api='reference'); a launch would fail with 'unsupported ranks number'",
+        )
+    )

@@ -1,0 +1,439 @@
+"""The legacy TRT-LLM IPC allreduce-fusion API (0.2.9+): workspace, launch, drop-in, destroy.
+
+FlashInfer's factory (:data:`~fi_compat._surface.LEGACY_FACTORY`) returns a tuple whose
+first item is the IPC handles and whose second is the pointer tensor every launch takes;
+its fused call (:data:`~fi_compat._surface.LEGACY_FUSION`) takes 21 arguments, all
+required; the handles are freed with :data:`~fi_compat._surface.LEGACY_DESTROY` (never the
+non-fusion destroy function). This module makes that workspace (:func:`create_legacy`),
+builds its launch (:func:`legacy_launch`, also used by the unified API of 0.6.0 to 0.6.7 to
+honour ``trigger_completion_at_end=False``) and maps the drop-in's other patterns onto the
+fused call (:func:`call_legacy`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from fi_compat._signature import inspect_callable
+from fi_compat._surface import (
+    GATES,
+    LEGACY_DESTROY,
+    LEGACY_FACTORY,
+    LEGACY_FUSION,
+    PATTERN,
+    UNIFIED_FACTORY,
+)
+from fi_compat.capabilities import Capabilities, get_capabilities, locate
+from fi_compat.comm._binding import freeze_call, positional_layout
+from fi_compat.comm._call import Launcher, bind
+from fi_compat.comm._checks import Spec
+from fi_compat.comm._creation import (
+    Created,
+    accepts,
+    check_call,
+    group_error,
+    installed,
+    installed_pattern,
+    missing,
+    not_taken,
+)
+from fi_compat.comm._group import GroupSpan
+from fi_compat.comm._pattern import PATTERN_NAMES
+from fi_compat.errors import CapabilityMissingError, explain
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["LEGACY_CALL", "call_legacy", "create_legacy", "legacy_launch"]
+
+#: Keywords the bound launch passes to the legacy fused call (0.2.9+), where every one of
+#: them is a required parameter.
+LEGACY_CALL: tuple[str, ...] = (
+    "allreduce_in",
+    "world_size",
+    "world_rank",
+    "token_num",
+    "hidden_dim",
+    "workspace_ptrs",
+    "launch_with_pdl",
+    "trigger_completion_at_end",
+    "fp32_acc",
+    "pattern_code",
+    "use_oneshot",
+    "allreduce_out",
+    "residual_in",
+    "residual_out",
+    "norm_out",
+    "quant_out",
+    "scale_out",
+    "rms_gamma",
+    "rms_eps",
+    "scale_factor",
+    "layout_code",
+)
+
+
+# ---------------------------------------------------------------------------- creation
+
+
+def create_legacy(
+    caps: Capabilities,
+    spec: Spec,
+    span: GroupSpan,
+    *,
+    group: Any,
+    backend: str,
+    comm_backend: Any,
+    gpus_per_node: int | None,
+    force_oneshot_support: bool,
+    factory_options: Mapping[str, Any],
+) -> Created:
+    """A legacy IPC workspace, bound to the legacy fused call, freed by its destroy function.
+
+    Arguments as checked by ``create_workspace``; the options only the unified factory has
+    (a backend besides TRT-LLM, ``comm_backend``, ``gpus_per_node``, ...) raise
+    :class:`~fi_compat.errors.CapabilityMissingError`. ``group`` goes as ``group=`` where
+    the factory takes it, is left out when it spans the whole world, and is refused
+    otherwise.
+    """
+    import torch
+
+    unified = GATES["unified_api"].introduced_in
+    if backend not in ("auto", "trtllm"):
+        raise missing(
+            "unified_api",
+            f"backend={backend!r} (only the unified API has backends besides TRT-LLM)",
+            f"flashinfer {caps.flashinfer.version} with only the legacy API",
+            f"use backend='auto' or 'trtllm', or upgrade flashinfer-python to {unified}+",
+        )
+    asked = {
+        "comm_backend": comm_backend is not None,
+        "gpus_per_node": gpus_per_node is not None,
+        "force_oneshot_support": bool(force_oneshot_support),
+        **{name: value is not None for name, value in factory_options.items()},
+    }
+    for name, given in asked.items():
+        if given:
+            raise missing(
+                "unified_api",
+                f"{name}= (an option of the unified {UNIFIED_FACTORY.key})",
+                f"flashinfer {caps.flashinfer.version} with only the legacy API",
+                f"leave {name} out, or upgrade flashinfer-python to {unified}+",
+            )
+    factory = installed(caps, LEGACY_FACTORY, "legacy_api")
+    fusion = installed(caps, LEGACY_FUSION, "legacy_api")
+    destroy = locate(LEGACY_DESTROY)
+    if not callable(destroy):
+        raise missing(
+            "legacy_api",
+            f"{LEGACY_DESTROY.dotted} to free the legacy workspace",
+            f"flashinfer {caps.flashinfer.version} without it",
+            "use api='reference'",
+        )
+    check_call(caps, LEGACY_FUSION, fusion, LEGACY_CALL)
+    decisions: list[str] = []
+    kwargs: dict[str, Any] = {
+        "tp_rank": spec.rank,
+        "tp_size": spec.world_size,
+        "max_token_num": spec.max_token_num,
+        "hidden_dim": spec.hidden_dim,
+    }
+    if spec.dtype is torch.float32:
+        if not accepts(caps, LEGACY_FACTORY, "use_fp32_lamport"):
+            raise missing(
+                "legacy_api",
+                f"{LEGACY_FACTORY.key} to take use_fp32_lamport= for float32",
+                f"flashinfer {caps.flashinfer.version} without it",
+                "use bfloat16 or float16 activations",
+            )
+        kwargs["use_fp32_lamport"] = True
+    destroy_kwargs: dict[str, Any] = {}
+    if group is not None:
+        if accepts(caps, LEGACY_FACTORY, "group"):
+            kwargs["group"] = group
+            decisions.append("group passed as group=")
+        elif span.whole_world:
+            decisions.append("group left out: it spans the whole world, the default")
+        else:
+            raise group_error(caps, LEGACY_FACTORY, span, f"{LEGACY_FACTORY.key} takes no group=")
+        if inspect_callable(LEGACY_DESTROY.key, destroy).support("group").supported:
+            destroy_kwargs["group"] = group
+    created = factory(**kwargs)
+    ipc_handles = created[0]
+    launcher = legacy_launch(
+        spec, function=fusion, workspace_ptrs=created[1], pattern=installed_pattern()
+    )
+    decisions.append(
+        f"legacy API: {LEGACY_FACTORY.key} + {LEGACY_FUSION.key}, freed by {LEGACY_DESTROY.key}"
+    )
+
+    def free() -> None:
+        destroy(ipc_handles, **destroy_kwargs)
+
+    return Created(
+        backend="trtllm",
+        bound=bind(spec, launcher),
+        destroy=free,
+        native=created,
+        decisions=tuple(decisions),
+    )
+
+
+# ------------------------------------------------------------------------------ launch
+
+
+def legacy_launch(
+    spec: Spec, *, function: Callable[..., Any], workspace_ptrs: Any, pattern: int
+) -> Launcher:
+    """A launch of the installed legacy fused call ``function`` on ``workspace_ptrs``.
+
+    Used for legacy workspaces, and on 0.6.0 to 0.6.7 to honour
+    ``trigger_completion_at_end=False`` on a unified TRT-LLM workspace (the unified call
+    of those releases runs this same kernel with the flag tied to ``launch_with_pdl``).
+
+    The function takes 21 arguments, too many to pass by keyword without CPython building
+    a dict per call, so where its signature allows they are passed by position: the
+    constants are placed once in a template, and each call copies it and fills the
+    per-call slots. Behind a forwarding wrapper (the ``deprecated`` legacy entry points of
+    0.6.0+), which builds its own ``**kwargs`` dict anyway, they are passed by keyword.
+    """
+    constants: dict[str, Any] = {
+        "world_size": spec.world_size,
+        "world_rank": spec.rank,
+        "hidden_dim": spec.hidden_dim,
+        "workspace_ptrs": workspace_ptrs,
+        "pattern_code": pattern,
+        "allreduce_out": None,
+        "quant_out": None,
+        "scale_out": None,
+        "scale_factor": None,
+        "layout_code": None,
+    }
+
+    def by_name(
+        input: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        eps: float,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
+        use_oneshot: bool | None,
+        fp32_acc: bool,
+        trigger_completion_at_end: bool,
+        launch_with_pdl: bool,
+        tokens: int,
+        /,
+    ) -> dict[str, Any]:
+        """Every argument of :data:`LEGACY_CALL` by name (off the per-call path)."""
+        return {
+            "allreduce_in": input,
+            "token_num": tokens,
+            "launch_with_pdl": launch_with_pdl,
+            "trigger_completion_at_end": trigger_completion_at_end,
+            "fp32_acc": fp32_acc,
+            "use_oneshot": use_oneshot,
+            "residual_in": residual,
+            "residual_out": residual_out,
+            "norm_out": norm_out,
+            "rms_gamma": weight,
+            "rms_eps": eps,
+            **constants,
+        }
+
+    def freeze(
+        input: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        eps: float,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
+        use_oneshot: bool | None,
+        fp32_acc: bool,
+        trigger_completion_at_end: bool,
+        launch_with_pdl: bool,
+        tokens: int,
+        /,
+    ) -> Callable[[], Any]:
+        arguments = by_name(
+            input,
+            residual,
+            weight,
+            eps,
+            norm_out,
+            residual_out,
+            use_oneshot,
+            fp32_acc,
+            trigger_completion_at_end,
+            launch_with_pdl,
+            tokens,
+        )
+        return freeze_call(function, arguments)
+
+    layout = positional_layout(function, LEGACY_CALL)
+    if layout is None:
+
+        def by_keyword(
+            input: torch.Tensor,
+            residual: torch.Tensor,
+            weight: torch.Tensor,
+            eps: float,
+            norm_out: torch.Tensor,
+            residual_out: torch.Tensor,
+            use_oneshot: bool | None,
+            fp32_acc: bool,
+            trigger_completion_at_end: bool,
+            launch_with_pdl: bool,
+            tokens: int,
+            /,
+        ) -> None:
+            arguments = by_name(
+                input,
+                residual,
+                weight,
+                eps,
+                norm_out,
+                residual_out,
+                use_oneshot,
+                fp32_acc,
+                trigger_completion_at_end,
+                launch_with_pdl,
+                tokens,
+            )
+            function(**arguments)
+
+        return Launcher(by_keyword, freeze)
+
+    template, slots = layout
+    slot = dict(zip(LEGACY_CALL, slots, strict=True))
+    for name, value in constants.items():
+        template[slot[name]] = value
+    s_input = slot["allreduce_in"]
+    s_tokens = slot["token_num"]
+    s_pdl = slot["launch_with_pdl"]
+    s_trigger = slot["trigger_completion_at_end"]
+    s_fp32_acc = slot["fp32_acc"]
+    s_oneshot = slot["use_oneshot"]
+    s_residual = slot["residual_in"]
+    s_residual_out = slot["residual_out"]
+    s_norm_out = slot["norm_out"]
+    s_weight = slot["rms_gamma"]
+    s_eps = slot["rms_eps"]
+
+    def launch(
+        input: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        eps: float,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
+        use_oneshot: bool | None,
+        fp32_acc: bool,
+        trigger_completion_at_end: bool,
+        launch_with_pdl: bool,
+        tokens: int,
+        /,
+    ) -> None:
+        arguments = template.copy()
+        arguments[s_input] = input
+        arguments[s_tokens] = tokens
+        arguments[s_pdl] = launch_with_pdl
+        arguments[s_trigger] = trigger_completion_at_end
+        arguments[s_fp32_acc] = fp32_acc
+        arguments[s_oneshot] = use_oneshot
+        arguments[s_residual] = residual
+        arguments[s_residual_out] = residual_out
+        arguments[s_norm_out] = norm_out
+        arguments[s_weight] = weight
+        arguments[s_eps] = eps
+        function(*arguments)
+
+    return Launcher(launch, freeze)
+
+
+# ---------------------------------------------------------------------------- drop-in
+
+#: The drop-in's arguments the legacy fused call takes under the same name, always.
+_SAME_NAME = (
+    "launch_with_pdl",
+    "trigger_completion_at_end",
+    "fp32_acc",
+    "use_oneshot",
+    "residual_in",
+    "residual_out",
+    "norm_out",
+    "quant_out",
+    "scale_out",
+    "rms_gamma",
+    "rms_eps",
+    "scale_factor",
+    "layout_code",
+)
+#: The drop-in's arguments only some releases' legacy call takes (passed where it does).
+_WHERE_TAKEN = ("block_quant_group_size", "weight_bias")
+#: Every drop-in argument with a counterpart here (``output`` is ``allreduce_out``); any
+#: other (the MoE patterns' arguments, 0.6.8+) is refused when given.
+_MAPPED = frozenset((*_SAME_NAME, *_WHERE_TAKEN, "output"))
+
+
+def call_legacy(
+    input: Any,
+    pattern: int,
+    values: Mapping[str, Any],
+    given: Mapping[str, Any],
+    *,
+    spec: Spec,
+    workspace_ptrs: Any,
+) -> Any:
+    """The drop-in's call on a legacy workspace, any pattern the release has.
+
+    ``values`` holds every drop-in argument after ``pattern`` (defaults included: the
+    legacy call requires them all), ``given`` those that differ from their defaults. An
+    argument the legacy call has no counterpart for, or a pattern the installed release
+    lacks, raises :class:`~fi_compat.errors.CapabilityMissingError`. Returns what the
+    unified call would: ``norm_out``, else ``quant_out``, else ``output``.
+    """
+    import torch
+
+    caps = get_capabilities()
+    codes = locate(PATTERN)
+    members = vars(codes if codes is not None else object).values()
+    if pattern not in {value for value in members if isinstance(value, int)}:
+        name = PATTERN_NAMES.get(pattern, pattern)
+        raise CapabilityMissingError(
+            explain(
+                f"pattern {name} in the installed {PATTERN.key}",
+                f"flashinfer {caps.flashinfer.version} without it",
+                fix="use a pattern this release has, or upgrade flashinfer-python",
+            ),
+            feature=f"{PATTERN.key}.{name}",
+        )
+    for name in given:
+        if name not in _MAPPED:
+            raise not_taken(LEGACY_FUSION, name, caps.flashinfer.version)
+    output = values["output"]
+    if output is None:
+        output = torch.empty_like(input)
+    kwargs: dict[str, Any] = {
+        "allreduce_in": input,
+        "world_size": spec.world_size,
+        "world_rank": spec.rank,
+        "token_num": int(input.shape[0]),
+        "hidden_dim": spec.hidden_dim,
+        "workspace_ptrs": workspace_ptrs,
+        "pattern_code": pattern,
+        "allreduce_out": output,
+    }
+    for name in _SAME_NAME:
+        kwargs[name] = values[name]
+    shape = caps.comm.shapes.get(LEGACY_FUSION.key)
+    accepted = shape.keywords if shape is not None and shape.keywords is not None else {}
+    for name in _WHERE_TAKEN:
+        if name in given:
+            if name not in accepted:
+                raise not_taken(LEGACY_FUSION, name, caps.flashinfer.version)
+            kwargs[name] = given[name]
+    fusion = installed(caps, LEGACY_FUSION, "legacy_api")
+    fusion(**kwargs)
+    norm_out, quant_out = values["norm_out"], values["quant_out"]
+    return norm_out if norm_out is not None else quant_out if quant_out is not None else output

@@ -1,0 +1,422 @@
+"""The unified allreduce-fusion API (0.6.0+): its workspace, its bound call, the drop-in.
+
+FlashInfer's factory (:data:`~fi_compat._surface.UNIFIED_FACTORY`) returns a workspace
+object that frees itself with ``destroy()``; its fused call
+(:data:`~fi_compat._surface.UNIFIED_FUSION`) takes that object and keyword arguments. This
+module makes the workspace (:func:`create_unified`: which keywords the installed release
+gets, how a process group reaches its rendezvous), binds the per-call paths
+(:func:`bind_unified`), and forwards the drop-in's other patterns (:func:`call_unified`).
+
+Releases 0.6.0 to 0.6.7 lack ``trigger_completion_at_end``; :func:`_early_trigger` says how
+a call that sets it to False is honoured there (through the legacy call, on the same
+TRT-LLM workspace).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from fi_compat._surface import (
+    COMM,
+    GATES,
+    LEGACY_FUSION,
+    TORCH_DIST_BACKEND,
+    UNIFIED_FACTORY,
+    UNIFIED_FUSION,
+)
+from fi_compat.capabilities import Capabilities, get_capabilities
+from fi_compat.comm._binding import freeze_call
+from fi_compat.comm._call import Bound, Launcher, preparer
+from fi_compat.comm._checks import Spec, make_validator
+from fi_compat.comm._creation import (
+    Created,
+    accepts,
+    check_call,
+    group_error,
+    installed,
+    installed_pattern,
+    missing,
+    not_taken,
+    trtllm_ranks_error,
+)
+from fi_compat.comm._group import GroupSpan, group_backend
+from fi_compat.comm._legacy import LEGACY_CALL, legacy_launch
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["UNIFIED_CALL", "bind_unified", "call_unified", "create_unified"]
+
+#: Keywords the bound call passes to the unified fused call (0.6.0+), besides
+#: ``trigger_completion_at_end`` (0.6.8+), which is passed only where accepted.
+UNIFIED_CALL: tuple[str, ...] = (
+    "input",
+    "workspace",
+    "pattern",
+    "launch_with_pdl",
+    "residual_out",
+    "norm_out",
+    "residual_in",
+    "rms_gamma",
+    "rms_eps",
+    "use_oneshot",
+    "fp32_acc",
+)
+
+
+# ---------------------------------------------------------------------------- creation
+
+
+def create_unified(
+    caps: Capabilities,
+    spec: Spec,
+    span: GroupSpan,
+    *,
+    group: Any,
+    backend: str,
+    comm_backend: Any,
+    gpus_per_node: int | None,
+    force_oneshot_support: bool,
+    factory_options: Mapping[str, Any],
+) -> Created:
+    """A workspace from the unified factory, bound to the unified fused call.
+
+    Arguments as checked by ``create_workspace``. ``group`` goes as ``group=`` where the
+    factory takes it; otherwise, when it is not the whole world, as a ``comm_backend``
+    over the group; otherwise :class:`~fi_compat.errors.GroupNotSupportedError`. A
+    workspace made and then refused (a TRT-LLM one for a world size it cannot run) is
+    destroyed before the error is raised.
+    """
+    factory = installed(caps, UNIFIED_FACTORY, "unified_api")
+    fusion = installed(caps, UNIFIED_FUSION, "unified_api")
+    decisions: list[str] = []
+    kwargs: dict[str, Any] = {
+        "backend": backend,
+        "world_size": spec.world_size,
+        "rank": spec.rank,
+        "max_token_num": spec.max_token_num,
+        "hidden_dim": spec.hidden_dim,
+        "dtype": spec.dtype,
+    }
+    optional: dict[str, tuple[Any, Any]] = {
+        "gpus_per_node": (gpus_per_node, None),
+        "force_oneshot_support": (force_oneshot_support, False),
+    }
+    optional.update({name: (value, None) for name, value in factory_options.items()})
+    for name, (value, default) in optional.items():
+        if value is default or value == default:
+            continue
+        if not accepts(caps, UNIFIED_FACTORY, name):
+            raise missing(
+                name,
+                f"{UNIFIED_FACTORY.dotted} to take {name}=",
+                f"flashinfer {caps.flashinfer.version} without it",
+                f"leave {name} out, or upgrade flashinfer-python",
+            )
+        kwargs[name] = value
+    takes_group = accepts(caps, UNIFIED_FACTORY, "group")
+    takes_backend = accepts(caps, UNIFIED_FACTORY, "comm_backend")
+    if comm_backend is not None:
+        if not takes_backend:
+            raise missing(
+                "comm_backend",
+                f"{UNIFIED_FACTORY.dotted} to take comm_backend=",
+                f"flashinfer {caps.flashinfer.version} without it",
+                "leave comm_backend out, or upgrade flashinfer-python",
+            )
+        kwargs["comm_backend"] = comm_backend
+        decisions.append("comm_backend passed as given by the caller")
+    if group is not None:
+        if takes_group:
+            kwargs["group"] = group
+            decisions.append("group passed as group=")
+        local_root = caps.comm.bcast_root_is_group_local.supported
+        needs_backend = not span.whole_world and (not takes_group or not local_root)
+        if needs_backend and comm_backend is None:
+            path = caps.comm.torch_dist_backend
+            # FlashInfer's mnnvl-cutedsl backend refuses comm_backend; it takes group.
+            if takes_backend and path is not None and backend != "mnnvl-cutedsl":
+                kwargs["comm_backend"] = comm_backend = group_backend(
+                    _import(path), group, root_is_group_local=local_root
+                )
+                decisions.append(
+                    f"group carried by comm_backend={path} over the group"
+                    + ("" if local_root else ", with bcast mapping the group-local root")
+                )
+            elif not takes_group:
+                why = f"{UNIFIED_FACTORY.key} takes no group=" + (
+                    "" if takes_backend else " and no comm_backend="
+                )
+                if takes_backend:
+                    why += f" and {COMM} has no {TORCH_DIST_BACKEND.key}"
+                raise group_error(caps, UNIFIED_FACTORY, span, why)
+        elif not takes_group and span.whole_world:
+            decisions.append("group left out: it spans the whole world, the default")
+        elif not takes_group:
+            decisions.append("group carried by the caller's comm_backend")
+    pattern = installed_pattern()
+    check_call(caps, UNIFIED_FUSION, fusion, UNIFIED_CALL)
+    pass_trigger = accepts(caps, UNIFIED_FUSION, "trigger_completion_at_end")
+    native = factory(**kwargs)
+    native_backend = getattr(native, "backend", None)
+    unsupported = trtllm_ranks_error(spec, "a workspace on FlashInfer's 'trtllm' backend")
+    if native_backend == "trtllm" and unsupported is not None:
+        native.destroy()  # backend='auto' chose TRT-LLM: it could never launch
+        raise unsupported
+    early: Launcher | None = None
+    if not pass_trigger:
+        try:
+            early = _early_trigger(caps, spec, native, pattern, decisions)
+        except BaseException:
+            native.destroy()  # do not leak the buffers of a workspace nobody will hold
+            raise
+    bound = bind_unified(
+        spec,
+        function=fusion,
+        native=native,
+        pattern=pattern,
+        pass_trigger=pass_trigger,
+        early_trigger=early,
+    )
+    return Created(
+        backend=native_backend if isinstance(native_backend, str) else backend,
+        bound=bound,
+        destroy=native.destroy,
+        native=native,
+        comm_backend=comm_backend,
+        decisions=tuple(decisions),
+    )
+
+
+def _import(dotted: str) -> Any:
+    """The object at ``"<module>.<name>"`` (a path the probe reported)."""
+    module, _, name = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def _early_trigger(
+    caps: Capabilities, spec: Spec, native: Any, pattern: int, decisions: list[str]
+) -> Launcher | None:
+    """How a release without ``trigger_completion_at_end`` (0.6.0 to 0.6.7) honours False.
+
+    Those releases run the TRT-LLM kernel with the flag equal to ``launch_with_pdl``: the
+    same result whenever ``launch_with_pdl`` is False or the flag is True. For
+    ``launch_with_pdl=True, trigger_completion_at_end=False`` the TRT-LLM workspace is run
+    through the legacy fused call (the very kernel, with the flag honoured); MNNVL ignores
+    the flag in every release; anything else is refused.
+    """
+    gate = GATES["trigger_completion_at_end"]
+    fused = UNIFIED_FUSION.key
+    if str(getattr(native, "backend", "")).startswith("mnnvl"):
+        decisions.append(
+            f"trigger_completion_at_end not passed: this release's {fused} lacks it "
+            f"(added in {gate.introduced_in}) and the MNNVL backend ignores it in every release"
+        )
+        return None
+    ptrs = getattr(native, "workspace_tensor", None)
+    if caps.comm.legacy_api and ptrs is not None:
+        decisions.append(
+            "trigger_completion_at_end passed when it matters: this release's "
+            f"{fused} lacks it (added in {gate.introduced_in}); with "
+            "launch_with_pdl=True and trigger_completion_at_end=False the call runs "
+            f"{LEGACY_FUSION.key} on the workspace's pointers, otherwise {fused}"
+        )
+        function = installed(caps, LEGACY_FUSION, "legacy_api")
+        check_call(caps, LEGACY_FUSION, function, LEGACY_CALL)
+        return legacy_launch(spec, function=function, workspace_ptrs=ptrs, pattern=pattern)
+    decisions.append(
+        "trigger_completion_at_end=False with launch_with_pdl=True will be refused: this "
+        f"release's {fused} lacks the keyword (added in {gate.introduced_in})"
+    )
+    version = caps.flashinfer.version
+
+    def refuse(*_: Any) -> NoReturn:
+        raise missing(
+            "trigger_completion_at_end",
+            f"{fused} to take trigger_completion_at_end=False",
+            f"flashinfer {version}, whose {fused} signals completion at the end "
+            "whenever launch_with_pdl=True",
+            "pass trigger_completion_at_end=True (the result is the same; only the "
+            "overlap with the next kernel is lost), or upgrade flashinfer-python",
+        )
+
+    # A prepared call is refused when it is prepared, not when it is launched.
+    return Launcher(refuse, refuse)
+
+
+# ----------------------------------------------------------------------------- binding
+
+
+def bind_unified(
+    spec: Spec,
+    *,
+    function: Callable[..., Any],
+    native: Any,
+    pattern: int,
+    pass_trigger: bool,
+    early_trigger: Launcher | None,
+) -> Bound:
+    """The paths into the unified fused call.
+
+    Parameters
+    ----------
+    spec
+        What the workspace holds.
+    function
+        The installed :data:`~fi_compat._surface.UNIFIED_FUSION`.
+    native
+        The FlashInfer workspace object.
+    pattern
+        The installed release's ``kARResidualRMSNorm`` code.
+    pass_trigger
+        The release takes ``trigger_completion_at_end`` (0.6.8+).
+    early_trigger
+        Only where it does not: what runs a call with ``launch_with_pdl=True`` and
+        ``trigger_completion_at_end=False`` (the release itself would signal completion
+        at the end). None means the release's behaviour is the same either way.
+    """
+    validate = make_validator(spec)
+
+    def run(
+        input: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        eps: float,
+        norm_out: torch.Tensor | None,
+        residual_out: torch.Tensor | None,
+        use_oneshot: bool | None,
+        fp32_acc: bool,
+        trigger_completion_at_end: bool,
+        launch_with_pdl: bool,
+        /,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        norm_out, residual_out = validate(input, residual, weight, norm_out, residual_out)
+        if pass_trigger:
+            function(
+                input=input,
+                workspace=native,
+                pattern=pattern,
+                launch_with_pdl=launch_with_pdl,
+                trigger_completion_at_end=trigger_completion_at_end,
+                residual_out=residual_out,
+                norm_out=norm_out,
+                residual_in=residual,
+                rms_gamma=weight,
+                rms_eps=eps,
+                use_oneshot=use_oneshot,
+                fp32_acc=fp32_acc,
+            )
+        elif early_trigger is not None and launch_with_pdl and not trigger_completion_at_end:
+            early_trigger.launch(
+                input,
+                residual,
+                weight,
+                eps,
+                norm_out,
+                residual_out,
+                use_oneshot,
+                fp32_acc,
+                trigger_completion_at_end,
+                launch_with_pdl,
+                input.shape[0],
+            )
+        else:
+            function(
+                input=input,
+                workspace=native,
+                pattern=pattern,
+                launch_with_pdl=launch_with_pdl,
+                residual_out=residual_out,
+                norm_out=norm_out,
+                residual_in=residual,
+                rms_gamma=weight,
+                rms_eps=eps,
+                use_oneshot=use_oneshot,
+                fp32_acc=fp32_acc,
+            )
+        return norm_out, residual_out
+
+    def freeze(
+        input: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        eps: float,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
+        use_oneshot: bool | None,
+        fp32_acc: bool,
+        trigger_completion_at_end: bool,
+        launch_with_pdl: bool,
+        tokens: int,
+        /,
+    ) -> Callable[[], Any]:
+        if (
+            not pass_trigger
+            and early_trigger is not None
+            and launch_with_pdl
+            and not trigger_completion_at_end
+        ):
+            return early_trigger.freeze(
+                input,
+                residual,
+                weight,
+                eps,
+                norm_out,
+                residual_out,
+                use_oneshot,
+                fp32_acc,
+                trigger_completion_at_end,
+                launch_with_pdl,
+                tokens,
+            )
+        values = (
+            input,
+            native,
+            pattern,
+            launch_with_pdl,
+            residual_out,
+            norm_out,
+            residual,
+            weight,
+            eps,
+            use_oneshot,
+            fp32_acc,
+        )
+        arguments = dict(zip(UNIFIED_CALL, values, strict=True))
+        if pass_trigger:
+            arguments["trigger_completion_at_end"] = trigger_completion_at_end
+        return freeze_call(function, arguments)
+
+    return Bound(run, preparer(validate, freeze))
+
+
+# ---------------------------------------------------------------------------- drop-in
+
+
+def call_unified(input: Any, native: Any, pattern: int, given: Mapping[str, Any]) -> Any:
+    """The drop-in's call on a unified workspace object ``native``, any pattern.
+
+    ``given`` holds the drop-in's arguments that differ from their defaults; each is
+    passed where the installed fused call takes it. One it does not take raises
+    :class:`~fi_compat.errors.CapabilityMissingError`, except
+    ``trigger_completion_at_end`` when leaving it out gives what was asked (see
+    :func:`_trigger_droppable`).
+    """
+    caps = get_capabilities()
+    shape = caps.comm.shapes.get(UNIFIED_FUSION.key)
+    accepted = shape.keywords if shape is not None and shape.keywords is not None else {}
+    kwargs: dict[str, Any] = {}
+    for name, value in given.items():
+        if name in accepted:
+            kwargs[name] = value
+        elif not (name == "trigger_completion_at_end" and _trigger_droppable(given)):
+            raise not_taken(UNIFIED_FUSION, name, caps.flashinfer.version)
+    fusion = installed(caps, UNIFIED_FUSION, "unified_api")
+    return fusion(input=input, workspace=native, pattern=pattern, **kwargs)
+
+
+def _trigger_droppable(given: Mapping[str, Any]) -> bool:
+    """Leaving ``trigger_completion_at_end`` out gives what was asked (see the facade)."""
+    return not given.get("launch_with_pdl", False)
