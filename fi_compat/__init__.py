@@ -21,7 +21,6 @@ if TYPE_CHECKING:
         CapabilityMissingError,
         DeterminismUnavailableError,
         FiCompatError,
-        FiCompatWarning,
         FlashInferUnavailableError,
         FusionForbiddenError,
         GroupNotSupportedError,
@@ -35,7 +34,6 @@ __all__ = [
     "CapabilityMissingError",
     "DeterminismUnavailableError",
     "FiCompatError",
-    "FiCompatWarning",
     "FlashInferUnavailableError",
     "FusionForbiddenError",
     "GroupNotSupportedError",
@@ -56,7 +54,6 @@ _LAZY: dict[str, str] = {
     "CapabilityMissingError": "fi_compat.errors",
     "DeterminismUnavailableError": "fi_compat.errors",
     "FiCompatError": "fi_compat.errors",
-    "FiCompatWarning": "fi_compat.errors",
     "FlashInferUnavailableError": "fi_compat.errors",
     "FusionForbiddenError": "fi_compat.errors",
     "GroupNotSupportedError": "fi_compat.errors",
@@ -76,4 +73,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return list(__all__)

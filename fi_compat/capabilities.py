@@ -72,9 +72,16 @@ __all__ = [
     "Status",
     "Support",
     "TorchInfo",
+    "clear_cache",
     "get_capabilities",
     "locate",
+    "probe",
 ]
+
+
+def __dir__() -> list[str]:
+    return list(__all__)
+
 
 logger = get_logger(__name__)
 

@@ -29,6 +29,11 @@ __all__ = [
     "set_deterministic",
 ]
 
+
+def __dir__() -> list[str]:
+    return list(__all__)
+
+
 _lock = threading.Lock()
 _enabled = False
 

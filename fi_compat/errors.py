@@ -1,8 +1,11 @@
-"""Exceptions and warnings raised by fi-compat.
+"""Every exception fi-compat raises, in one module.
 
 Every exception subclasses a built-in as well as :class:`FiCompatError`, so an engine can
 catch ``ValueError`` or ``RuntimeError`` without importing fi-compat, or catch everything
-fi-compat raises with ``except FiCompatError``.
+fi-compat raises with ``except FiCompatError``. The modules that raise them also export
+them where users meet them (``fi_compat.attention.PlannerConfigError``,
+``fi_compat.policy.PolicyInputError``, ``fi_compat.testing.UnknownReleaseError``, ...):
+those are these very classes.
 
 Messages follow one pattern: what was expected, what was found, which FlashInfer release
 changed it, and what to do.
@@ -13,16 +16,26 @@ from __future__ import annotations
 __all__ = [
     "CapabilityMissingError",
     "DeterminismUnavailableError",
+    "FakeUninstalledError",
     "FiCompatError",
-    "FiCompatWarning",
     "FlashInferUnavailableError",
     "FusionForbiddenError",
     "GroupNotSupportedError",
     "InvalidArgumentError",
+    "PlannerConfigError",
+    "PolicyInputError",
+    "RecordingError",
+    "TensorCoresRequiredError",
+    "UnknownReleaseError",
+    "UnknownRequirementError",
     "WorkspaceDestroyedError",
     "WorkspaceMismatchError",
     "explain",
 ]
+
+
+def __dir__() -> list[str]:
+    return list(__all__)
 
 
 def explain(
@@ -112,5 +125,44 @@ class WorkspaceDestroyedError(FiCompatError, RuntimeError):
     """A fusion workspace was used after ``destroy()``."""
 
 
-class FiCompatWarning(UserWarning):
-    """Base class of every warning fi-compat emits; filter this to silence them all."""
+class PlannerConfigError(InvalidArgumentError):
+    """The attention planner was built or called with arguments that cannot be right.
+
+    For example the wrong number of wrappers for the layout, a wrapper without a callable
+    ``plan``, an unknown layout, a ``Settings`` value that disagrees with
+    :mod:`fi_compat.determinism`, split settings passed by the caller, or a step given the
+    wrong number of :class:`~fi_compat.attention.PlanArgs`. Raised before any wrapper is
+    planned.
+    """
+
+
+class TensorCoresRequiredError(DeterminismUnavailableError, ValueError):
+    """A decode wrapper without tensor cores was handed to a deterministic planner.
+
+    FlashInfer's decode wrapper honours ``fixed_split_size`` and ``disable_split_kv`` only
+    on its tensor-core path: ``plan(fixed_split_size=...)`` raises ``ValueError`` without
+    tensor cores, and ``disable_split_kv`` is silently ignored there. It is a
+    :class:`DeterminismUnavailableError` (``RuntimeError``) and a ``ValueError``, like
+    FlashInfer's own error for the same mistake.
+    """
+
+
+class PolicyInputError(InvalidArgumentError):
+    """An input to the fusion policy (:mod:`fi_compat.policy`) is out of range or malformed."""
+
+
+class UnknownRequirementError(InvalidArgumentError):
+    """A ``fi-compat report --require`` name that the report does not print (or an empty one)."""
+
+
+class RecordingError(FiCompatError, ValueError):
+    """A FlashInfer release could not be read or parsed into a signature record (raised by
+    the maintainers' recorder in ``tools/``)."""
+
+
+class UnknownReleaseError(FiCompatError, LookupError):
+    """No recorded signatures ship for the requested FlashInfer release."""
+
+
+class FakeUninstalledError(FiCompatError, RuntimeError):
+    """A function of a fake flashinfer was called after its ``fake_flashinfer()`` ended."""

@@ -29,6 +29,10 @@ from fi_compat.capabilities import ATTENTION_WRAPPERS, Capabilities
 __all__ = ["Hazard", "Severity", "hazards"]
 
 
+def __dir__() -> list[str]:
+    return list(__all__)
+
+
 class Severity(str, enum.Enum):
     """How much a hazard matters to an engine."""
 

@@ -34,7 +34,7 @@ from fi_compat._arguments import (
     require_str,
 )
 from fi_compat.determinism import is_deterministic
-from fi_compat.errors import InvalidArgumentError, explain
+from fi_compat.errors import PolicyInputError, explain
 
 __all__ = [
     "DEFAULT_MAX_FUSION_TOKENS",
@@ -108,14 +108,6 @@ DEFAULT_MAX_FUSION_TOKENS = 2048
 
 def __dir__() -> list[str]:
     return list(__all__)
-
-
-class PolicyInputError(InvalidArgumentError):
-    """An input to the fusion policy is out of range or malformed.
-
-    An :class:`~fi_compat.errors.InvalidArgumentError`, so also a ``ValueError`` and a
-    ``TypeError``.
-    """
 
 
 class FusionChoice(enum.Enum):

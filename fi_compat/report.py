@@ -24,7 +24,7 @@ from fi_compat._surface import (
     UNIFIED_FUSION,
 )
 from fi_compat.capabilities import ATTENTION_PROBES, COMM_PROBES, Capabilities
-from fi_compat.errors import InvalidArgumentError, explain
+from fi_compat.errors import UnknownRequirementError, explain
 from fi_compat.hazards import hazards
 
 __all__ = [
@@ -37,6 +37,11 @@ __all__ = [
     "parse_requirements",
     "render_text",
 ]
+
+
+def __dir__() -> list[str]:
+    return list(__all__)
+
 
 #: ``--require`` short names and the probed items each one stands for, as
 #: ``(section, owner, keyword)``: the keyword gates of :data:`fi_compat._surface.GATES`.
@@ -87,10 +92,6 @@ def _requirement_names() -> dict[str, tuple[tuple[str, str, str], ...]]:
 REQUIREMENT_NAMES: Mapping[str, tuple[tuple[str, str, str], ...]] = MappingProxyType(
     _requirement_names()
 )
-
-
-class UnknownRequirementError(InvalidArgumentError):
-    """A ``--require`` name that the report does not print (or an empty one)."""
 
 
 def _check_capabilities(capabilities: object) -> None:

@@ -13,7 +13,7 @@ from fi_compat import capabilities
 
 
 def _drop_flashinfer_modules() -> dict[str, object]:
-    removed = {}
+    removed: dict[str, object] = {}
     for name in list(sys.modules):
         if name == "flashinfer" or name.startswith("flashinfer."):
             removed[name] = sys.modules.pop(name)
@@ -54,7 +54,7 @@ def fake_package(tmp_path: Path) -> Iterator[FakePackage]:
 def no_flashinfer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Make ``flashinfer`` look absent, whatever is installed."""
     saved_modules = _drop_flashinfer_modules()
-    monkeypatch.setitem(sys.modules, "flashinfer", None)  # type: ignore[arg-type]
+    monkeypatch.setitem(sys.modules, "flashinfer", None)
     monkeypatch.setattr(capabilities, "_distribution_version", lambda: None)
     capabilities.clear_cache()
     yield

@@ -1,11 +1,12 @@
 """Harness for the real-release matrix: real flashinfer-python wheels, imported in subprocesses.
 
-Each release is downloaded with ``pip download --no-deps`` into a cache outside the
-repository (``$FI_COMPAT_RELEASE_CACHE``, else ``$XDG_CACHE_HOME/fi-compat/releases``, else
-``~/.cache/fi-compat/releases``), extracted once, and imported by ``python -m fi_compat
-report --json`` in a subprocess of this interpreter with the extracted release first on
-``PYTHONPATH``. Everything else the releases import (torch 2.13.0 CPU, apache-tvm-ffi,
-nvidia-cutlass-dsl, ...) comes from the test venv, which is never modified.
+Each release is downloaded and extracted once by the release cache the recorder uses too
+(:mod:`tools.releases`: ``pip download --no-deps`` into ``$FI_COMPAT_RELEASE_CACHE``, else
+``$XDG_CACHE_HOME/fi-compat/releases``, else ``~/.cache/fi-compat/releases``, never the
+repository), and imported by ``python -m fi_compat report --json`` in a subprocess of this
+interpreter with the extracted release first on ``PYTHONPATH``. Everything else the
+releases import (torch 2.13.0 CPU, apache-tvm-ffi, nvidia-cutlass-dsl, ...) comes from the
+test venv, which is never modified.
 
 A CPU machine needs three workarounds, applied by ``tests/release_harness_site/
 sitecustomize.py`` in the subprocess only (its docstring says exactly what each does):
@@ -17,25 +18,24 @@ sitecustomize.py`` in the subprocess only (its docstring says exactly what each 
 * the ``triton`` wheel, extracted next to the release (``flashinfer.comm`` 0.6.10 to 0.6.13
   imports it).
 
-Run ``python tests/release_harness.py [VERSION ...]`` to print the reports by hand.
+Run ``python -m tests.release_harness [VERSION ...]`` from the repository root to print the
+reports by hand.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
 import subprocess
 import sys
 import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fi_compat.report import REQUIREMENTS
 from fi_compat.testing import ReleaseRecord
+from tools.releases import DownloadError, RegistryUnreachableError, ReleaseCache
 
 __all__ = [
     "CUDA_RUNTIME",
@@ -48,7 +48,6 @@ __all__ = [
     "Prepared",
     "RegistryUnreachableError",
     "ReleaseNeeds",
-    "cache_root",
     "expected_answers",
     "expected_torch_dist_backend",
     "recorded_keywords",
@@ -103,20 +102,6 @@ RELEASES: dict[str, ReleaseNeeds] = {
     "0.7.1": ReleaseNeeds(cuda_runtime=False, gpu_query=False, triton=False),
     "0.7.2.post1": ReleaseNeeds(cuda_runtime=False, gpu_query=False, triton=False),
 }
-
-#: Fragments of pip's output that mean the package registry could not be reached.
-_NETWORK_ERRORS = (
-    "NewConnectionError",
-    "ConnectTimeoutError",
-    "ReadTimeoutError",
-    "Max retries exceeded",
-    "Temporary failure in name resolution",
-    "Name or service not known",
-    "Network is unreachable",
-    "Connection refused",
-    "ProxyError",
-    "SSLError",
-)
 
 
 # ------------------------------------------------------ expectations from the recorded data
@@ -193,28 +178,6 @@ def recorded_keywords(record: ReleaseRecord, qualname: str) -> tuple[list[str], 
 # ------------------------------------------------------------------------------ harness
 
 
-class RegistryUnreachableError(RuntimeError):
-    """``pip download`` could not reach the package registry."""
-
-
-class DownloadError(RuntimeError):
-    """``pip download`` reached the registry and still failed."""
-
-
-def cache_root() -> Path:
-    """Where wheels and extracted releases are kept between runs (never in the repository)."""
-    explicit = os.environ.get("FI_COMPAT_RELEASE_CACHE")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".cache"
-    return base / "fi-compat" / "releases"
-
-
-def _normalise(name: str) -> str:
-    return re.sub(r"[-_.]+", "_", name).lower()
-
-
 @dataclass(frozen=True)
 class Prepared:
     """One release ready to import: the directories and files its subprocess needs."""
@@ -256,19 +219,8 @@ class Harness:
     """Downloads, caches and imports real releases. One per test session."""
 
     def __init__(self, root: Path | None = None) -> None:
-        self.root = root if root is not None else cache_root()
-        self.wheels = self.root / "wheels"
-        self.extracted = self.root / "extracted"
-
-    # ----------------------------------------------------------------------- downloads
-
-    def _cached_wheel(self, requirement: str) -> Path | None:
-        name, _, version = requirement.partition("==")
-        prefix = f"{_normalise(name)}-{version}-"
-        if not self.wheels.is_dir():
-            return None
-        found = sorted(p for p in self.wheels.glob("*.whl") if p.name.lower().startswith(prefix))
-        return found[0] if found else None
+        self.cache = ReleaseCache(root)
+        self.root = self.cache.root
 
     def download(self, requirement: str) -> Path:
         """The wheel for a pinned ``name==version``, downloaded once into the cache.
@@ -280,68 +232,7 @@ class Harness:
         DownloadError
             pip reached it and failed anyway (a real failure).
         """
-        cached = self._cached_wheel(requirement)
-        if cached is not None:
-            return cached
-        self.wheels.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=".download-", dir=self.wheels) as scratch:
-            done = self._pip_download(requirement, Path(scratch))
-            for wheel in Path(scratch).glob("*.whl"):
-                os.replace(wheel, self.wheels / wheel.name)  # whole files only, for other runs
-        cached = self._cached_wheel(requirement)
-        if done.returncode == 0 and cached is not None:
-            return cached
-        output = done.stdout + done.stderr
-        network = [line for line in output.splitlines() if any(f in line for f in _NETWORK_ERRORS)]
-        if network:
-            raise RegistryUnreachableError(
-                f"pip download {requirement} could not reach the package registry "
-                f"({network[-1].strip()})"
-            )
-        raise DownloadError(f"pip download {requirement} failed ({done.returncode}):\n{output}")
-
-    @staticmethod
-    def _pip_download(requirement: str, destination: Path) -> subprocess.CompletedProcess[str]:
-        command = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary",
-            ":all:",
-            "--disable-pip-version-check",
-            "--timeout",
-            "30",
-            "--retries",
-            "2",
-            "--dest",
-            str(destination),
-            requirement,
-        ]
-        return subprocess.run(command, capture_output=True, text=True, check=False)
-
-    def extract(self, wheel: Path) -> Path:
-        """The wheel unpacked under ``extracted/<wheel name>``, once (atomically)."""
-        target = self.extracted / wheel.name.removesuffix(".whl")
-        if (target / ".complete").is_file():
-            return target
-        self.extracted.mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(prefix=".partial-", dir=self.extracted))
-        scratch.chmod(0o755)
-        try:
-            with zipfile.ZipFile(wheel) as archive:
-                archive.extractall(scratch)
-            (scratch / ".complete").write_text(wheel.name + "\n", encoding="utf-8")
-            try:
-                scratch.rename(target)
-            except OSError:
-                # Another run finished the same extraction first; use its copy.
-                if not (target / ".complete").is_file():
-                    raise
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-        return target
+        return self.cache.download(requirement, wheel_only=True)
 
     def site_dir(self) -> Path:
         """A directory holding a fresh copy of the sitecustomize template."""
@@ -357,7 +248,7 @@ class Harness:
 
     def cudart(self) -> Path:
         """``libcudart.so.12`` from the extracted ``nvidia-cuda-runtime-cu12`` wheel."""
-        root = self.extract(self.download(CUDA_RUNTIME))
+        root = self.cache.extract(self.download(CUDA_RUNTIME))
         found = sorted(root.glob("nvidia/cuda_runtime/lib/libcudart.so*"))
         if not found:
             raise DownloadError(f"no libcudart.so* in {root}")
@@ -366,8 +257,8 @@ class Harness:
     def prepare(self, version: str) -> Prepared:
         """Download and extract ``version`` and whatever its import needs."""
         needs = RELEASES[version]
-        release_dir = self.extract(self.download(f"flashinfer-python=={version}"))
-        triton_dir = self.extract(self.download(TRITON)) if needs.triton else None
+        release_dir = self.cache.extract(self.download(f"flashinfer-python=={version}"))
+        triton_dir = self.cache.extract(self.download(TRITON)) if needs.triton else None
         return Prepared(
             version=version,
             needs=needs,

@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytest.importorskip("torch", reason="needs torch")
+
 import torch
 
 import fi_compat
@@ -179,6 +182,7 @@ def test_every_path_phase_and_mode_forwards_the_split_settings(
     assert len(planned) == len(requests) == len(layout.roles) + (phase == "ragged")
     split = expected_split(phase, deterministic=on, graph=graph)
     for spy, request in zip(planned, requests, strict=True):
+        assert spy is not None
         assert len(spy.calls) == 1
         args, kwargs = spy.calls[0]
         assert args == request.args
@@ -243,7 +247,7 @@ def test_per_step_path_inspects_nothing(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_signatures_are_inspected_once_per_class(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[str] = []
-    real = _planner.inspect_callable
+    real = _planner.inspect_callable  # type: ignore[attr-defined]
 
     def counting(name: str, func: Any, **kwargs: Any) -> Any:
         seen.append(name)
@@ -393,7 +397,9 @@ def test_tensor_cores_read_from_the_private_attribute_when_no_property() -> None
         def __init__(self) -> None:
             self._use_tensor_cores = True
 
-        def plan(self, *args: Any, fixed_split_size: Any = None, disable_split_kv: Any = False):
+        def plan(
+            self, *args: Any, fixed_split_size: Any = None, disable_split_kv: Any = False
+        ) -> None:
             pass
 
     with determinism.deterministic(True):

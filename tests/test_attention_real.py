@@ -50,7 +50,7 @@ def flashinfer() -> Any:
 
 
 def bare(cls: type, *, tensor_cores: bool = True, cuda_graph: bool = False) -> Any:
-    wrapper = object.__new__(cls)
+    wrapper: Any = object.__new__(cls)
     wrapper._use_tensor_cores = tensor_cores
     wrapper._use_cuda_graph = cuda_graph
     return wrapper

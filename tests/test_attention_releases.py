@@ -150,6 +150,7 @@ def test_deterministic_planning_binds_or_is_refused(
         for kind, count in ((PAGED, n), (RAGGED, 1), (DECODE, n)):
             seen = seen_split(fi, kind)
             assert len(seen) == count, kind
+            expected: dict[str, object]
             if graph:
                 expected = {"fixed_split_size": None, "disable_split_kv": True}
             else:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pytest
+
+pytest.importorskip("torch", reason="needs torch")
+
 import torch
 from hypothesis import given
 from hypothesis import strategies as st

@@ -152,7 +152,7 @@ def test_closed_pipe_in_process(
             raise OSError("no file descriptor")
 
     saved = sys.stdout
-    sys.stdout = Closed()  # type: ignore[assignment]
+    sys.stdout = Closed()
     try:
         code = main(["report", "--require", "group"])
     finally:

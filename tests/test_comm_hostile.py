@@ -20,6 +20,9 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+
+pytest.importorskip("torch", reason="needs torch")
+
 import torch
 
 import fi_compat.comm as comm

@@ -14,6 +14,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+
+pytest.importorskip("torch", reason="needs torch")
+
 import torch
 
 import fi_compat.comm as comm

@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytest.importorskip("torch", reason="needs torch")
+
 import torch
 
 TOKENS, HIDDEN, EPS = 5, 48, 1e-6

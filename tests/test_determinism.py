@@ -27,7 +27,7 @@ class Decode:
 
     def plan(
         self, *args: object, fixed_split_size: object = None, disable_split_kv: object = False
-    ):
+    ) -> None:
         pass
 
 

@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 from fi_compat._forwarding import ALL, analyse
 from fi_compat._signature import Status, inspect_callable
 from fi_compat.testing._fake import _generate
-from fi_compat.testing._recorder import record_release
 from fi_compat.testing._releases import parse_record
+from tools.recorder import record_release
 
 S, U, N = "supported", "unknown", "unsupported"
 KEYWORDS = ("fixed_split_size", "disable_split_kv")

@@ -643,7 +643,7 @@ def test_malformed_answer_from_the_signature_reader_is_unknown(
     monkeypatch.setattr(
         capabilities,
         "supports",
-        lambda shape, keywords: dict.fromkeys(keywords, capabilities.Support("supported", 5)),  # type: ignore[arg-type]
+        lambda shape, keywords: dict.fromkeys(keywords, capabilities.Support("supported", 5)),
     )
     found = statuses(get_capabilities())
     assert {found[item] for item in FULL} == {Status.UNKNOWN}

@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+
+pytest.importorskip("torch", reason="needs torch")
+
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

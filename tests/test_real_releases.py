@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("torch", reason="needs torch")
+
 from fi_compat.testing import load_release
 from tests.release_harness import (
     RELEASES,

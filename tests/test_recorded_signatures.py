@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
+from fi_compat._surface import ATTENTION_WRAPPERS, COMM_SYMBOLS
 from fi_compat.testing import (
     ReleaseRecord,
     UnknownReleaseError,
@@ -17,7 +18,7 @@ from fi_compat.testing import (
     listed_releases,
     load_release,
 )
-from fi_compat.testing._recorder import ATTENTION_WRAPPERS, COMM_FUNCTIONS, dump_record
+from tools.recorder.output import dump_record
 
 KINDS = (
     "POSITIONAL_ONLY",
@@ -26,7 +27,11 @@ KINDS = (
     "KEYWORD_ONLY",
     "VAR_KEYWORD",
 )
-WRAPPERS = ATTENTION_WRAPPERS
+WRAPPERS = tuple(wrapper.key for wrapper in ATTENTION_WRAPPERS)
+#: Every name a recorded release lists under ``comm.functions``.
+COMM_FUNCTIONS = tuple(
+    name for symbol in COMM_SYMBOLS if symbol.kind == "function" for name in symbol.names
+)
 HAZARDS = ("comm_requires_cuda_runtime", "import_queries_gpu", "comm_requires_triton")
 
 

@@ -1,7 +1,13 @@
-"""The source recorder on small synthetic flashinfer trees (no real release needed)."""
+"""The source recorder (``tools/recorder``) on small synthetic flashinfer trees.
+
+No real release is needed. The last tests keep the recorder out of the shipped package:
+no ``fi_compat`` module may import ``tools`` or hold the recorder again, and the tools
+spell no FlashInfer name that ``fi_compat._surface`` declares.
+"""
 
 from __future__ import annotations
 
+import ast
 import inspect
 import io
 import json
@@ -14,15 +20,14 @@ from typing import Any
 
 import pytest
 
+import fi_compat
+import tools
+import tools.recorder
 from fi_compat.testing import RecordingError
-from fi_compat.testing._recorder import (
-    dump_record,
-    record_release,
-    version_from_filename,
-    write_record,
-)
 from fi_compat.testing._releases import parse_record
-from fi_compat.testing.record import main as record_main
+from tests.test_surface import _spellings
+from tools.record import main as record_main
+from tools.recorder import dump_record, record_release, version_from_filename, write_record
 
 Tree = Callable[[Mapping[str, str]], Path]
 
@@ -403,12 +408,13 @@ def test_cli_writes_the_json(
     tree: Tree, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tree(_base_files())
-    assert record_main([str(root), "--release", "9.9.9", "--output", str(tmp_path / "o")]) == 0
+    arguments = ["--path", str(root), "--release", "9.9.9"]
+    assert record_main([*arguments, "--output", str(tmp_path / "o")]) == 0
     data = json.loads((tmp_path / "o" / "9.9.9.json").read_text())
     assert data["comm"]["functions"]["allreduce_fusion"]["defined_in"] == (
         "flashinfer.comm.allreduce"
     )
-    assert record_main([str(root), "--release", "9.9.9"]) == 0
+    assert record_main([*arguments, "--output", "-"]) == 0
     assert json.loads(capsys.readouterr().out.split("\n", 1)[1])["release"] == "9.9.9"
 
 
@@ -465,3 +471,55 @@ def test_workspace_classes_include_the_ones_the_factory_builds(tree: Tree) -> No
     assert cute["defined_in"] == "flashinfer.comm.cute"
     assert [p["name"] for p in cute["methods"]["destroy"]["parameters"]] == ["self", "force"]
     assert comm["classes"]["AllReduceFusionWorkspace"]["exported"] is True
+
+
+# ------------------------------------------------------ the recorder is not in the wheel
+
+PACKAGE = Path(fi_compat.__file__).parent
+TOOLS = Path(tools.__file__).parent
+
+
+def _python_files(root: Path) -> list[Path]:
+    return sorted(path for path in root.rglob("*.py") if "__pycache__" not in path.parts)
+
+
+def _imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_no_fi_compat_module_imports_the_tools() -> None:
+    # Engines install fi-compat without tools/: an import of it would fail for them.
+    offenders = {
+        str(path.relative_to(PACKAGE)): sorted(
+            name for name in _imported_modules(path) if name.split(".")[0] == "tools"
+        )
+        for path in _python_files(PACKAGE)
+    }
+    assert {path: names for path, names in offenders.items() if names} == {}
+
+
+def test_the_recorder_is_not_back_in_the_package() -> None:
+    assert not (PACKAGE / "testing" / "_recorder.py").exists()
+    assert not (PACKAGE / "testing" / "record.py").exists()
+    # Nor under another name: no fi_compat module defines what the recorder offers.
+    offered = set(tools.recorder.__all__)
+    defined = {
+        f"{path.relative_to(PACKAGE)}: {node.name}"
+        for path in _python_files(PACKAGE)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name in offered
+    }
+    assert defined == set()
+
+
+@pytest.mark.parametrize("path", _python_files(TOOLS), ids=lambda path: path.name)
+def test_the_tools_spell_no_flashinfer_name_the_surface_declares(path: Path) -> None:
+    # The same check as for the package itself: names come from fi_compat._surface.
+    assert _spellings(path) == [], "use the symbols of fi_compat._surface instead"

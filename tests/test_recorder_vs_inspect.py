@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from fi_compat.testing import FunctionRecord, ReleaseRecord, load_release
-from fi_compat.testing._recorder import record_release
 from fi_compat.testing._releases import parse_record
+from tools.recorder import record_release
 
 RELEASE = "0.7.2.post1"
 

@@ -204,6 +204,7 @@ def _bad_report_calls() -> list[tuple[str, Any]]:
 
     caps = get_capabilities()
     calls: list[tuple[str, Any]] = []
+    bad: object
     for bad in (None, 5, "caps", {}, caps.comm):
         calls += [
             (f"build_report({bad!r:.20})", lambda bad=bad: build_report(bad)),

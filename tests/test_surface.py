@@ -9,15 +9,20 @@ a new keyword upstream is a change to ``_surface.py`` alone.
 
 from __future__ import annotations
 
+import ast
+import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from packaging.version import Version
 
+import fi_compat.comm
 from fi_compat import _surface
 from fi_compat._surface import (
     ALL_SYMBOLS,
     ATTENTION_WRAPPERS,
+    COMM,
     GATES,
     TORCH_DIST_BACKEND,
     Symbol,
@@ -27,6 +32,7 @@ from fi_compat.errors import InvalidArgumentError
 from fi_compat.testing import available_releases, load_release
 from fi_compat.testing._releases import ReleaseRecord
 
+PACKAGE = Path(_surface.__file__).parent
 RELEASES = available_releases()
 
 
@@ -84,3 +90,81 @@ def test_an_unknown_gate_is_refused_by_the_loader() -> None:
     record = load_release(RELEASES[-1])
     with pytest.raises(InvalidArgumentError, match="gate"):
         record.has("no_such_gate")
+
+
+# ------------------------------------------------------------ nobody else spells a name
+
+
+def _flashinfer_names() -> set[str]:
+    """Names of FlashInfer's functions, classes and submodules that only _surface holds."""
+    names = {_surface.PLAN_IMPL, _surface.CUDART_MODULE}
+    for symbol in ALL_SYMBOLS:
+        names.add(symbol.key)
+        for home in symbol.homes:
+            names.add(home.name)
+            if home.module not in (_surface.FLASHINFER, COMM):
+                names.add(home.module)
+    return names
+
+
+_SPELLED = re.compile(
+    r"(?<!\w)(" + "|".join(map(re.escape, sorted(_flashinfer_names(), key=len)[::-1])) + r")(?!\w)"
+)
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+#: fi-compat's own drop-in names (``fi_compat.comm.allreduce_fusion``, ...) are FlashInfer's
+#: by design: a string that is exactly one of them (an ``__all__`` entry) or names it in
+#: ``fi_compat.comm`` is about fi-compat, not FlashInfer.
+_DROP_IN = frozenset(fi_compat.comm.__all__)
+_OURS = re.compile(r"fi_compat\.comm\.\w+")
+
+
+def _spellings(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = _docstrings(tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+            if node.value in _DROP_IN:
+                continue
+            for match in _SPELLED.finditer(_OURS.sub("", node.value)):
+                found.append(f"line {node.lineno}: {match.group(1)!r} in {node.value!r}")
+    return found
+
+
+_MODULES = sorted(
+    path
+    for path in PACKAGE.rglob("*.py")
+    if path.name != "_surface.py" and "signatures" not in path.parts
+)
+
+
+@pytest.mark.parametrize("path", _MODULES, ids=lambda path: str(path.relative_to(PACKAGE)))
+def test_no_module_but_the_surface_spells_a_flashinfer_name(path: Path) -> None:
+    assert _spellings(path) == [], "use the symbols of fi_compat._surface instead"
+
+
+def test_the_spelling_check_catches_a_name(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        '"""Docstrings may say allreduce_fusion."""\n'
+        'a = "flashinfer.comm.trtllm_allreduce_fusion"\n'
+        'b = f"{x} takes no group= on create_allreduce_fusion_workspace"\n'
+        'c = "allreduce-fusion workspace (not a name)"\n'
+        'd = ["allreduce_fusion", "see fi_compat.comm.allreduce_fusion"]\n',
+        encoding="utf-8",
+    )
+    found = _spellings(module)
+    assert len(found) == 2
+    assert "trtllm_allreduce_fusion" in found[0]
+    assert "create_allreduce_fusion_workspace" in found[1]

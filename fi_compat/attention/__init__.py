@@ -40,7 +40,6 @@ Importing this package imports neither torch nor FlashInfer.
 
 from __future__ import annotations
 
-from fi_compat.attention._errors import PlannerConfigError, TensorCoresRequiredError
 from fi_compat.attention._planner import AttentionPlanner, Layout, PlanArgs, PlanTarget
 from fi_compat.attention._settings import (
     DEFAULT_DECODE_SPLIT_SIZE,
@@ -56,6 +55,7 @@ from fi_compat.attention._spans import (
     window_decode_span,
     window_prefill_span,
 )
+from fi_compat.errors import PlannerConfigError, TensorCoresRequiredError
 
 __all__ = [
     "DEFAULT_DECODE_SPLIT_SIZE",

@@ -19,7 +19,6 @@ from fi_compat import _surface
 from fi_compat._arguments import describe, require_instance
 from fi_compat._signature import Status, Support, inspect_callable
 from fi_compat._surface import GATES, PLAN
-from fi_compat.attention._errors import PlannerConfigError, TensorCoresRequiredError
 from fi_compat.attention._settings import SPLIT_KEYWORDS, Settings
 from fi_compat.attention._spans import (
     KvSpan,
@@ -32,7 +31,12 @@ from fi_compat.attention._spans import (
     check_ragged,
     check_window,
 )
-from fi_compat.errors import DeterminismUnavailableError, explain
+from fi_compat.errors import (
+    DeterminismUnavailableError,
+    PlannerConfigError,
+    TensorCoresRequiredError,
+    explain,
+)
 
 if TYPE_CHECKING:
     from torch import Tensor

@@ -15,8 +15,7 @@ from types import MappingProxyType
 
 from fi_compat import _surface, determinism
 from fi_compat._arguments import require_bool, require_choice, require_int
-from fi_compat.attention._errors import PlannerConfigError
-from fi_compat.errors import explain
+from fi_compat.errors import PlannerConfigError, explain
 
 __all__ = [
     "DEFAULT_DECODE_SPLIT_SIZE",

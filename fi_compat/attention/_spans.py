@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fi_compat._arguments import describe, require_bool, require_int
-from fi_compat.attention._errors import PlannerConfigError
-from fi_compat.errors import explain
+from fi_compat.errors import PlannerConfigError, explain
 
 if TYPE_CHECKING:
     from torch import Tensor

@@ -35,6 +35,11 @@ __all__ = [
     "write_out",
 ]
 
+
+def __dir__() -> list[str]:
+    return list(__all__)
+
+
 #: Subcommand modules under ``fi_compat.cli``; each defines
 #: ``register(subparsers) -> None`` and sets ``func`` on its parser.
 COMMANDS: tuple[str, ...] = ("report", "policy")

@@ -23,6 +23,10 @@ from fi_compat.policy import (
 __all__ = ["register", "render_text", "run"]
 
 
+def __dir__() -> list[str]:
+    return list(__all__)
+
+
 def _compute_capability(text: str) -> tuple[int, int]:
     try:
         return parse_compute_capability(text)

@@ -26,6 +26,10 @@ from fi_compat.cli import write_err, write_out
 __all__ = ["register", "run"]
 
 
+def __dir__() -> list[str]:
+    return list(__all__)
+
+
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the ``report`` subcommand."""
     parser = subparsers.add_parser(

@@ -17,7 +17,7 @@ this package imports neither torch nor flashinfer.
 
 from __future__ import annotations
 
-from fi_compat.testing._errors import FakeUninstalledError, RecordingError, UnknownReleaseError
+from fi_compat.errors import FakeUninstalledError, RecordingError, UnknownReleaseError
 from fi_compat.testing._fake import (
     CUDART_MESSAGE,
     Call,

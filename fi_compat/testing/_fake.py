@@ -56,7 +56,7 @@ from fi_compat._surface import (
     WORKSPACE,
     symbol_named,
 )
-from fi_compat.testing._errors import FakeUninstalledError
+from fi_compat.errors import FakeUninstalledError
 from fi_compat.testing._releases import (
     ClassRecord,
     EnumRecord,

@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 from fi_compat._arguments import require_choice, require_str
 from fi_compat._surface import GATES, TORCH_DIST_BACKEND, symbol_named
-from fi_compat.testing._errors import UnknownReleaseError
+from fi_compat.errors import UnknownReleaseError
 
 __all__ = [
     "SCHEMA_VERSION",

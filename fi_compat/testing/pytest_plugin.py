@@ -25,6 +25,10 @@ from fi_compat.testing._fake import fake_flashinfer as _fake_flashinfer
 __all__ = ["FakeFlashInferFactory", "fake_flashinfer"]
 
 
+def __dir__() -> list[str]:
+    return list(__all__)
+
+
 class FakeFlashInferFactory(Protocol):
     """The fixture's type: same parameters as :func:`fi_compat.testing.fake_flashinfer`."""
 

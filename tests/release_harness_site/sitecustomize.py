@@ -69,7 +69,7 @@ def _install_gpu_stub() -> None:
         _LOG["gpu_calls"].append({"function": "get_device_capability", "caller": _caller()})
         return (FAKE_DEVICE.major, FAKE_DEVICE.minor)
 
-    torch.cuda.get_device_properties = get_device_properties
+    torch.cuda.get_device_properties = get_device_properties  # type: ignore[assignment]
     torch.cuda.get_device_capability = get_device_capability
     _LOG["gpu_stub"] = True
 

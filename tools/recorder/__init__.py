@@ -1,0 +1,25 @@
+"""The recorder: a flashinfer-python release's signatures and import hazards, without importing it.
+
+A release (a wheel, an sdist or a source tree) is read as text (:mod:`.archive`) and
+parsed with :mod:`ast`; names are resolved the way ``import`` would bind them
+(:mod:`.resolve`), so that a recorded "present" matches ``hasattr(flashinfer.comm,
+name)``; the functions and classes named by :mod:`fi_compat._surface` are recorded from
+their ``def`` and ``class`` statements (:mod:`.signatures`) and the import hazards from
+what the import runs (:mod:`.hazards`); :mod:`.record` puts one release's record
+together and :mod:`.output` writes it as the JSON files of ``fi_compat/testing/signatures``.
+"""
+
+from __future__ import annotations
+
+from tools.recorder.archive import read_release, version_from_filename
+from tools.recorder.output import dump_record, write_record
+from tools.recorder.record import SCHEMA_VERSION, record_release
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "dump_record",
+    "read_release",
+    "record_release",
+    "version_from_filename",
+    "write_record",
+]

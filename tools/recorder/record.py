@@ -1,0 +1,181 @@
+"""One release's record: what fi-compat reads of FlashInfer, taken from ``fi_compat._surface``.
+
+The names come from the one description of FlashInfer's surface: every function, enum
+and class symbol of ``flashinfer.comm`` and every attention wrapper is looked up under
+each of its homes, newest first, and recorded under the FlashInfer name it has there
+(null when the release binds no home of that name). A rename or a move in FlashInfer is
+a new :class:`~fi_compat._surface.Home` in the surface and nothing here. The layout is
+described in ``fi_compat/testing/signatures/README.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from fi_compat._forwarding import calls_named
+from fi_compat._surface import (
+    ATTENTION_WRAPPERS,
+    COMM,
+    COMM_SYMBOLS,
+    INIT,
+    PLAN,
+    TORCH_DIST_BACKEND,
+    UNIFIED_FACTORY,
+    WORKSPACE,
+    Home,
+    Symbol,
+)
+from fi_compat.testing import RecordingError
+from tools.recorder.archive import read_release, version_from_filename
+from tools.recorder.hazards import import_hazards
+from tools.recorder.resolve import Package
+from tools.recorder.signatures import Recorder
+
+__all__ = ["SCHEMA_VERSION", "record_release"]
+
+#: Bumped whenever the JSON layout changes incompatibly.
+SCHEMA_VERSION = 1
+
+# Facts only the recorder needs, so the surface does not declare them:
+#: The method fi-compat frees a unified workspace with, recorded on every workspace class.
+_DESTROY = "destroy"
+#: ``TorchDistBackend``'s broadcast, and the torch.distributed call that makes its ``root``
+#: group-local (the record's ``bcast_root_is_group_local``).
+_BCAST = "bcast"
+_GLOBAL_RANK = "get_global_rank"
+
+Record = dict[str, Any]
+#: Looks a symbol up at one of its homes: its record there, or None.
+Lookup = Callable[[Symbol, Home], "Record | None"]
+
+
+def _methods(symbol: Symbol, *extra: str) -> tuple[str, ...]:
+    """The methods recorded on a class: ``__init__``, those the surface reads, ``extra``."""
+    return tuple(dict.fromkeys((INIT, *symbol.methods, *extra)))
+
+
+def _by_name(symbols: Iterable[Symbol], lookup: Lookup) -> dict[str, Record | None]:
+    """Each name the symbols have had -> the record at the newest home of that name found."""
+    records: dict[str, Record | None] = {}
+    for symbol in symbols:
+        for name in symbol.names:
+            homes = (home for home in symbol.homes if home.name == name)
+            found = (lookup(symbol, home) for home in homes)
+            records[name] = next((record for record in found if record is not None), None)
+    return records
+
+
+def _of_kind(kind: str) -> list[Symbol]:
+    return [symbol for symbol in COMM_SYMBOLS if symbol.kind == kind]
+
+
+def record_release(path: Path, *, release: str | None = None) -> Record:
+    """Record one release.
+
+    Parameters
+    ----------
+    path
+        A ``.whl``, an sdist ``.tar.gz`` or a directory containing ``flashinfer/``.
+    release
+        The version to record; by default taken from the file name.
+
+    Returns
+    -------
+    dict
+        The JSON-ready record (see ``signatures/README.md``).
+    """
+    version = release or version_from_filename(path.name)
+    if version is None:
+        raise RecordingError(f"cannot tell the release version of {path}; pass release=")
+    package = Package(read_release(path))
+    recorder = Recorder(package)
+    workspace_classes, classes = _comm_classes(recorder)
+    return {
+        "schema": SCHEMA_VERSION,
+        "release": version,
+        "source": {"filename": path.name, "sha256": _sha256(path)},
+        "import": import_hazards(package),
+        "comm": {
+            "exists": package.source.is_module(COMM),
+            "functions": _by_name(
+                _of_kind("function"), lambda _, home: recorder.function(home.module, home.name)
+            ),
+            "enums": _by_name(
+                _of_kind("enum"), lambda _, home: recorder.enum_record(home.module, home.name)
+            ),
+            "classes": classes,
+            "workspace_classes": workspace_classes,
+        },
+        "attention": _by_name(
+            ATTENTION_WRAPPERS, lambda symbol, home: _wrapper(recorder, symbol, home)
+        ),
+    }
+
+
+def _comm_classes(recorder: Recorder) -> tuple[list[str], dict[str, Record | None]]:
+    """The workspace classes the factory returns, and every class record of ``comm``.
+
+    The classes of ``flashinfer.comm`` are the unified API's workspaces, recorded with
+    ``__init__`` and ``destroy`` and whether ``flashinfer.comm`` exports them, and
+    ``TorchDistBackend``, found in its own modules.
+    """
+    homes = UNIFIED_FACTORY.homes
+    home = next((h for h in homes if recorder.package.resolve(h.module, h.name)), homes[0])
+    annotated = recorder.returned_classes(home.module, home.name)
+    constructed = recorder.constructed_classes(home.module, home.name)
+    # The annotated (abstract) class first, then the concrete classes built per backend.
+    workspace_classes = [*annotated, *(name for name in constructed if name not in annotated)]
+    where = {**annotated, **constructed}
+    methods = _methods(WORKSPACE, _DESTROY)
+
+    def workspace(module: str, name: str) -> Record | None:
+        found = recorder.class_record(module, name, methods)
+        if found is not None:
+            found["exported"] = module == COMM
+        return found
+
+    def lookup(symbol: Symbol, home: Home) -> Record | None:
+        if symbol is TORCH_DIST_BACKEND:
+            return _torch_dist_backend(recorder, home)
+        return workspace(home.module, home.name)
+
+    classes = _by_name(_of_kind("class"), lookup)
+    for name in workspace_classes:
+        if classes.get(name) is None:
+            classes[name] = workspace(COMM, name) or workspace(where[name], name)
+    return workspace_classes, classes
+
+
+def _torch_dist_backend(recorder: Recorder, home: Home) -> Record | None:
+    found = recorder.class_record(home.module, home.name, _methods(TORCH_DIST_BACKEND))
+    if found is None:
+        return None
+    defining = recorder.find_class(home.module, home.name)
+    assert defining is not None
+    bcast = recorder.find_method(*defining, _BCAST)
+    found["module"] = home.module
+    found["bcast_root_is_group_local"] = bcast is not None and calls_named(bcast[2], _GLOBAL_RANK)
+    return found
+
+
+def _wrapper(recorder: Recorder, symbol: Symbol, home: Home) -> Record | None:
+    found = recorder.class_record(home.module, home.name, _methods(symbol))
+    if found is None:
+        return None
+    plan = found["methods"].get(PLAN)
+    target = plan.get("forwards_kwargs_to") if plan else None
+    found["plan_forwards_to"] = target if target in found["methods"] else None
+    return found
+
+
+def _sha256(path: Path) -> str | None:
+    if path.is_dir():
+        return None
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,280 @@
+"""Names in a release's modules, resolved the way ``import`` would bind them.
+
+Each module is parsed once, on first use, and its import-time statements (module level,
+and inside ``if``, ``try`` and ``with`` blocks) are turned into bindings. A name is then
+followed through re-exports (``from .allreduce import allreduce_fusion``, ``from .x
+import *`` with or without ``__all__``, ``name = other``) to the statement that defines
+it. Only names bound in a module's own namespace count, so "found" matches ``hasattr``
+on the imported module. Every import run at import time is kept too, with the exceptions
+caught around it and whether it only runs on a GPU machine, for the import hazards.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from fi_compat._surface import FLASHINFER
+from fi_compat.testing import RecordingError
+from tools.recorder.archive import Source
+
+__all__ = ["MAX_DEPTH", "TOP", "Binding", "Context", "Module", "Package", "absolute", "catches"]
+
+#: How far re-exports, assignments and base classes are followed before giving up.
+MAX_DEPTH = 12
+
+#: Context of a module-level statement: the exception names caught around it ("*" for
+#: everything) and whether it only runs when ``torch.cuda.is_available()``.
+Context = tuple[frozenset[str], bool]
+TOP: Context = (frozenset(), False)
+_CATCH_ALL = frozenset({"Exception", "BaseException"})
+
+BindingKind = Literal["def", "class", "import", "module", "assign"]
+
+
+@dataclass
+class Binding:
+    """How a module-level name is bound."""
+
+    kind: BindingKind
+    node: ast.AST
+    target_module: str | None = None  # for "import" and "module": where the name comes from
+    target_name: str | None = None  # for "import": the name in that module
+    fallback: bool = False  # bound in an ``except`` handler
+
+
+@dataclass
+class Module:
+    """One parsed module of the release and what its import-time statements bind and run."""
+
+    name: str
+    path: str
+    tree: ast.Module
+    is_package: bool
+    bindings: dict[str, list[Binding]] = field(default_factory=dict)
+    star_imports: list[str] = field(default_factory=list)
+    #: (imported module, line, context) of every import run at import time.
+    imports: list[tuple[str, int, Context]] = field(default_factory=list)
+    statements: list[tuple[ast.stmt, Context]] = field(default_factory=list)
+    all_names: list[str] | None = None
+
+
+def absolute(module: Module, level: int, target: str | None) -> str:
+    """The absolute module name of ``from <level dots><target> import ...`` in ``module``."""
+    if level == 0:
+        return target or ""
+    package = module.name if module.is_package else module.name.rpartition(".")[0]
+    for _ in range(level - 1):
+        package = package.rpartition(".")[0]
+    return f"{package}.{target}" if target else package
+
+
+def _caught(handlers: list[ast.ExceptHandler]) -> frozenset[str]:
+    names: set[str] = set()
+    for handler in handlers:
+        if handler.type is None:
+            return frozenset({"*"})
+        for node in ast.walk(handler.type):
+            if isinstance(node, ast.Name):
+                names.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                names.add(node.attr)
+    return frozenset({"*"}) if names & _CATCH_ALL else frozenset(names)
+
+
+def catches(context: Context, *errors: str) -> bool:
+    """A failure raising one of ``errors`` in this context is caught (does not fail import)."""
+    caught = context[0]
+    return bool(errors) and ("*" in caught or any(error in caught for error in errors))
+
+
+def _needs_gpu_to_run(test: ast.expr) -> bool:
+    text = ast.unparse(test)
+    return "is_available" in text or "device_count" in text
+
+
+def _import_time_statements(
+    body: list[ast.stmt], context: Context = TOP, fallback: bool = False
+) -> Iterator[tuple[ast.stmt, Context, bool]]:
+    """Module-level statements run at import, with their context and a fallback flag."""
+    for stmt in body:
+        yield stmt, context, fallback
+        if isinstance(stmt, ast.If):
+            gpu = context[1] or _needs_gpu_to_run(stmt.test)
+            yield from _import_time_statements(stmt.body, (context[0], gpu), fallback)
+            yield from _import_time_statements(stmt.orelse, context, fallback)
+        elif isinstance(stmt, ast.Try):
+            inner = (context[0] | _caught(stmt.handlers), context[1])
+            yield from _import_time_statements(stmt.body, inner, fallback)
+            for handler in stmt.handlers:
+                yield from _import_time_statements(handler.body, context, True)
+            yield from _import_time_statements(stmt.orelse, context, fallback)
+            yield from _import_time_statements(stmt.finalbody, context, fallback)
+        elif isinstance(stmt, ast.With):
+            suppressed: set[str] = set()
+            for item in stmt.items:
+                call = item.context_expr
+                if isinstance(call, ast.Call) and ast.unparse(call.func).endswith("suppress"):
+                    suppressed.update(ast.unparse(arg).rpartition(".")[2] for arg in call.args)
+            if suppressed & _CATCH_ALL:
+                suppressed = {"*"}
+            inner = (context[0] | frozenset(suppressed), context[1])
+            yield from _import_time_statements(stmt.body, inner, fallback)
+
+
+class Package:
+    """The modules of one release, parsed lazily, and name resolution across them."""
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        self._modules: dict[str, Module | None] = {}
+
+    def get(self, name: str) -> Module | None:
+        """The parsed module ``name``; None when the release has no such module."""
+        if name not in self._modules:
+            self._modules[name] = self._parse(name)
+        return self._modules[name]
+
+    def _parse(self, name: str) -> Module | None:
+        found = self.source.files.get(name)
+        if found is None:
+            return None
+        path, text = found
+        try:
+            tree = ast.parse(text, filename=path)
+        except SyntaxError as error:
+            raise RecordingError(f"cannot parse {path}: {error}") from error
+        module = Module(name, path, tree, path.endswith("__init__.py"))
+        for stmt, context, fallback in _import_time_statements(tree.body):
+            module.statements.append((stmt, context))
+            self._bind(module, stmt, context, fallback)
+        return module
+
+    def _bind(self, module: Module, stmt: ast.stmt, guarded: Context, fallback: bool) -> None:
+        def add(name: str, binding: Binding) -> None:
+            binding.fallback = fallback
+            module.bindings.setdefault(name, []).append(binding)
+
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+            add(stmt.name, Binding("def", stmt))
+        elif isinstance(stmt, ast.ClassDef):
+            add(stmt.name, Binding("class", stmt))
+        elif isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                module.imports.append((alias.name, stmt.lineno, guarded))
+                bound = alias.asname or alias.name.partition(".")[0]
+                target = alias.name if alias.asname else alias.name.partition(".")[0]
+                add(bound, Binding("module", stmt, target_module=target))
+        elif isinstance(stmt, ast.ImportFrom):
+            base = absolute(module, stmt.level, stmt.module)
+            module.imports.append((base, stmt.lineno, guarded))
+            for alias in stmt.names:
+                if alias.name == "*":
+                    module.star_imports.append(base)
+                    continue
+                submodule = f"{base}.{alias.name}"
+                if self.source.is_module(submodule):
+                    module.imports.append((submodule, stmt.lineno, guarded))
+                add(
+                    alias.asname or alias.name,
+                    Binding("import", stmt, target_module=base, target_name=alias.name),
+                )
+        elif isinstance(stmt, ast.Assign | ast.AnnAssign):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            for assigned in targets:
+                if isinstance(assigned, ast.Name):
+                    if assigned.id == "__all__" and stmt.value is not None:
+                        try:
+                            value = ast.literal_eval(stmt.value)
+                        except ValueError:
+                            value = None
+                        if isinstance(value, list | tuple):
+                            module.all_names = [str(item) for item in value]
+                    add(assigned.id, Binding("assign", stmt))
+
+    def resolve(self, module_name: str, name: str, depth: int = 0) -> tuple[Module, Binding] | None:
+        """Follow ``name`` in ``module_name``'s namespace to the module and statement binding it.
+
+        None when the module does not bind the name at import. A name imported from outside
+        the release (``torch``, ``typing``) resolves to the importing statement.
+        """
+        if depth > MAX_DEPTH:
+            return None
+        module = self.get(module_name)
+        if module is None:
+            return None
+        bindings = module.bindings.get(name)
+        if bindings:
+            return self._follow(module, name, bindings, depth)
+        for star in module.star_imports:
+            target = self.get(star)
+            if target is None:
+                continue
+            if target.all_names is not None and name not in target.all_names:
+                continue
+            if target.all_names is None and name.startswith("_"):
+                continue
+            found = self.resolve(star, name, depth + 1)
+            if found is not None:
+                return found
+        return None
+
+    def _follow(
+        self, module: Module, name: str, bindings: list[Binding], depth: int
+    ) -> tuple[Module, Binding] | None:
+        """The definition behind the binding of ``name`` that wins at import."""
+        # A binding in an ``except`` handler only stands in when the ``try`` failed.
+        binding = ([b for b in bindings if not b.fallback] or bindings)[-1]
+        if binding.kind == "import":
+            assert binding.target_module is not None
+            assert binding.target_name is not None
+            submodule = f"{binding.target_module}.{binding.target_name}"
+            if self.source.is_module(submodule):
+                sub = self.get(submodule)
+                assert sub is not None
+                return sub, Binding("module", binding.node, target_module=submodule)
+            found = self.resolve(binding.target_module, binding.target_name, depth + 1)
+            if found is None and self.source.is_module(binding.target_module):
+                return None
+            return found if found is not None else (module, binding)
+        if binding.kind == "assign" and isinstance(binding.node, ast.Assign):
+            value = binding.node.value
+            if isinstance(value, ast.Name) and value.id != name:
+                found = self.resolve(module.name, value.id, depth + 1)
+                if found is not None:
+                    return found
+        return module, binding
+
+    def import_closure(
+        self, start: str, errors: tuple[str, ...], *, on_cpu: bool = True
+    ) -> list[tuple[str, str]]:
+        """Modules executed by ``import start`` (parents first), with how each was reached.
+
+        An import inside ``try``/``suppress`` that catches one of ``errors`` is not
+        followed: a failure there does not fail the import. With ``on_cpu``, imports that
+        only run when ``torch.cuda.is_available()`` are not followed either.
+        """
+        order: list[tuple[str, str]] = []
+        seen: set[str] = set()
+
+        def visit(name: str, why: str) -> None:
+            parts = name.split(".")
+            for index in range(1, len(parts) + 1):
+                prefix = ".".join(parts[:index])
+                if prefix in seen or not self.source.is_module(prefix):
+                    continue
+                seen.add(prefix)
+                order.append((prefix, why))
+                module = self.get(prefix)
+                assert module is not None
+                for target, line, context in module.imports:
+                    if target.split(".")[0] != FLASHINFER or catches(context, *errors):
+                        continue
+                    if on_cpu and context[1]:
+                        continue
+                    visit(target, f"{module.path}:{line}")
+
+        visit(start, "start")
+        return order

@@ -1,0 +1,308 @@
+"""Signatures of a release's functions, classes and constant holders, read from source.
+
+A function is recorded as its own ``def`` (what ``inspect.signature`` reports behind a
+``functools.wraps`` decorator): where it is defined, its decorators, its parameters with
+defaults and annotations as source text. A ``**kwargs`` is followed with the live probe's
+own analysis (:func:`fi_compat._forwarding.analyse`) so that recorded and live answers
+agree; a class's methods are looked up along its base classes.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+from fi_compat._forwarding import (
+    ALL,
+    FunctionNode,
+    analyse,
+    bound_skip,
+    method_kind,
+    positional_doubts,
+)
+from tools.recorder.resolve import MAX_DEPTH, Module, Package, absolute
+
+__all__ = ["Recorder", "parameters"]
+
+#: A class found in the release: the module holding it and its ``class`` statement.
+ClassNode = tuple[Module, ast.ClassDef]
+#: A method found along a class's bases: its module, its class and its ``def``.
+MethodNode = tuple[Module, ast.ClassDef, FunctionNode]
+
+
+def parameters(args: ast.arguments) -> list[dict[str, str]]:
+    """Each parameter as ``{name, kind, default?, annotation?}``, in ``inspect`` order."""
+    records: list[dict[str, str]] = []
+    positional = [*args.posonlyargs, *args.args]
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
+    defaults += list(args.defaults)
+
+    def one(arg: ast.arg, kind: str, default: ast.expr | None) -> dict[str, str]:
+        record = {"name": arg.arg, "kind": kind}
+        if default is not None:
+            record["default"] = ast.unparse(default)
+        if arg.annotation is not None:
+            record["annotation"] = ast.unparse(arg.annotation)
+        return record
+
+    for index, arg in enumerate(positional):
+        kind = "POSITIONAL_ONLY" if index < len(args.posonlyargs) else "POSITIONAL_OR_KEYWORD"
+        records.append(one(arg, kind, defaults[index]))
+    if args.vararg is not None:
+        records.append(one(args.vararg, "VAR_POSITIONAL", None))
+    for arg, kw_default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+        records.append(one(arg, "KEYWORD_ONLY", kw_default))
+    if args.kwarg is not None:
+        records.append(one(args.kwarg, "VAR_KEYWORD", None))
+    return records
+
+
+class _RecordedResolver:
+    """Resolve names in a recorded module for :func:`fi_compat._forwarding.analyse`."""
+
+    def __init__(self, package: Package, module: str) -> None:
+        self.package = package
+        self.module = module
+
+    def function(self, name: str) -> tuple[FunctionNode, _RecordedResolver] | None:
+        found = self.package.resolve(self.module, name)
+        if found is None or found[1].kind != "def":
+            return None
+        node = found[1].node
+        assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        return node, _RecordedResolver(self.package, found[0].name)
+
+    def is_builtin(self, name: str) -> bool:
+        return self.package.resolve(self.module, name) is None
+
+
+def _descriptor(node: FunctionNode) -> str:
+    names = {ast.unparse(decorator) for decorator in node.decorator_list}
+    return next((kind for kind in ("staticmethod", "classmethod") if kind in names), "function")
+
+
+def _function_record(
+    module: Module,
+    func: FunctionNode,
+    qualname: str,
+    forward: tuple[str | None, list[str]] = (None, []),
+) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "defined_in": module.name,
+        "qualname": qualname,
+        "decorators": [ast.unparse(decorator) for decorator in func.decorator_list],
+        "parameters": parameters(func.args),
+    }
+    if func.returns is not None:
+        record["returns"] = ast.unparse(func.returns)
+    target, drops = forward
+    if target is not None:
+        record["forwards_kwargs_to"] = target
+        if drops:
+            record["forwards_kwargs_drops"] = drops
+    return record
+
+
+class Recorder:
+    """Records what one release binds under a name in one of its modules."""
+
+    def __init__(self, package: Package) -> None:
+        self.package = package
+
+    def function(self, module: str, name: str) -> dict[str, Any] | None:
+        """The record of the function ``module.name``; None unless it is a ``def``."""
+        found = self.package.resolve(module, name)
+        if found is None:
+            return None
+        defining, binding = found
+        if binding.kind != "def":
+            return None
+        node = binding.node
+        assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        forward = self._forwarding(defining, node, node.name, None)
+        return _function_record(defining, node, node.name, forward)
+
+    def find_class(self, module: str, name: str) -> ClassNode | None:
+        """The ``class`` statement ``module.name`` resolves to, or None."""
+        found = self.package.resolve(module, name)
+        if found is None or found[1].kind != "class":
+            return None
+        node = found[1].node
+        assert isinstance(node, ast.ClassDef)
+        return found[0], node
+
+    def _mro(self, module: Module, node: ast.ClassDef) -> list[ClassNode]:
+        chain: list[ClassNode] = []
+        todo = [(module, node)]
+        while todo and len(chain) < MAX_DEPTH:
+            current_module, current = todo.pop(0)
+            if any(current is seen for _, seen in chain):
+                continue
+            chain.append((current_module, current))
+            for base in current.bases:
+                if isinstance(base, ast.Name):
+                    resolved = self.find_class(current_module.name, base.id)
+                    if resolved is not None:
+                        todo.append(resolved)
+        return chain
+
+    def find_method(self, module: Module, node: ast.ClassDef, name: str) -> MethodNode | None:
+        """The ``def`` of method ``name`` on the class or the first base class that has one."""
+        for owner_module, owner in self._mro(module, node):
+            for stmt in owner.body:
+                if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == name:
+                    return owner_module, owner, stmt
+        return None
+
+    def _method(self, module: Module, node: ast.ClassDef, name: str) -> dict[str, Any] | None:
+        found = self.find_method(module, node, name)
+        if found is None:
+            return None
+        owner_module, owner, stmt = found
+        where = f"{owner.name}.{name}"
+        forward = self._forwarding(owner_module, stmt, where, (module, node))
+        return _function_record(owner_module, stmt, where, forward)
+
+    def _forwarding(
+        self,
+        module: Module,
+        func: FunctionNode,
+        where: str,
+        cls: ClassNode | None,
+    ) -> tuple[str | None, list[str]]:
+        """Where ``func``'s ``**kwargs`` provably goes, and the keywords it may drop.
+
+        The same analysis as the live probe (:func:`fi_compat._forwarding.analyse`).
+        Returns (None, []) when no forward is proven; the drops list :data:`ALL` (``"*"``)
+        when any keyword may be dropped. A target the class defines is recorded by method
+        name; any other target as source text (the loader treats that as unresolved).
+        """
+        if func.args.kwarg is None:
+            return None, []
+        kind = method_kind(func) if cls is not None else None
+        resolver = _RecordedResolver(self.package, module.name)
+        analysis = analyse(func, func.args.kwarg.arg, resolver, where=where, method=kind)
+        ref = analysis.target
+        if analysis.problem is not None or ref is None:
+            return None, []
+        doubts = list(analysis.doubts)
+        if ref.base == "global":
+            target = ref.text
+        else:
+            target = ref.path[0]
+            assert cls is not None
+            found = self.find_method(*cls, target)
+            if found is not None:
+                callee = found[2]
+                params = [(p["name"], p["kind"]) for p in parameters(callee.args)]
+                skip = bound_skip(ref.base, _descriptor(callee))
+                doubts += positional_doubts(analysis.calls, params, skip, where)
+        # A keyword the function declares itself never travels in **kwargs.
+        own = {
+            p["name"]
+            for p in parameters(func.args)
+            if p["kind"] in ("POSITIONAL_OR_KEYWORD", "KEYWORD_ONLY")
+        }
+        drops = sorted({doubt.keyword for doubt in doubts} - own)
+        return target, [ALL] if ALL in drops else drops
+
+    def class_record(
+        self, module: str, name: str, methods: tuple[str, ...]
+    ) -> dict[str, Any] | None:
+        """The class ``module.name`` with ``methods`` and whatever their ``**kwargs`` reach."""
+        found = self.find_class(module, name)
+        if found is None:
+            return None
+        defining, node = found
+        recorded: dict[str, Any] = {}
+        for method in methods:
+            recorded[method] = self._method(defining, node, method)
+        # Follow **kwargs forwards to other methods of the class.
+        todo = [m for m in methods if recorded[m] is not None]
+        while todo:
+            method_record = recorded[todo.pop(0)]
+            target = method_record.get("forwards_kwargs_to")
+            if target and target not in recorded and target.isidentifier():
+                recorded[target] = self._method(defining, node, target)
+                if recorded[target] is not None:
+                    todo.append(target)
+        return {
+            "defined_in": defining.name,
+            "bases": [ast.unparse(base) for base in node.bases],
+            "decorators": [ast.unparse(decorator) for decorator in node.decorator_list],
+            "methods": dict(sorted(recorded.items())),
+        }
+
+    def enum_record(self, module: str, name: str) -> dict[str, Any] | None:
+        """The public class attributes of ``module.name`` with their literal values."""
+        found = self.find_class(module, name)
+        if found is None:
+            return None
+        defining, node = found
+        members: dict[str, Any] = {}
+        for stmt in node.body:
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                target = stmt.targets[0]
+                if isinstance(target, ast.Name) and not target.id.startswith("_"):
+                    try:
+                        members[target.id] = ast.literal_eval(stmt.value)
+                    except ValueError:
+                        members[target.id] = ast.unparse(stmt.value)
+        return {
+            "defined_in": defining.name,
+            "bases": [ast.unparse(base) for base in node.bases],
+            "members": members,
+        }
+
+    def returned_classes(self, module: str, function: str) -> dict[str, str]:
+        """Classes named in the return annotation of ``module.function``.
+
+        Maps each class name, in the order the annotation names them, to the module it
+        resolves in: the function's own module.
+        """
+        found = self.package.resolve(module, function)
+        if found is None or found[1].kind != "def":
+            return {}
+        defining, binding = found
+        node = binding.node
+        assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        if node.returns is None:
+            return {}
+        names: dict[str, str] = {}
+        for sub in ast.walk(node.returns):
+            text = sub.value if isinstance(sub, ast.Constant) else None
+            if isinstance(sub, ast.Name):
+                text = sub.id
+            if isinstance(text, str):
+                for part in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text):
+                    if self.find_class(defining.name, part) is not None:
+                        names.setdefault(part, defining.name)
+        return names
+
+    def constructed_classes(self, module: str, function: str) -> dict[str, str]:
+        """Classes ``module.function`` instantiates in a ``return Class(...)``.
+
+        Maps each class name to the module it resolves in: the function's own module, or
+        the module of an import inside the function body (a lazy import).
+        """
+        found = self.package.resolve(module, function)
+        if found is None or found[1].kind != "def":
+            return {}
+        defining = found[0]
+        local: dict[str, tuple[str, str]] = {}
+        for node in ast.walk(found[1].node):
+            if isinstance(node, ast.ImportFrom):
+                base = absolute(defining, node.level, node.module)
+                for alias in node.names:
+                    local[alias.asname or alias.name] = (base, alias.name)
+        names: dict[str, str] = {}
+        returns = [node for node in ast.walk(found[1].node) if isinstance(node, ast.Return)]
+        for node in sorted(returns, key=lambda node: (node.lineno, node.col_offset)):
+            if not (isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name)):
+                continue
+            name = node.value.func.id
+            where, original = local.get(name, (defining.name, name))
+            if original == name and self.find_class(where, name) is not None:
+                names.setdefault(name, where)
+        return names

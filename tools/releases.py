@@ -1,0 +1,193 @@
+"""Release files from the package registry, downloaded once into a cache and unpacked once.
+
+Both users of real releases go through here: the recorder (``make record``), which reads a
+flashinfer-python wheel, or the sdist of a release that has none, and the real-release
+test matrix (``tests/release_harness.py``), which unpacks wheels and imports them. Files
+come from ``pip download --no-deps`` and are kept outside the repository, under
+``$FI_COMPAT_RELEASE_CACHE``, else ``$XDG_CACHE_HOME/fi-compat/releases``, else
+``~/.cache/fi-compat/releases``: ``downloads/`` holds the files as published,
+``extracted/<wheel name>/`` each unpacked wheel. Files appear in both whole or not at all
+(they are written elsewhere and renamed), so concurrent runs can share one cache.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    NormalizedName,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
+__all__ = [
+    "DownloadError",
+    "RegistryUnreachableError",
+    "ReleaseCache",
+    "cache_root",
+    "parse_release_file",
+]
+
+#: Fragments of pip's output that mean the package registry could not be reached.
+_NETWORK_ERRORS = (
+    "NewConnectionError",
+    "ConnectTimeoutError",
+    "ReadTimeoutError",
+    "Max retries exceeded",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "Network is unreachable",
+    "Connection refused",
+    "ProxyError",
+    "SSLError",
+)
+
+
+class RegistryUnreachableError(RuntimeError):
+    """``pip download`` could not reach the package registry."""
+
+
+class DownloadError(RuntimeError):
+    """``pip download`` reached the registry and still failed."""
+
+
+def cache_root() -> Path:
+    """Where release files are kept between runs (never in the repository)."""
+    explicit = os.environ.get("FI_COMPAT_RELEASE_CACHE")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "fi-compat" / "releases"
+
+
+def parse_release_file(name: str) -> tuple[NormalizedName, Version] | None:
+    """The distribution and version a wheel or sdist file name declares; None for others."""
+    try:
+        if name.endswith(".whl"):
+            distribution, version, _build, _tags = parse_wheel_filename(name)
+            return distribution, version
+        return parse_sdist_filename(name)
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+        return None
+
+
+def _pinned(requirement: str) -> tuple[NormalizedName, Version]:
+    name, separator, version = requirement.partition("==")
+    if not separator:
+        raise ValueError(f"expected a pinned 'name==version' requirement, got {requirement!r}")
+    return canonicalize_name(name), Version(version)
+
+
+class ReleaseCache:
+    """Downloads and unpacks pinned requirements into one cache directory."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root if root is not None else cache_root()
+        self.downloads = self.root / "downloads"
+        self.extracted = self.root / "extracted"
+
+    def cached(self, requirement: str, *, wheel_only: bool) -> Path | None:
+        """The file of a pinned ``name==version`` already downloaded: a wheel, else an sdist."""
+        if not self.downloads.is_dir():
+            return None
+        wanted = _pinned(requirement)
+        found = sorted(
+            (not path.name.endswith(".whl"), path.name, path)
+            for path in self.downloads.iterdir()
+            if path.is_file()
+            and parse_release_file(path.name) == wanted
+            and (path.name.endswith(".whl") or not wheel_only)
+        )
+        return found[0][2] if found else None
+
+    def download(self, requirement: str, *, wheel_only: bool) -> Path:
+        """The file of a pinned ``name==version``, downloaded once into the cache.
+
+        With ``wheel_only``, only a wheel will do (to unpack and import it); otherwise a
+        wheel is preferred and an sdist taken when the release has no wheel (to read it).
+
+        Raises
+        ------
+        RegistryUnreachableError
+            pip could not reach the registry (the caller may skip, saying so).
+        DownloadError
+            pip reached it and failed anyway (a real failure).
+        """
+        cached = self.cached(requirement, wheel_only=wheel_only)
+        if cached is not None:
+            return cached
+        self.downloads.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".download-", dir=self.downloads) as scratch:
+            done = _pip_download(requirement, Path(scratch), wheel_only=wheel_only)
+            if done.returncode != 0 and not wheel_only:
+                # Some sdists pin build requirements that are gone from the registry (0.4.x
+                # pins an apache-tvm-ffi pre-release); preparing their metadata in this
+                # environment works.
+                done = _pip_download(requirement, Path(scratch), wheel_only=False, isolated=False)
+            for path in Path(scratch).iterdir():
+                if path.is_file():
+                    os.replace(path, self.downloads / path.name)  # whole files only
+        cached = self.cached(requirement, wheel_only=wheel_only)
+        if done.returncode == 0 and cached is not None:
+            return cached
+        output = done.stdout + done.stderr
+        network = [line for line in output.splitlines() if any(f in line for f in _NETWORK_ERRORS)]
+        if network:
+            raise RegistryUnreachableError(
+                f"pip download {requirement} could not reach the package registry "
+                f"({network[-1].strip()})"
+            )
+        raise DownloadError(f"pip download {requirement} failed ({done.returncode}):\n{output}")
+
+    def extract(self, wheel: Path) -> Path:
+        """The wheel unpacked under ``extracted/<wheel name>``, once (atomically)."""
+        target = self.extracted / wheel.name.removesuffix(".whl")
+        if (target / ".complete").is_file():
+            return target
+        self.extracted.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=".partial-", dir=self.extracted))
+        scratch.chmod(0o755)
+        try:
+            with zipfile.ZipFile(wheel) as archive:
+                archive.extractall(scratch)
+            (scratch / ".complete").write_text(wheel.name + "\n", encoding="utf-8")
+            try:
+                scratch.rename(target)
+            except OSError:
+                # Another run finished the same extraction first; use its copy.
+                if not (target / ".complete").is_file():
+                    raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return target
+
+
+def _pip_download(
+    requirement: str, destination: Path, *, wheel_only: bool, isolated: bool = True
+) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "pip", "download", "--no-deps"]
+    command += ["--only-binary", ":all:"] if wheel_only else ["--no-binary", ":none:"]
+    if not isolated:
+        command.append("--no-build-isolation")
+    command += [
+        "--disable-pip-version-check",
+        "--timeout",
+        "30",
+        "--retries",
+        "2",
+        "--dest",
+        str(destination),
+        requirement,
+    ]
+    return subprocess.run(command, capture_output=True, text=True, check=False)
