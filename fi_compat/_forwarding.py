@@ -1,7 +1,7 @@
 """Where a ``**kwargs`` dict goes, proven from a function's syntax tree.
 
 One analysis serves both the live probe (:mod:`fi_compat._signature`, over
-``inspect.getsource``) and the recorder (:mod:`fi_compat.testing._recorder`, over a
+``inspect.getsource``) and the recorder (``tools.recorder``, outside the package, over a
 release's files), so live and recorded answers cannot drift apart. Only the syntax tree
 is read: comments and strings never count.
 

@@ -36,6 +36,7 @@ __all__ = [
     "DISTRIBUTIONS",
     "FLASHINFER",
     "GATES",
+    "INIT",
     "INIT_KEYWORDS",
     "LEGACY_DESTROY",
     "LEGACY_FACTORY",

@@ -8,6 +8,7 @@ spell no FlashInfer name that ``fi_compat._surface`` declares.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 import io
 import json
@@ -23,6 +24,8 @@ import pytest
 import fi_compat
 import tools
 import tools.recorder
+import tools.recorder.record
+from fi_compat import _surface
 from fi_compat.testing import RecordingError
 from fi_compat.testing._releases import parse_record
 from tests.test_surface import _spellings
@@ -362,6 +365,26 @@ def test_triton_hazard(tree: Tree, comm_line: str, expected: bool) -> None:
     files["flashinfer/comm/matmul.py"] = "import triton\n\ndef run():\n    pass\n"
     hazard = _record(tree, files)["import"]["comm_requires_triton"]
     assert hazard["value"] is expected
+
+
+def test_a_rename_in_the_surface_is_recorded_under_the_name_found(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What to record comes from fi_compat._surface: a rename upstream is a new Home there.
+    fusion = _surface.UNIFIED_FUSION
+    renamed = dataclasses.replace(
+        fusion, homes=(_surface.Home(_surface.COMM, "allreduce_fusion_v2", "9.9.9"), *fusion.homes)
+    )
+    symbols = tuple(renamed if s is fusion else s for s in _surface.COMM_SYMBOLS)
+    monkeypatch.setattr(tools.recorder.record, "COMM_SYMBOLS", symbols)
+    files = _base_files()
+    files["flashinfer/comm/__init__.py"] = textwrap.dedent(COMM_INIT).replace(
+        "import allreduce_fusion\n", "import allreduce_fusion as allreduce_fusion_v2\n"
+    )
+    functions = _record(tree, files)["comm"]["functions"]
+    assert functions["allreduce_fusion"] is None
+    assert functions["allreduce_fusion_v2"]["qualname"] == "allreduce_fusion"
+    assert functions["allreduce_fusion_v2"]["defined_in"] == "flashinfer.comm.allreduce"
 
 
 def test_no_comm_package(tree: Tree) -> None:

@@ -44,31 +44,33 @@ from tools.releases import ReleaseCache
 
 __all__ = ["Tally", "compare_release", "main"]
 
-#: Examples kept per kind of difference.
+#: Distinct differences shown per kind of fact.
 _EXAMPLES = 4
-_PARAMETER_FACTS = ("names", "kinds", "defaults", "annotations")
 
 
 @dataclass
 class Tally:
-    """What was compared and what differed, for one release or summed over several."""
+    """What was compared and what differed, for one release or summed over several.
 
-    releases: int = 0
+    ``differences`` maps each kind of fact to each distinct difference found (where, and
+    both answers) and the releases it was found in.
+    """
+
+    releases: list[str] = field(default_factory=list)
     callables: int = 0
     compared: Counter[str] = field(default_factory=Counter)
     differ: Counter[str] = field(default_factory=Counter)
-    examples: dict[str, list[str]] = field(default_factory=dict)
+    differences: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     seconds: float = 0.0
 
     def check(self, fact: str, where: str, recorded: object, found: object) -> bool:
-        """Count one fact; keep an example when griffe's answer differs from the record."""
+        """Count one fact of this (single) release; note it when griffe's answer differs."""
         self.compared[fact] += 1
         if recorded == found:
             return True
         self.differ[fact] += 1
-        examples = self.examples.setdefault(fact, [])
-        if len(examples) < _EXAMPLES:
-            examples.append(f"{where}: recorded {recorded!r}, griffe {found!r}")
+        text = f"{where}: recorded {recorded!r}, griffe {found!r}"
+        self.differences.setdefault(fact, {}).setdefault(text, []).extend(self.releases)
         return False
 
     def add(self, other: Tally) -> None:
@@ -78,9 +80,9 @@ class Tally:
         self.compared.update(other.compared)
         self.differ.update(other.differ)
         self.seconds += other.seconds
-        for fact, examples in other.examples.items():
-            kept = self.examples.setdefault(fact, [])
-            kept.extend(examples[: _EXAMPLES - len(kept)])
+        for fact, found in other.differences.items():
+            for text, releases in found.items():
+                self.differences.setdefault(fact, {}).setdefault(text, []).extend(releases)
 
 
 # ---------------------------------------------------------------------------- griffe
@@ -157,7 +159,8 @@ def _compare_class(
     for name, method in recorded["methods"].items():
         found = _method(cls, name)
         at = f"{where}.{name}"
-        if tally.check("presence", at, method is not None, found is not None) and found:
+        present = tally.check("presence", at, method is not None, found is not None)
+        if present and found is not None:
             _compare_function(tally, at, method, found)
 
 
@@ -175,10 +178,8 @@ def _compare_names(
     both = []
     for name, recorded in records.items():
         where = f"{'|'.join(modules(name, recorded))}.{name}"
-        found = next(
-            (hit for module in modules(name, recorded) if (hit := _member(loader, module, name))),
-            None,
-        )
+        hits = (_member(loader, module, name) for module in modules(name, recorded))
+        found = next((hit for hit in hits if hit is not None), None)
         present = tally.check("presence", where, recorded is not None, found is not None)
         if (
             present
@@ -204,7 +205,7 @@ def compare_release(version: str, path: Path) -> Tally:
     """Compare one release's recorded JSON with griffe's reading of ``path``."""
     started = time.monotonic()
     record = json.loads((SIGNATURES / f"{version}.json").read_text(encoding="utf-8"))
-    tally = Tally(releases=1)
+    tally = Tally(releases=[version])
 
     def comm(_name: str, _recorded: object) -> tuple[str, ...]:
         return (COMM,)
@@ -235,7 +236,7 @@ def compare_release(version: str, path: Path) -> Tally:
 
 def _report(total: Tally) -> str:
     lines = [
-        f"releases compared: {total.releases}",
+        f"releases compared: {len(total.releases)}",
         f"callables compared (functions and methods both readers found): {total.callables}",
         f"griffe load + compare time: {total.seconds:.0f} s (summed over releases)",
         "",
@@ -244,9 +245,11 @@ def _report(total: Tally) -> str:
     for fact in sorted(total.compared):
         lines.append(f"{fact:<24}{total.compared[fact]:>10}{total.differ[fact]:>10}")
     lines.append(f"{'all':<24}{total.compared.total():>10}{total.differ.total():>10}")
-    for fact in sorted(total.examples):
-        lines += ["", f"{fact}, e.g.:"]
-        lines += [f"  {example}" for example in total.examples[fact]]
+    for fact, found in sorted(total.differences.items()):
+        lines += ["", f"{fact}: {len(found)} distinct difference(s)"]
+        for text, releases in list(found.items())[:_EXAMPLES]:
+            span = releases[0] if len(releases) == 1 else f"{releases[0]} .. {releases[-1]}"
+            lines.append(f"  {text}  [{len(releases)} release(s): {span}]")
     return "\n".join(lines)
 
 
