@@ -241,66 +241,16 @@ def legacy_launch(
             **constants,
         }
 
-    def freeze(
-        input: torch.Tensor,
-        residual: torch.Tensor,
-        weight: torch.Tensor,
-        eps: float,
-        norm_out: torch.Tensor,
-        residual_out: torch.Tensor,
-        use_oneshot: bool | None,
-        fp32_acc: bool,
-        trigger_completion_at_end: bool,
-        launch_with_pdl: bool,
-        tokens: int,
-        /,
-    ) -> Callable[[], Any]:
-        arguments = by_name(
-            input,
-            residual,
-            weight,
-            eps,
-            norm_out,
-            residual_out,
-            use_oneshot,
-            fp32_acc,
-            trigger_completion_at_end,
-            launch_with_pdl,
-            tokens,
-        )
-        return freeze_call(function, arguments)
+    def freeze(*arguments: Any) -> Callable[[], Any]:
+        # The arguments of Freeze, passed on in order to the typed by_name.
+        return freeze_call(function, by_name(*arguments))
 
     layout = positional_layout(function, LEGACY_CALL)
     if layout is None:
 
-        def by_keyword(
-            input: torch.Tensor,
-            residual: torch.Tensor,
-            weight: torch.Tensor,
-            eps: float,
-            norm_out: torch.Tensor,
-            residual_out: torch.Tensor,
-            use_oneshot: bool | None,
-            fp32_acc: bool,
-            trigger_completion_at_end: bool,
-            launch_with_pdl: bool,
-            tokens: int,
-            /,
-        ) -> None:
-            arguments = by_name(
-                input,
-                residual,
-                weight,
-                eps,
-                norm_out,
-                residual_out,
-                use_oneshot,
-                fp32_acc,
-                trigger_completion_at_end,
-                launch_with_pdl,
-                tokens,
-            )
-            function(**arguments)
+        def by_keyword(*arguments: Any) -> None:
+            # The arguments of Launch, passed on in order to the typed by_name.
+            function(**by_name(*arguments))
 
         return Launcher(by_keyword, freeze)
 
