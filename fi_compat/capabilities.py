@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 from packaging.version import Version
 
-from fi_compat._arguments import require_bool
+from fi_compat._arguments import require_bool, require_instance
 from fi_compat._forwarding import calls_named
 from fi_compat._log import get_logger
 from fi_compat._signature import (
@@ -515,7 +515,15 @@ def locate(symbol: Symbol) -> Any:
 
     None when no home has it, or looking raised (every step is guarded, as in the probe).
     For use when a workspace is created or a call is bound, never per call.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``symbol`` is not a :class:`fi_compat._surface.Symbol`.
     """
+    require_instance(
+        "symbol", symbol, Symbol, "a Symbol of fi_compat._surface", fix="pass e.g. LEGACY_FACTORY"
+    )
     value, home, _ = _find(symbol, _present, {})
     return value if home is not None else None
 

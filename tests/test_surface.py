@@ -18,13 +18,14 @@ import pytest
 from packaging.version import Version
 
 import fi_compat.comm
-from fi_compat import _surface
+from fi_compat import _surface, capabilities
 from fi_compat._surface import (
     ALL_SYMBOLS,
     ATTENTION_WRAPPERS,
     COMM,
     GATES,
     TORCH_DIST_BACKEND,
+    UNIFIED_FUSION,
     Symbol,
     symbol_named,
 )
@@ -86,10 +87,29 @@ def test_every_name_of_a_symbol_finds_it(symbol: Symbol) -> None:
     ), "homes must be listed newest first"
 
 
-def test_an_unknown_gate_is_refused_by_the_loader() -> None:
+@pytest.mark.parametrize("bad", ["no_such_gate", "", None, 5, b"group", ["group"], GATES["group"]])
+def test_an_unknown_gate_is_refused_by_the_loader(bad: object) -> None:
     record = load_release(RELEASES[-1])
     with pytest.raises(InvalidArgumentError, match="gate"):
-        record.has("no_such_gate")
+        record.has(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [None, "create_allreduce_fusion_workspace", 5, _surface.Home(COMM, "x", "0.1"), GATES["group"]],
+)
+def test_locate_refuses_anything_but_a_symbol_before_looking(
+    bad: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    looked: list[object] = []
+    monkeypatch.setattr(capabilities, "_find", lambda *args: looked.append(args))
+    with pytest.raises(InvalidArgumentError, match="symbol"):
+        capabilities.locate(bad)  # type: ignore[arg-type]
+    assert looked == []
+
+
+def test_locate_finds_nothing_without_flashinfer(no_flashinfer: None) -> None:
+    assert capabilities.locate(UNIFIED_FUSION) is None
 
 
 # ------------------------------------------------------------ nobody else spells a name
