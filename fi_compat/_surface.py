@@ -122,8 +122,8 @@ class Symbol:
 
     @property
     def dotted(self) -> str:
-        """``"<module>.<key>"`` in the module of its newest home, for messages."""
-        return f"{self.module}.{self.key}"
+        """``"<module>.<name>"`` of its newest home, for messages: the name to look up today."""
+        return self.homes[0].dotted
 
     @property
     def since(self) -> str:

@@ -1,7 +1,7 @@
 """Print (or write into README.md) the FlashInfer compatibility table.
 
 The table is generated from the recorded release signatures in
-``fi_compat/testing/signatures/``; ``tests/test_compat_table.py`` fails when the README's
+``fi_compat/testing/signatures/``; ``tests/testing/test_table.py`` fails when the README's
 copy (between ``<!-- compat-table:start -->`` and ``<!-- compat-table:end -->``) drifts.
 
 Usage::

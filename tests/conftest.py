@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sys
 import textwrap
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
 from fi_compat import capabilities
+from tests.support.fakes import FakePackage
 
 
 def _drop_flashinfer_modules() -> dict[str, object]:
@@ -18,9 +19,6 @@ def _drop_flashinfer_modules() -> dict[str, object]:
         if name == "flashinfer" or name.startswith("flashinfer."):
             removed[name] = sys.modules.pop(name)
     return removed
-
-
-FakePackage = Callable[[Mapping[str, str]], Path]
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from packaging.version import Version
 
 from fi_compat import capabilities
 from fi_compat.capabilities import ATTENTION_WRAPPERS, Status, get_capabilities
-from tests import fakes
-from tests.conftest import FakePackage
+from tests.support import fakes
+from tests.support.fakes import FakePackage
 
 
 def statuses(table: Any) -> dict[str, dict[str, str]]:

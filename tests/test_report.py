@@ -15,8 +15,8 @@ from fi_compat.capabilities import get_capabilities
 from fi_compat.cli import main
 from fi_compat.hazards import hazards
 from fi_compat.report import UnknownRequirementError, build_report, missing
-from tests import fakes
-from tests.conftest import FakePackage
+from tests.support import fakes
+from tests.support.fakes import FakePackage
 
 NINE = [
     ("comm", "create_allreduce_fusion_workspace", "group"),

@@ -9,29 +9,32 @@ a new keyword upstream is a change to ``_surface.py`` alone.
 
 from __future__ import annotations
 
-import ast
-import re
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from packaging.version import Version
 
-import fi_compat.comm
 from fi_compat import _surface, capabilities
 from fi_compat._surface import (
     ALL_SYMBOLS,
     ATTENTION_WRAPPERS,
     COMM,
     GATES,
+    LEGACY_FACTORY,
     TORCH_DIST_BACKEND,
     UNIFIED_FUSION,
+    Home,
     Symbol,
     symbol_named,
 )
 from fi_compat.errors import InvalidArgumentError
 from fi_compat.testing import available_releases, load_release
+from fi_compat.testing import fake_flashinfer as fake_flashinfer_release
 from fi_compat.testing._releases import ReleaseRecord
+from tests.support.spellings import spellings
 
 PACKAGE = Path(_surface.__file__).parent
 RELEASES = available_releases()
@@ -115,53 +118,6 @@ def test_locate_finds_nothing_without_flashinfer(no_flashinfer: None) -> None:
 # ------------------------------------------------------------ nobody else spells a name
 
 
-def _flashinfer_names() -> set[str]:
-    """Names of FlashInfer's functions, classes and submodules that only _surface holds."""
-    names = {_surface.PLAN_IMPL, _surface.CUDART_MODULE}
-    for symbol in ALL_SYMBOLS:
-        names.add(symbol.key)
-        for home in symbol.homes:
-            names.add(home.name)
-            if home.module not in (_surface.FLASHINFER, COMM):
-                names.add(home.module)
-    return names
-
-
-_SPELLED = re.compile(
-    r"(?<!\w)(" + "|".join(map(re.escape, sorted(_flashinfer_names(), key=len)[::-1])) + r")(?!\w)"
-)
-
-
-def _docstrings(tree: ast.AST) -> set[int]:
-    found: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                found.add(id(body[0].value))
-    return found
-
-
-#: fi-compat's own drop-in names (``fi_compat.comm.allreduce_fusion``, ...) are FlashInfer's
-#: by design: a string that is exactly one of them (an ``__all__`` entry) or names it in
-#: ``fi_compat.comm`` is about fi-compat, not FlashInfer.
-_DROP_IN = frozenset(fi_compat.comm.__all__)
-_OURS = re.compile(r"fi_compat\.comm\.\w+")
-
-
-def _spellings(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = _docstrings(tree)
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
-            if node.value in _DROP_IN:
-                continue
-            for match in _SPELLED.finditer(_OURS.sub("", node.value)):
-                found.append(f"line {node.lineno}: {match.group(1)!r} in {node.value!r}")
-    return found
-
-
 _MODULES = sorted(
     path
     for path in PACKAGE.rglob("*.py")
@@ -171,7 +127,7 @@ _MODULES = sorted(
 
 @pytest.mark.parametrize("path", _MODULES, ids=lambda path: str(path.relative_to(PACKAGE)))
 def test_no_module_but_the_surface_spells_a_flashinfer_name(path: Path) -> None:
-    assert _spellings(path) == [], "use the symbols of fi_compat._surface instead"
+    assert spellings(path) == [], "use the symbols of fi_compat._surface instead"
 
 
 def test_the_spelling_check_catches_a_name(tmp_path: Path) -> None:
@@ -184,7 +140,71 @@ def test_the_spelling_check_catches_a_name(tmp_path: Path) -> None:
         'd = ["allreduce_fusion", "see fi_compat.comm.allreduce_fusion"]\n',
         encoding="utf-8",
     )
-    found = _spellings(module)
+    found = spellings(module)
     assert len(found) == 2
     assert "trtllm_allreduce_fusion" in found[0]
     assert "create_allreduce_fusion_workspace" in found[1]
+
+
+# ------------------------------------------------------------ a rename is one more home
+
+#: The name a future release might give the legacy factory (no release has it).
+_NEW_NAME = "trtllm_create_ipc_workspace"
+
+
+@contextlib.contextmanager
+def _renamed_upstream(version: str) -> Iterator[ModuleType]:
+    """``fake_flashinfer(version)`` whose legacy factory is reachable under the new name only."""
+    with fake_flashinfer_release(version) as fake:
+        module = fake.comm
+        setattr(module, _NEW_NAME, getattr(module, LEGACY_FACTORY.key))
+        delattr(module, LEGACY_FACTORY.key)
+        capabilities.clear_cache()
+        yield module
+    capabilities.clear_cache()
+
+
+@contextlib.contextmanager
+def _one_more_home() -> Iterator[None]:
+    """What a rename upstream changes in fi-compat: ``LEGACY_FACTORY`` gains a newest home."""
+    before = LEGACY_FACTORY.homes
+    object.__setattr__(LEGACY_FACTORY, "homes", (Home(COMM, _NEW_NAME, "9.0.0"), *before))
+    try:
+        yield
+    finally:
+        object.__setattr__(LEGACY_FACTORY, "homes", before)
+        capabilities.clear_cache()
+
+
+def test_a_rename_upstream_is_one_more_home_and_nothing_else() -> None:
+    """Done-when (b) of issue 11: the legacy factory renamed, ``_surface`` alone changed."""
+    torch = pytest.importorskip("torch", reason="needs torch")
+    from fi_compat import comm
+    from fi_compat.errors import CapabilityMissingError
+
+    legacy_only = next(v for v in RELEASES if not load_release(v).unified_api)
+    x = torch.randn(4, 64, dtype=torch.bfloat16)
+    r, w = torch.randn_like(x), torch.randn(64, dtype=torch.bfloat16)
+    # Without the new home the renamed factory is not found: a typed refusal, naming it.
+    with _renamed_upstream(legacy_only):
+        assert capabilities.get_capabilities().comm.legacy_api is False
+        with pytest.raises(CapabilityMissingError):
+            comm.create_workspace(2, 0, 16, 64, torch.bfloat16, device="cpu", api="legacy")
+    with _one_more_home():
+        assert LEGACY_FACTORY.dotted == f"{COMM}.{_NEW_NAME}"
+        # With it, the probe, the report and the facade find the factory under its new name...
+        with _renamed_upstream(legacy_only) as module:
+            caps = capabilities.get_capabilities()
+            assert caps.comm.legacy_api is True
+            assert capabilities.locate(LEGACY_FACTORY) is getattr(module, _NEW_NAME)
+            assert _NEW_NAME in caps.comm.kwargs[LEGACY_FACTORY.key]["group"].reason
+            workspace = comm.create_workspace(2, 0, 16, 64, torch.bfloat16, device="cpu")
+            assert workspace.api == "legacy"
+            norm_out, residual_out = comm.allreduce_residual_rmsnorm(x, r, w, workspace=workspace)
+            assert norm_out.shape == residual_out.shape == x.shape
+            workspace.destroy()
+        # ...and the releases that still have the old name keep working.
+        with fake_flashinfer_release(legacy_only):
+            workspace = comm.create_workspace(2, 0, 16, 64, torch.bfloat16, device="cpu")
+            assert workspace.api == "legacy"
+            workspace.destroy()

@@ -2,7 +2,7 @@
 
 Both users of real releases go through here: the recorder (``make record``), which reads a
 flashinfer-python wheel, or the sdist of a release that has none, and the real-release
-test matrix (``tests/release_harness.py``), which unpacks wheels and imports them. Files
+test matrix (``tests/support/release_harness.py``), which unpacks wheels and imports them. Files
 come from ``pip download --no-deps`` and are kept outside the repository, under
 ``$FI_COMPAT_RELEASE_CACHE``, else ``$XDG_CACHE_HOME/fi-compat/releases``, else
 ``~/.cache/fi-compat/releases``: ``downloads/`` holds the files as published,

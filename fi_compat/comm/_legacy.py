@@ -143,7 +143,7 @@ def create_legacy(
         if not accepts(caps, LEGACY_FACTORY, "use_fp32_lamport"):
             raise missing(
                 "legacy_api",
-                f"{LEGACY_FACTORY.key} to take use_fp32_lamport= for float32",
+                f"{LEGACY_FACTORY.dotted} to take use_fp32_lamport= for float32",
                 f"flashinfer {caps.flashinfer.version} without it",
                 "use bfloat16 or float16 activations",
             )

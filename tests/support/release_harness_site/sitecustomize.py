@@ -1,4 +1,4 @@
-"""Start-up hook for the subprocesses of the real-release matrix (``tests/release_harness.py``).
+"""Start-up hook for the real-release matrix subprocesses (``tests/support/release_harness.py``).
 
 The harness copies this file into its cache and puts that directory first on ``PYTHONPATH``
 of a subprocess that imports one real flashinfer-python release; Python imports it at

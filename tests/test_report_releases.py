@@ -23,7 +23,7 @@ from fi_compat.testing import (
     listed_releases,
     load_release,
 )
-from tests.release_harness import (
+from tests.support.release_harness import (
     NINE,
     expected_answers,
     expected_torch_dist_backend,

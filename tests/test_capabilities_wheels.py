@@ -1,8 +1,8 @@
 """The probe and the report against real flashinfer-python wheels, one subprocess each.
 
-Each release in :data:`tests.release_harness.RELEASES` is downloaded once into a cache
+Each release in :data:`tests.support.release_harness.RELEASES` is downloaded once into a cache
 outside the repository and imported by ``python -m fi_compat report --json`` with the
-workarounds a CPU machine needs (see ``tests/release_harness.py``); the report must agree
+workarounds a CPU machine needs (see ``tests/support/release_harness.py``); the report must agree
 with the release's recorded signatures (``fi_compat/testing/signatures``). A release whose
 ``flashinfer.comm`` needs the CUDA runtime is imported a second time without it, and must
 fail the documented way. Without access to the package registry the group is skipped,
@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("torch", reason="needs torch")
 
 from fi_compat.testing import load_release
-from tests.release_harness import (
+from tests.support.release_harness import (
     RELEASES,
     DownloadError,
     Harness,

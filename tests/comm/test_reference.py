@@ -7,7 +7,7 @@ rsqrt(mean(residual_out**2) + eps) * weight`` (float32 arithmetic on the rounded
 single process; the multiprocess tests run the reference path in 2 and 4 CPU processes
 with torch.distributed (gloo) and compare.
 
-This file is also the worker those tests start: ``python test_comm_reference.py RANK
+This file is also the worker those tests start: ``python tests/comm/test_reference.py RANK
 WORLD PORT DIRECTORY``.
 """
 

@@ -58,7 +58,7 @@ def flavour(request: pytest.FixtureRequest) -> Iterator[tuple[Factory, FakeFlash
         def make(**kwargs: Any) -> comm.FusionWorkspace:
             options: dict[str, Any] = {"device": "cpu", "api": api, **kwargs}
             # A reference workspace of several processes needs torch.distributed: see
-            # test_comm_reference.py for those.
+            # tests/comm/test_reference.py for those.
             size = 1 if api == "reference" else 2
             workspace = comm.create_workspace(size, 0, MAX_TOKENS, HIDDEN, DTYPE, **options)
             assert workspace.api == api

@@ -8,7 +8,7 @@ interpreter with the extracted release first on ``PYTHONPATH``. Everything else 
 releases import (torch 2.13.0 CPU, apache-tvm-ffi, nvidia-cutlass-dsl, ...) comes from the
 test venv, which is never modified.
 
-A CPU machine needs three workarounds, applied by ``tests/release_harness_site/
+A CPU machine needs three workarounds, applied by ``tests/support/release_harness_site/
 sitecustomize.py`` in the subprocess only (its docstring says exactly what each does):
 
 * the CUDA runtime from the ``nvidia-cuda-runtime-cu12`` wheel, loaded before the import
@@ -18,7 +18,7 @@ sitecustomize.py`` in the subprocess only (its docstring says exactly what each 
 * the ``triton`` wheel, extracted next to the release (``flashinfer.comm`` 0.6.10 to 0.6.13
   imports it).
 
-Run ``python -m tests.release_harness [VERSION ...]`` from the repository root to print the
+Run ``python -m tests.support.release_harness [VERSION ...]`` from the repository root to print the
 reports by hand.
 """
 

@@ -1,26 +1,20 @@
-"""Boolean switches take real bools only: ``bool("false")`` is True.
+"""Hostile input to :mod:`fi_compat.policy`: switches take real bools, rules real rules.
 
-Before, ``set_deterministic("false")`` turned determinism on and
-``Deployment(dp_attention="false")`` vetoed fusion. Every switch of
-:mod:`fi_compat.determinism` and :mod:`fi_compat.policy` now refuses anything but ``True``
-or ``False`` with a typed error, as does every other malformed argument of their public
-functions. ``numpy.bool_`` is refused too (convert with ``bool(x)``). Every bad input sits in
-a module-level table.
+Before, ``Deployment(dp_attention="false")`` vetoed fusion: ``bool("false")`` is True. Every
+switch of the policy now refuses anything but ``True`` or ``False`` with a typed error
+(``numpy.bool_`` too: convert with ``bool(x)``), as does every other malformed argument of
+its public functions. Every bad input sits in a module-level table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 pytest.importorskip("torch", reason="needs torch")
 
-import numpy as np
-import torch
-
-from fi_compat import determinism
 from fi_compat.errors import FiCompatError, InvalidArgumentError
 from fi_compat.policy import (
     DEFAULT_RULES,
@@ -37,33 +31,7 @@ from fi_compat.policy import (
     parse_compute_capability,
     should_fuse_mlp_allreduce_with_next_layer,
 )
-
-#: Values that are not bools but that ``bool()`` would happily convert.
-NOT_BOOLS: list[object] = [
-    "false",
-    "False",
-    "true",
-    "0",
-    "",
-    "off",
-    0,
-    1,
-    0.0,
-    None,
-    [],
-    [False],
-    np.bool_(False),
-    np.bool_(True),
-    torch.tensor(False),
-]
-NOT_STRS: list[object] = [None, 0, 9.0, b"9.0", ("9", "0"), ["x"]]
-
-
-@pytest.fixture(autouse=True)
-def _restore() -> Iterator[None]:
-    before = determinism.is_deterministic()
-    yield
-    determinism.set_deterministic(before)
+from tests.support.values import NOT_BOOLS, NOT_STRS
 
 
 def _good_deployment(**changes: Any) -> Deployment:
@@ -102,19 +70,6 @@ def _rule(**changes: Any) -> FusionRule:
 
 
 Case = tuple[str, Callable[[], object]]
-
-#: fi_compat.determinism: (id, call) -> InvalidArgumentError.
-DETERMINISM_BAD: list[Case] = [
-    *(
-        (f"set_deterministic({v!r})", lambda v=v: determinism.set_deterministic(v))
-        for v in NOT_BOOLS
-    ),
-    *((f"deterministic({v!r})", lambda v=v: determinism.deterministic(v)) for v in NOT_BOOLS),
-    *(
-        (f"ensure_fusion_allowed({v!r})", lambda v=v: determinism.ensure_fusion_allowed(v))
-        for v in NOT_STRS
-    ),
-]
 
 #: fi_compat.policy: (id, call) -> PolicyInputError.
 POLICY_BAD: list[Case] = [
@@ -179,7 +134,6 @@ POLICY_BAD: list[Case] = [
 
 def test_the_tables_count() -> None:
     assert (len(NOT_BOOLS), len(NOT_STRS)) == (15, 6)
-    assert len(DETERMINISM_BAD) == 2 * 15 + 6
     assert len(POLICY_BAD) == 6 * 15 + 2 * 6 + 11 + 7  # switches, strs, decide_fusion, rules
 
 
@@ -187,19 +141,6 @@ def test_policy_input_error_is_an_invalid_argument_error() -> None:
     assert issubclass(PolicyInputError, InvalidArgumentError)
     for base in (FiCompatError, ValueError, TypeError):
         assert issubclass(PolicyInputError, base)
-
-
-@pytest.mark.parametrize("before", [False, True])
-@pytest.mark.parametrize(("case", "call"), DETERMINISM_BAD, ids=[c for c, _ in DETERMINISM_BAD])
-def test_determinism_refuses_non_bools(case: str, call: Callable[[], object], before: bool) -> None:
-    determinism.set_deterministic(before)
-    with pytest.raises(InvalidArgumentError) as info:
-        call()  # deterministic(...) refuses when called, before any ``with``
-    assert type(info.value) is InvalidArgumentError
-    assert isinstance(info.value, FiCompatError | TypeError)
-    assert isinstance(info.value, ValueError)
-    assert str(info.value).startswith("expected ")
-    assert determinism.is_deterministic() is before  # the switch is untouched
 
 
 @pytest.mark.parametrize(("case", "call"), POLICY_BAD, ids=[c for c, _ in POLICY_BAD])
@@ -217,18 +158,11 @@ def test_policy_refuses_malformed_input(case: str, call: Callable[[], object]) -
 
 def test_real_bools_still_work() -> None:
     for value in (True, False):
-        determinism.set_deterministic(value)
-        assert determinism.is_deterministic() is value
-        with determinism.deterministic(not value):
-            assert determinism.is_deterministic() is (not value)
-        assert determinism.is_deterministic() is value
         assert _good_deployment(dp_attention=value).dp_attention is value
         assert _good_deployment(deterministic=value).deterministic is value
         assert _fuse(is_last_layer=value) is (not value)
         assert align_dummy_run_num_tokens(7, 4, value) == (8 if value else 7)
         assert align_dummy_run_shape(3, 1, 4, value).num_tokens == (4 if value else 3)
-    determinism.set_deterministic(False)
-    determinism.ensure_fusion_allowed("a fused allreduce")
     assert parse_compute_capability("sm90") == (9, 0)
     assert is_h20_device("NVIDIA H20") is True
     assert decide_fusion(_good_deployment(), [_rule()]).enabled is True
@@ -240,10 +174,3 @@ def test_the_string_false_no_longer_vetoes_fusion() -> None:
     assert decide_fusion(_good_deployment(dp_attention=False)).enabled is True
     with pytest.raises(PolicyInputError, match="dp_attention to be a bool"):
         _good_deployment(dp_attention="false")
-
-
-def test_the_string_false_no_longer_turns_determinism_on() -> None:
-    determinism.set_deterministic(False)
-    with pytest.raises(InvalidArgumentError, match="enabled to be a bool"):
-        determinism.set_deterministic("false")
-    assert determinism.is_deterministic() is False

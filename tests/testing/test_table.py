@@ -10,7 +10,7 @@ import pytest
 
 from fi_compat.testing._table import CAPABILITIES, TABLE_END, TABLE_START, _runs, compat_table
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _readme_block() -> str:

@@ -28,7 +28,7 @@ import tools.recorder.record
 from fi_compat import _surface
 from fi_compat.testing import RecordingError
 from fi_compat.testing._releases import parse_record
-from tests.test_surface import _spellings
+from tests.support.spellings import spellings
 from tools.record import main as record_main
 from tools.recorder import dump_record, record_release, version_from_filename, write_record
 
@@ -545,4 +545,4 @@ def test_the_recorder_is_not_back_in_the_package() -> None:
 @pytest.mark.parametrize("path", _python_files(TOOLS), ids=lambda path: path.name)
 def test_the_tools_spell_no_flashinfer_name_the_surface_declares(path: Path) -> None:
     # The same check as for the package itself: names come from fi_compat._surface.
-    assert _spellings(path) == [], "use the symbols of fi_compat._surface instead"
+    assert spellings(path) == [], "use the symbols of fi_compat._surface instead"

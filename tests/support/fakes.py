@@ -7,6 +7,13 @@ signatures live in :mod:`fi_compat.testing`.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+#: The ``fake_package`` fixture (``tests/conftest.py``): writes ``{relative path: source}``
+#: into a fresh site directory, puts it first on ``sys.path`` and returns it.
+FakePackage = Callable[[Mapping[str, str]], Path]
+
 NEW_COMM = """
 class AllReduceFusionPattern:
     kARResidualRMSNorm = 1

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.test_report import nine_statuses
+from tests.support.release_harness import NINE, reported_answers
 
 pytestmark = [
     pytest.mark.real_flashinfer,
@@ -40,7 +40,8 @@ def test_report_json_answers_supported_for_all_nine() -> None:
     assert report["flashinfer"]["import_error"] is None
     assert report["comm"]["available"] is True, report["comm"]["error"]
     assert report["comm"]["unified_api"] is True
-    assert nine_statuses(report) == ["supported"] * 9
+    assert reported_answers(report) == dict.fromkeys(NINE, "supported")
+    assert len(NINE) == 9
     assert report["require"]["missing"] == []
     # The decode wrapper's plan forwards **kwargs (0.6.15+); the answer comes from the target.
     decode = report["signatures"]["flashinfer.BatchDecodeWithPagedKVCacheWrapper.plan"]

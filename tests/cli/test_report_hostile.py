@@ -31,9 +31,9 @@ from fi_compat.report import (
     missing,
     parse_requirements,
 )
-from tests import fakes
-from tests.conftest import FakePackage
-from tests.test_probe_hostile import HOSTILE_PACKAGES, Hostile
+from tests.support import fakes
+from tests.support.fakes import FakePackage
+from tests.support.hostile import HOSTILE_PACKAGES, Hostile
 
 TIMEOUT = 180
 
