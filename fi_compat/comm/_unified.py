@@ -9,15 +9,16 @@ gets, how a process group reaches its rendezvous), binds the per-call paths
 
 Releases 0.6.0 to 0.6.7 lack ``trigger_completion_at_end``; :func:`_early_trigger` says how
 a call that sets it to False is honoured there (through the legacy call, on the same
-TRT-LLM workspace).
+TRT-LLM workspace) or completes at the end, its safe equivalent.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
+from fi_compat._log import get_logger
 from fi_compat._surface import (
     COMM,
     GATES,
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = ["UNIFIED_CALL", "bind_unified", "call_unified", "create_unified"]
+
+logger = get_logger(__name__)
 
 #: Keywords the bound call passes to the unified fused call (0.6.0+), besides
 #: ``trigger_completion_at_end`` (0.6.8+), which is passed only where accepted.
@@ -205,7 +208,8 @@ def _early_trigger(
     same result whenever ``launch_with_pdl`` is False or the flag is True. For
     ``launch_with_pdl=True, trigger_completion_at_end=False`` the TRT-LLM workspace is run
     through the legacy fused call (the very kernel, with the flag honoured); MNNVL ignores
-    the flag in every release; anything else is refused.
+    the flag in every release; anything else completes at the end, which is always correct
+    (the flag only lets the next kernel start early).
     """
     gate = GATES["trigger_completion_at_end"]
     fused = UNIFIED_FUSION.key
@@ -227,23 +231,12 @@ def _early_trigger(
         check_call(caps, LEGACY_FUSION, function, LEGACY_CALL)
         return legacy_launch(spec, function=function, workspace_ptrs=ptrs, pattern=pattern)
     decisions.append(
-        "trigger_completion_at_end=False with launch_with_pdl=True will be refused: this "
-        f"release's {fused} lacks the keyword (added in {gate.introduced_in})"
+        "trigger_completion_at_end=False with launch_with_pdl=True completes at the end: "
+        f"this release's {fused} lacks the keyword (added in {gate.introduced_in}) and signals "
+        "completion at the end whenever launch_with_pdl=True; the result is the same, only "
+        "the overlap with the next kernel is lost"
     )
-    version = caps.flashinfer.version
-
-    def refuse(*_: Any) -> NoReturn:
-        raise missing(
-            "trigger_completion_at_end",
-            f"{fused} to take trigger_completion_at_end=False",
-            f"flashinfer {version}, whose {fused} signals completion at the end "
-            "whenever launch_with_pdl=True",
-            "pass trigger_completion_at_end=True (the result is the same; only the "
-            "overlap with the next kernel is lost), or upgrade flashinfer-python",
-        )
-
-    # A prepared call is refused when it is prepared, not when it is launched.
-    return Launcher(refuse, refuse)
+    return None
 
 
 # ----------------------------------------------------------------------------- binding
@@ -401,8 +394,9 @@ def call_unified(input: Any, native: Any, pattern: int, given: Mapping[str, Any]
     ``given`` holds the drop-in's arguments that differ from their defaults; each is
     passed where the installed fused call takes it. One it does not take raises
     :class:`~fi_compat.errors.CapabilityMissingError`, except
-    ``trigger_completion_at_end`` when leaving it out gives what was asked (see
-    :func:`_trigger_droppable`).
+    ``trigger_completion_at_end=False``: a release without the keyword (0.6.0 to 0.6.7)
+    completes at the end, which computes the same result (the flag only lets the next
+    kernel start early), so it is left out, with one debug record per process.
     """
     caps = get_capabilities()
     shape = caps.comm.shapes.get(UNIFIED_FUSION.key)
@@ -411,12 +405,27 @@ def call_unified(input: Any, native: Any, pattern: int, given: Mapping[str, Any]
     for name, value in given.items():
         if name in accepted:
             kwargs[name] = value
-        elif not (name == "trigger_completion_at_end" and _trigger_droppable(given)):
+        elif name == "trigger_completion_at_end":
+            _completes_at_end(caps.flashinfer.version)
+        else:
             raise not_taken(UNIFIED_FUSION, name, caps.flashinfer.version)
     fusion = installed(caps, UNIFIED_FUSION, "unified_api")
     return fusion(input=input, workspace=native, pattern=pattern, **kwargs)
 
 
-def _trigger_droppable(given: Mapping[str, Any]) -> bool:
-    """Leaving ``trigger_completion_at_end`` out gives what was asked (see the facade)."""
-    return not given.get("launch_with_pdl", False)
+_told: set[str | None] = set()
+
+
+def _completes_at_end(version: str | None) -> None:
+    """Say once, at debug level, that an early completion signal became completion at the end."""
+    if version in _told:
+        return
+    _told.add(version)
+    gate = GATES["trigger_completion_at_end"]
+    logger.debug(
+        "trigger_completion_at_end=False completes at the end: flashinfer %s's %s lacks the "
+        "keyword (added in %s); the result is the same, only the overlap is lost",
+        version,
+        UNIFIED_FUSION.key,
+        gate.introduced_in,
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import importlib
+import logging
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -23,7 +24,7 @@ import torch
 
 import fi_compat.comm as comm
 from fi_compat._surface import GATES
-from fi_compat.comm import _workspace
+from fi_compat.comm import _unified, _workspace
 from fi_compat.comm._group import GroupSpan, _bcast_group_local_root
 from fi_compat.errors import CapabilityMissingError, GroupNotSupportedError
 from fi_compat.testing import (
@@ -288,27 +289,27 @@ def test_no_group_passes_neither_group_nor_comm_backend(
 
 
 @pytest.mark.parametrize("version", UNIFIED)
-def test_trigger_false_with_pdl_is_passed_or_refused(version: str) -> None:
+def test_trigger_false_with_pdl_is_passed_or_completes_at_the_end(version: str) -> None:
+    """An early completion signal is only a hint: where the release lacks it, the call
+    completes at the end (always correct) instead of failing the forward pass."""
     with fake_flashinfer(version) as fake:
         record = fake.record
         x, r, w = _tensors()
         workspace = comm.create_workspace(2, 0, 16, HIDDEN, DTYPE, device="cpu")
+        comm.allreduce_residual_rmsnorm(
+            x, r, w, workspace=workspace, trigger_completion_at_end=False
+        )
+        (call,) = fake.calls_to(FUSION)
+        assert call.arguments["launch_with_pdl"] is True
         if record.accepts(FUSION, "trigger_completion_at_end"):
-            comm.allreduce_residual_rmsnorm(
-                x, r, w, workspace=workspace, trigger_completion_at_end=False
-            )
-            (call,) = fake.calls_to(FUSION)
             assert call.arguments["trigger_completion_at_end"] is False
             return
-        with pytest.raises(
-            CapabilityMissingError,
-            match=re.escape(GATES["trigger_completion_at_end"].introduced_in),
-        ):
-            comm.allreduce_residual_rmsnorm(
-                x, r, w, workspace=workspace, trigger_completion_at_end=False
-            )
-        assert not fake.calls_to(FUSION)
+        # The release signals completion at the end whenever launch_with_pdl=True.
+        assert "trigger_completion_at_end" not in call.arguments
         assert not fake.calls_to(LEGACY_FUSION)
+        (said,) = [d for d in workspace.decisions if "completes at the end" in d]
+        assert GATES["trigger_completion_at_end"].introduced_in in said
+        fake.clear_calls()
         # Without PDL the flag has nothing to signal: the release's own behaviour is the same.
         comm.allreduce_residual_rmsnorm(
             x, r, w, workspace=workspace, trigger_completion_at_end=False, launch_with_pdl=False
@@ -560,7 +561,9 @@ def test_dropin_refuses_what_the_release_cannot_run(version: str) -> None:
 
 
 @pytest.mark.parametrize("version", [UNIFIED[0], RELEASES[-1]])
-def test_dropin_passes_a_native_workspace_through(version: str) -> None:
+def test_dropin_passes_a_native_workspace_through(
+    version: str, caplog: pytest.LogCaptureFixture
+) -> None:
     with fake_flashinfer(version) as fake:
         record = fake.record
         module = importlib.import_module("flashinfer.comm")
@@ -586,17 +589,25 @@ def test_dropin_passes_a_native_workspace_through(version: str) -> None:
         fake.clear_calls()
         if takes_trigger:
             return
-        with pytest.raises(CapabilityMissingError, match="trigger_completion_at_end"):
-            comm.allreduce_fusion(
-                input=x,
-                workspace=native,
-                pattern=pattern,
-                residual_in=r,
-                rms_gamma=w,
-                launch_with_pdl=True,
-                trigger_completion_at_end=False,
-            )
-        assert not fake.calls_to(FUSION)
+        # With PDL the release completes at the end: the same result, said once at debug.
+        _unified._told.clear()
+        with caplog.at_level(logging.DEBUG, logger="fi_compat"):
+            for _ in range(2):
+                comm.allreduce_fusion(
+                    input=x,
+                    workspace=native,
+                    pattern=pattern,
+                    residual_in=r,
+                    rms_gamma=w,
+                    launch_with_pdl=True,
+                    trigger_completion_at_end=False,
+                )
+        calls = fake.calls_to(FUSION)
+        assert len(calls) == 2
+        assert all("trigger_completion_at_end" not in c.arguments for c in calls)
+        assert all(c.arguments["launch_with_pdl"] is True for c in calls)
+        (record_,) = [m for m in caplog.messages if "completes at the end" in m]
+        assert version in record_
 
 
 NO_GROUP = [v for v in UNIFIED if not load_release(v).accepts(FACTORY, "group")]
