@@ -33,7 +33,10 @@ __all__ = [
     "COMM_SYMBOLS",
     "CUDART_MODULE",
     "DECODE",
+    "DECODE_FUNCTIONS",
+    "DECODE_MODULE",
     "DISTRIBUTIONS",
+    "FAST_DECODE_PLAN",
     "FLASHINFER",
     "GATES",
     "INIT",
@@ -41,6 +44,8 @@ __all__ = [
     "LEGACY_DESTROY",
     "LEGACY_FACTORY",
     "LEGACY_FUSION",
+    "MNNVL_MODULE",
+    "NAMED_MODULES",
     "PATTERN",
     "PLAN",
     "PLAN_IMPL",
@@ -64,6 +69,15 @@ COMM = "flashinfer.comm"
 #: Where releases up to 0.6.13 keep the CUDA runtime handle whose creation asserts on
 #: ``import flashinfer.comm`` in a process without a loaded libcudart.
 CUDART_MODULE = f"{COMM}.cuda_ipc"
+#: The multi-node NVLink submodule of ``flashinfer.comm`` (home of ``TorchDistBackend`` in
+#: 0.6.0 .. 0.6.15.post1, and of ``MnnvlConfig``, ``McastGPUBuffer``, ... that engines use).
+MNNVL_MODULE = f"{COMM}.mnnvl"
+#: The module of the decode wrapper and of ``fast_decode_plan``.
+DECODE_MODULE = f"{FLASHINFER}.decode"
+#: The modules each recorded release lists every public name of, with its kind, where it is
+#: defined and its signature: engines use far more of them than the symbols below, and
+#: fi-compat says which release brought a name the installed one lacks.
+NAMED_MODULES: tuple[str, ...] = (COMM, MNNVL_MODULE)
 #: The distributions FlashInfer's Python package has been published as, newest first.
 DISTRIBUTIONS: tuple[str, ...] = ("flashinfer-python", "flashinfer")
 
@@ -213,6 +227,17 @@ DECODE = _wrapper("BatchDecodeWithPagedKVCacheWrapper")
 ATTENTION_WRAPPERS: tuple[Symbol, ...] = (PREFILL_PAGED, PREFILL_RAGGED, DECODE)
 
 ALL_SYMBOLS: tuple[Symbol, ...] = COMM_SYMBOLS + ATTENTION_WRAPPERS
+
+# ------------------------------------------------------------------- flashinfer.decode
+
+#: The decode wrapper's lean ``plan`` for multi-step drafting, a module-level ``def`` taking
+#: the wrapper as ``self`` (engines bind it as a method). Recorded for the fake and for
+#: engines, never probed, so it is not in :data:`ALL_SYMBOLS`.
+FAST_DECODE_PLAN = Symbol(
+    "fast_decode_plan", "function", (Home(DECODE_MODULE, "fast_decode_plan", "0.4.0"),)
+)
+#: The ``flashinfer.decode`` functions each release's record holds.
+DECODE_FUNCTIONS: tuple[Symbol, ...] = (FAST_DECODE_PLAN,)
 
 _BY_NAME: Mapping[str, Symbol] = MappingProxyType(
     {name: symbol for symbol in ALL_SYMBOLS for name in (symbol.key, *symbol.names)}

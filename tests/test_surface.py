@@ -9,7 +9,9 @@ a new keyword upstream is a change to ``_surface.py`` alone.
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -17,13 +19,18 @@ from types import ModuleType
 import pytest
 from packaging.version import Version
 
+import tools
 from fi_compat import _surface, capabilities
 from fi_compat._surface import (
     ALL_SYMBOLS,
     ATTENTION_WRAPPERS,
     COMM,
+    DECODE_MODULE,
+    FAST_DECODE_PLAN,
     GATES,
     LEGACY_FACTORY,
+    MNNVL_MODULE,
+    NAMED_MODULES,
     TORCH_DIST_BACKEND,
     UNIFIED_FUSION,
     Home,
@@ -31,7 +38,7 @@ from fi_compat._surface import (
     symbol_named,
 )
 from fi_compat.errors import InvalidArgumentError
-from fi_compat.testing import available_releases, load_release
+from fi_compat.testing import available_releases, introduced_in, load_release
 from fi_compat.testing import fake_flashinfer as fake_flashinfer_release
 from fi_compat.testing._releases import ReleaseRecord
 from tests.support.spellings import spellings
@@ -208,3 +215,76 @@ def test_a_rename_upstream_is_one_more_home_and_nothing_else() -> None:
             workspace = comm.create_workspace(2, 0, 16, 64, torch.bfloat16, device="cpu")
             assert workspace.api == "legacy"
             workspace.destroy()
+
+
+# ------------------------------------------- recorded for engines: name tables and decode
+
+
+def test_each_home_in_a_named_module_is_introduced_in_its_since() -> None:
+    # The name tables, read independently of the symbol records, agree with every home.
+    homes = [home for symbol in ALL_SYMBOLS for home in symbol.homes]
+    checked = [home for home in homes if home.module in NAMED_MODULES]
+    assert {home.module for home in checked} == set(NAMED_MODULES)
+    for home in checked:
+        assert introduced_in(home.module, home.name) == home.since, home.dotted
+
+
+def test_fast_decode_plan_is_recorded_from_its_since_on() -> None:
+    since = Version(FAST_DECODE_PLAN.since)
+    has = [record.release for record in _records() if record.fast_decode_plan is not None]
+    assert has == [release for release in RELEASES if Version(release) >= since]
+    assert FAST_DECODE_PLAN not in ALL_SYMBOLS, "recorded, never probed"
+    assert FAST_DECODE_PLAN.module == DECODE_MODULE
+
+
+_RECORDED_ONLY = re.compile(
+    r"(?<![\w.])("
+    + "|".join(map(re.escape, (DECODE_MODULE, MNNVL_MODULE, *FAST_DECODE_PLAN.names)))
+    + r")(?![\w])"
+)
+_TOOLS = Path(tools.__file__).parent
+
+
+def _code_strings(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line, text)`` of each string constant of a module but its docstrings."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docstrings.add(id(first.value))
+    texts = [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    for node in texts:
+        if id(node) not in docstrings:
+            yield node.lineno, str(node.value)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [*_MODULES, *sorted(_TOOLS.rglob("*.py"))],
+    ids=lambda path: str(path.relative_to(PACKAGE.parent)),
+)
+def test_no_module_but_the_surface_spells_a_recorded_only_name(path: Path) -> None:
+    # The names the surface declares outside ALL_SYMBOLS (which tests.support.spellings
+    # covers) are spelled in _surface.py alone too.
+    found = [
+        f"line {line}: {text!r}"
+        for line, text in _code_strings(path)
+        if _RECORDED_ONLY.search(text)
+    ]
+    assert found == [], "use the constants of fi_compat._surface instead"
+
+
+def test_the_recorded_only_check_catches_a_name(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        '"""Docstrings may say flashinfer.decode."""\n'
+        'a = "flashinfer.decode"\n'
+        'b = "fast_decode_plan"\n'
+        'c = "my_fast_decode_plan_helper"\n'
+        'd = "flashinfer.comm.mnnvl.MnnvlConfig"\n',
+        encoding="utf-8",
+    )
+    found = [text for _, text in _code_strings(module) if _RECORDED_ONLY.search(text)]
+    assert found == ["flashinfer.decode", "fast_decode_plan", "flashinfer.comm.mnnvl.MnnvlConfig"]

@@ -31,9 +31,11 @@ from fi_compat.testing._releases import (
     EnumRecord,
     FunctionRecord,
     Hazard,
+    NameRecord,
     ParameterRecord,
     ReleaseRecord,
     available_releases,
+    introduced_in,
     listed_releases,
     load_release,
 )
@@ -49,6 +51,7 @@ __all__ = [
     "FakeUninstalledError",
     "FunctionRecord",
     "Hazard",
+    "NameRecord",
     "ParameterRecord",
     "RecordingError",
     "ReleaseRecord",
@@ -57,6 +60,7 @@ __all__ = [
     "available_releases",
     "compat_table",
     "fake_flashinfer",
+    "introduced_in",
     "listed_releases",
     "load_release",
 ]

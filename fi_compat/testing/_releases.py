@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from types import MappingProxyType
 from typing import Any, Literal, TypeVar
@@ -18,7 +18,14 @@ from typing import Any, Literal, TypeVar
 from packaging.version import InvalidVersion, Version
 
 from fi_compat._arguments import require_choice, require_str
-from fi_compat._surface import GATES, TORCH_DIST_BACKEND, symbol_named
+from fi_compat._surface import (
+    COMM,
+    FAST_DECODE_PLAN,
+    GATES,
+    NAMED_MODULES,
+    TORCH_DIST_BACKEND,
+    symbol_named,
+)
 from fi_compat.errors import UnknownReleaseError
 
 __all__ = [
@@ -27,16 +34,21 @@ __all__ = [
     "EnumRecord",
     "FunctionRecord",
     "Hazard",
+    "NameKind",
+    "NameRecord",
     "ParameterRecord",
     "ReleaseRecord",
     "SupportAnswer",
     "available_releases",
+    "introduced_in",
     "listed_releases",
     "load_release",
 ]
 
-#: The schema version this loader reads.
-SCHEMA_VERSION = 1
+#: The schema version the recorder writes; the loader also reads schema 1 (files recorded
+#: before the name tables, ``fast_decode_plan`` and class attributes, which read as empty).
+SCHEMA_VERSION = 2
+_SCHEMAS = (1, SCHEMA_VERSION)
 
 #: ``inspect.Parameter.kind.name`` values.
 ParameterKind = Literal[
@@ -44,6 +56,13 @@ ParameterKind = Literal[
 ]
 #: The three answers of :meth:`ReleaseRecord.support`.
 SupportAnswer = Literal["supported", "unsupported", "unknown"]
+#: What a public name of a module is bound to: a ``def``; a class used for its constants
+#: (``"enum"``: derived from a class of :mod:`enum`, or a plain class of constants such as
+#: ``AllReduceFusionPattern``, as :mod:`fi_compat._surface` means the word); any other
+#: ``"class"``; a module; or anything else (``"value"``: a constant, an instance, or a name
+#: imported from outside the release, whose kind its source does not tell).
+NameKind = Literal["function", "class", "enum", "module", "value"]
+_PROPERTY_DECORATORS = frozenset({"property", "cached_property", "functools.cached_property"})
 
 _KEYWORD_KINDS = ("POSITIONAL_OR_KEYWORD", "KEYWORD_ONLY")
 _R = TypeVar("_R")
@@ -118,6 +137,11 @@ class FunctionRecord:
         """The last part of :attr:`qualname`."""
         return self.qualname.rpartition(".")[2]
 
+    @property
+    def is_property(self) -> bool:
+        """True for the getter of a ``@property`` (or ``@cached_property``) of a class."""
+        return any(decorator in _PROPERTY_DECORATORS for decorator in self.decorators)
+
     def parameter(self, name: str) -> ParameterRecord | None:
         """The parameter called ``name``, or None."""
         return next((p for p in self.parameters if p.name == name), None)
@@ -135,14 +159,20 @@ class FunctionRecord:
 
 @dataclass(frozen=True)
 class ClassRecord:
-    """A recorded class: where it is defined and the methods fi-compat relies on.
+    """A recorded class: where it is defined, its methods and its instance attributes.
 
     ``methods`` maps each recorded method name to its record, or None when the class (and
-    its bases) do not define it. ``module`` is where the class was looked up (only for
-    ``TorchDistBackend``); ``plan_forwards_to`` only for attention wrappers;
-    ``bcast_root_is_group_local`` only for ``TorchDistBackend``; ``exported`` only for the
-    workspace classes (False for a concrete class the factory builds but
-    ``flashinfer.comm`` does not export).
+    its bases) do not define it: ``__init__`` and the methods fi-compat reads for the
+    classes of ``comm.classes`` and the attention wrappers, ``__init__`` and every public
+    method (properties included, see :attr:`FunctionRecord.is_property`) for a class of a
+    :meth:`ReleaseRecord.public_names` table. ``attributes`` are the names an instance gets
+    by construction (sorted; empty in files recorded before schema 2): those assigned as
+    ``self.<name>`` in the ``__init__`` the class runs, in the methods that ``__init__``
+    calls on ``self``, and along the ``super().__init__`` chain, plus a dataclass's fields.
+    ``module`` is where the class was looked up (only for ``TorchDistBackend``);
+    ``plan_forwards_to`` only for attention wrappers; ``bcast_root_is_group_local`` only for
+    ``TorchDistBackend``; ``exported`` only for the workspace classes (False for a concrete
+    class the factory builds but ``flashinfer.comm`` does not export).
     """
 
     name: str
@@ -153,6 +183,7 @@ class ClassRecord:
     plan_forwards_to: str | None = None
     bcast_root_is_group_local: bool | None = None
     exported: bool | None = None
+    attributes: tuple[str, ...] = ()
 
     def method(self, name: str) -> FunctionRecord | None:
         """The recorded method ``name``, or None."""
@@ -166,6 +197,37 @@ class EnumRecord:
     name: str
     defined_in: str
     members: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class NameRecord:
+    """One public name of a module as ``import`` binds it (:meth:`ReleaseRecord.public_names`).
+
+    Attributes
+    ----------
+    name
+        The name in the module's namespace (``"MoeAlltoAll"``).
+    kind
+        See :data:`NameKind`.
+    defined_in
+        The module whose ``def``, ``class`` or assignment binds it, re-exports followed
+        (``"flashinfer.comm.trtllm_moe_alltoall"``); for a module, its own dotted name; for
+        a name imported from outside the release, the module it is imported from; None
+        when the release binds the name in a way its source does not show.
+    function
+        For a function: its recorded ``def``.
+    cls
+        For a class or an enum: its record, with ``__init__`` and every public method.
+    enum
+        For an enum: its members with their values (source text when not a literal).
+    """
+
+    name: str
+    kind: NameKind
+    defined_in: str | None
+    function: FunctionRecord | None
+    cls: ClassRecord | None
+    enum: EnumRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -198,6 +260,12 @@ class ReleaseRecord:
     comm_classes: Mapping[str, ClassRecord | None]
     workspace_classes: tuple[str, ...]
     attention: Mapping[str, ClassRecord | None]
+    names: Mapping[str, Mapping[str, NameRecord]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    decode_functions: Mapping[str, FunctionRecord | None] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
     @property
     def version(self) -> Version:
@@ -219,6 +287,35 @@ class ReleaseRecord:
     def wrapper(self, name: str) -> ClassRecord | None:
         """A recorded attention wrapper exported from ``flashinfer``, or None."""
         return _first_of(self.attention, name)
+
+    def public_names(self, module: str) -> Mapping[str, NameRecord]:
+        """Every public name ``import <module>`` binds in this release, by name.
+
+        Parameters
+        ----------
+        module
+            One of :data:`fi_compat._surface.NAMED_MODULES`: ``flashinfer.comm`` or
+            ``flashinfer.comm.mnnvl``.
+
+        Returns
+        -------
+        Mapping
+            Name -> :class:`NameRecord`; empty when the release has no such module. Names
+            served only by a module ``__getattr__`` are not bound at import, so not listed.
+
+        Raises
+        ------
+        InvalidArgumentError
+            ``module`` is not one of those module names.
+        """
+        require_choice("module", module, NAMED_MODULES)
+        return self.names.get(module, _NO_NAMES)
+
+    @property
+    def fast_decode_plan(self) -> FunctionRecord | None:
+        """``flashinfer.decode.fast_decode_plan`` (0.4.0+), or None when the release lacks it."""
+        found = (self.decode_functions.get(name) for name in FAST_DECODE_PLAN.names)
+        return next((record for record in found if record is not None), None)
 
     @property
     def torch_dist_backend(self) -> ClassRecord | None:
@@ -300,6 +397,9 @@ class ReleaseRecord:
         return self.support(qualname, keyword) == "supported"
 
 
+_NO_NAMES: Mapping[str, NameRecord] = MappingProxyType({})
+
+
 def _first_of(table: Mapping[str, _R | None], name: str) -> _R | None:
     """``table[name]``, or the entry of the first name of the symbol ``name`` stands for."""
     found = table.get(name)
@@ -349,6 +449,7 @@ def _class(name: str, data: Mapping[str, Any] | None) -> ClassRecord | None:
         plan_forwards_to=data.get("plan_forwards_to"),
         bcast_root_is_group_local=data.get("bcast_root_is_group_local"),
         exported=data.get("exported"),
+        attributes=tuple(data.get("attributes", ())),
     )
 
 
@@ -358,14 +459,37 @@ def _enum(name: str, data: Mapping[str, Any] | None) -> EnumRecord | None:
     return EnumRecord(name, data["defined_in"], MappingProxyType(dict(data["members"])))
 
 
+def _name(name: str, data: Mapping[str, Any]) -> NameRecord:
+    return NameRecord(
+        name=name,
+        kind=data["kind"],
+        defined_in=data["defined_in"],
+        function=_function(data.get("function")),
+        cls=_class(name, data.get("class")),
+        enum=_enum(name, data.get("enum")),
+    )
+
+
+def _names(table: Mapping[str, Any]) -> Mapping[str, NameRecord]:
+    return MappingProxyType({name: _name(name, value) for name, value in table.items()})
+
+
+def _name_tables(comm: Mapping[str, Any]) -> Mapping[str, Mapping[str, NameRecord]]:
+    """Each module of ``NAMED_MODULES`` the record lists -> its names (none in schema 1)."""
+    tables = {COMM: comm["names"]} if "names" in comm else {}
+    for submodule, table in comm.get("submodules", {}).items():
+        tables[f"{COMM}.{submodule}"] = table
+    return MappingProxyType({module: _names(table) for module, table in tables.items()})
+
+
 def _hazard(data: Mapping[str, Any]) -> Hazard:
     return Hazard(bool(data["value"]), data["evidence"])
 
 
 def parse_record(data: Mapping[str, Any]) -> ReleaseRecord:
     """Build a :class:`ReleaseRecord` from a decoded JSON document."""
-    if data.get("schema") != SCHEMA_VERSION:
-        raise ValueError(f"expected schema {SCHEMA_VERSION}; found {data.get('schema')!r}")
+    if data.get("schema") not in _SCHEMAS:
+        raise ValueError(f"expected schema 1 or {SCHEMA_VERSION}; found {data.get('schema')!r}")
     comm = data["comm"]
     hazards = data["import"]
     return ReleaseRecord(
@@ -388,6 +512,10 @@ def parse_record(data: Mapping[str, Any]) -> ReleaseRecord:
         workspace_classes=tuple(comm["workspace_classes"]),
         attention=MappingProxyType(
             {name: _class(name, value) for name, value in data["attention"].items()}
+        ),
+        names=_name_tables(comm),
+        decode_functions=MappingProxyType(
+            {name: _function(value) for name, value in data.get("decode", {}).items()}
         ),
     )
 
@@ -459,3 +587,35 @@ def load_release(version: str) -> ReleaseRecord:
         No signature file ships for that release (a ``LookupError``).
     """
     return _load(_canonical(version))
+
+
+def introduced_in(module: str, name: str) -> str | None:
+    """The first recorded release whose ``module`` binds ``name``, or None when none does.
+
+    Releases are taken in version order over :func:`available_releases`; answers are
+    cached for the process.
+
+    Parameters
+    ----------
+    module
+        One of :data:`fi_compat._surface.NAMED_MODULES` (``flashinfer.comm``,
+        ``flashinfer.comm.mnnvl``).
+    name
+        A public name of that module (``"MoeAlltoAll"``).
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``module`` is not one of those module names, or ``name`` is not a non-empty str.
+    """
+    require_choice("module", module, NAMED_MODULES)
+    require_str("name", name, nonempty=True)
+    return _introduced_in(module, name)
+
+
+@functools.cache
+def _introduced_in(module: str, name: str) -> str | None:
+    for release in available_releases():
+        if name in load_release(release).public_names(module):
+            return release
+    return None

@@ -10,14 +10,28 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from fi_compat._surface import ATTENTION_WRAPPERS, COMM_SYMBOLS
+from fi_compat._surface import (
+    ATTENTION_WRAPPERS,
+    COMM,
+    COMM_SYMBOLS,
+    DECODE_MODULE,
+    FAST_DECODE_PLAN,
+    MNNVL_MODULE,
+    NAMED_MODULES,
+    SPLIT_KEYWORDS,
+)
+from fi_compat.errors import InvalidArgumentError
 from fi_compat.testing import (
+    NameRecord,
     ReleaseRecord,
     UnknownReleaseError,
+    _releases,
     available_releases,
+    introduced_in,
     listed_releases,
     load_release,
 )
+from fi_compat.testing._releases import parse_record
 from tools.recorder.output import dump_record
 
 KINDS = (
@@ -33,6 +47,15 @@ COMM_FUNCTIONS = tuple(
     name for symbol in COMM_SYMBOLS if symbol.kind == "function" for name in symbol.names
 )
 HAZARDS = ("comm_requires_cuda_runtime", "import_queries_gpu", "comm_requires_triton")
+NAME_KINDS = ("function", "class", "enum", "module", "value")
+#: What a name record holds beyond kind and defined_in, by kind.
+NAME_PARTS = {
+    "function": {"function"},
+    "class": {"class"},
+    "enum": {"class", "enum"},
+    "module": set(),
+    "value": set(),
+}
 
 
 def _text(release: str) -> str:
@@ -88,7 +111,9 @@ def _check_function(data: Mapping[str, Any], where: str) -> None:
         "parameters",
         "returns",
         "forwards_kwargs_to",
+        "forwards_kwargs_drops",
     }, where
+    assert data.get("forwards_kwargs_drops", ["x"]), f"{where}: an empty drops list is left out"
     assert data["defined_in"].startswith("flashinfer"), where
     assert all(isinstance(d, str) for d in data["decorators"]), where
     names = [p["name"] for p in data["parameters"]]
@@ -115,7 +140,26 @@ def _check_class(data: Mapping[str, Any], where: str) -> None:
     for name, method in data["methods"].items():
         if method is not None:
             _check_function(method, f"{where}.{name}")
-            assert method["parameters"][0]["name"] in ("self", "cls"), where
+            if "staticmethod" not in method["decorators"]:
+                assert method["parameters"][0]["name"] in ("self", "cls"), where
+    attributes = data["attributes"]
+    assert attributes == sorted(set(attributes)), where
+    assert all(name.isidentifier() for name in attributes), where
+
+
+def _check_names(table: Mapping[str, Any], where: str) -> None:
+    for name, entry in table.items():
+        assert name.isidentifier(), where
+        assert not name.startswith("_"), f"{where}.{name}"
+        assert entry["kind"] in NAME_KINDS, f"{where}.{name}"
+        assert set(entry) == {"kind", "defined_in"} | NAME_PARTS[entry["kind"]], f"{where}.{name}"
+        if entry["kind"] == "function":
+            _check_function(entry["function"], f"{where}.{name}")
+            assert entry["function"]["defined_in"] == entry["defined_in"], f"{where}.{name}"
+        if "class" in entry:
+            _check_class(entry["class"], f"{where}.{name}")
+            assert entry["class"]["defined_in"] == entry["defined_in"], f"{where}.{name}"
+            assert "__init__" in entry["class"]["methods"], f"{where}.{name}"
 
 
 @pytest.mark.parametrize("release", listed_releases())
@@ -124,9 +168,9 @@ def test_file_is_well_formed(release: str) -> None:
     data = json.loads(text)
     # Deterministic formatting: what the recorder writes, byte for byte.
     assert text == dump_record(data)
-    assert data["schema"] == 1
+    assert data["schema"] == 2
     assert data["release"] == release
-    assert set(data) == {"schema", "release", "source", "import", "comm", "attention"}
+    assert set(data) == {"schema", "release", "source", "import", "comm", "attention", "decode"}
     assert release in data["source"]["filename"]
     assert len(data["source"]["sha256"]) == 64
     for hazard in HAZARDS:
@@ -158,6 +202,15 @@ def test_file_is_well_formed(release: str) -> None:
     if pattern is not None:
         assert pattern["members"]["kAllReduce"] == 0
         assert pattern["members"]["kARResidualRMSNorm"] == 1
+    _check_names(comm["names"], COMM)
+    assert comm["names"], f"{release}: flashinfer.comm binds no public name"
+    assert set(comm["submodules"]) <= {module.rpartition(".")[2] for module in NAMED_MODULES}
+    for submodule, table in comm["submodules"].items():
+        _check_names(table, f"{COMM}.{submodule}")
+    assert set(data["decode"]) == set(FAST_DECODE_PLAN.names)
+    for name, func in data["decode"].items():
+        if func is not None:
+            _check_function(func, name)
 
 
 # ---------------------------------------------------------------------- known facts
@@ -326,3 +379,293 @@ def test_decorated_functions_record_the_decorator() -> None:
     legacy = record.comm_function("trtllm_allreduce_fusion")
     assert legacy is not None
     assert legacy.defined_in == "flashinfer.comm.trtllm_ar"
+
+
+# -------------------------------------------------------- name tables, attributes, decode
+
+
+def _first_exporting(module: str, name: str) -> str | None:
+    return next((r.release for r in _records() if name in r.public_names(module)), None)
+
+
+@pytest.mark.parametrize(
+    ("name", "first"),
+    [
+        # 0.2.9 .. 0.2.12 export it as FP4QuantizationSFLayout (trtllm_ar renamed it).
+        ("QuantizationSFLayout", "0.2.13"),
+        ("FP4QuantizationSFLayout", "0.2.9"),
+        ("MoeAlltoAll", "0.6.0"),
+        ("moe_a2a_get_workspace_size_per_rank", "0.6.0"),
+        ("PcieIpcAllReduceWorkspace", "0.7.0"),
+        ("Mapping", "0.2.9"),
+        ("TRTLLMAllReduceFusionWorkspace", "0.6.0"),
+        ("is_mnnvl_cutedsl_supported", "0.7.2.post1"),
+        # Never exported from flashinfer.comm itself: from its submodules only.
+        ("TorchDistBackend", None),
+        ("MnnvlConfig", None),
+    ],
+)
+def test_first_release_exporting_a_comm_name(name: str, first: str | None) -> None:
+    assert introduced_in(COMM, name) == first
+    assert _first_exporting(COMM, name) == first
+
+
+def test_fp4_layout_was_renamed_in_0213() -> None:
+    old = _releases_where(lambda r: "FP4QuantizationSFLayout" in r.public_names(COMM))
+    new = _releases_where(lambda r: "QuantizationSFLayout" in r.public_names(COMM))
+    assert old == _between("0.2.9", "0.2.12")
+    assert new == _from("0.2.13")
+    layout = load_release("0.7.2.post1").public_names(COMM)["QuantizationSFLayout"]
+    # A constant holder (like AllReduceFusionPattern), with its members' values.
+    assert layout.kind == "enum"
+    assert layout.defined_in == "flashinfer.comm.trtllm_ar"
+    assert layout.enum is not None
+    assert dict(layout.enum.members) == {"SWIZZLED_128x4": 0, "SWIZZLED_8x4": 1, "LINEAR": 2}
+
+
+@pytest.mark.parametrize(
+    ("name", "first"),
+    [
+        ("McastGPUBuffer", "0.2.9"),
+        ("MnnvlMemory", "0.2.9"),
+        ("CommBackend", "0.3.0"),
+        ("MnnvlConfig", "0.3.0"),
+        ("is_mnnvl_fabric_supported", "0.6.0"),
+        ("TorchDistBackend", "0.6.0"),
+        ("is_multicast_supported", "0.6.16"),
+        ("all_ranks_agree", "0.6.16"),
+        ("ProcessGroup", None),  # imported under ``if TYPE_CHECKING:`` only
+    ],
+)
+def test_first_release_exporting_an_mnnvl_name(name: str, first: str | None) -> None:
+    assert introduced_in(MNNVL_MODULE, name) == first
+
+
+def test_mnnvl_of_0_7_2_post1() -> None:
+    names = load_release("0.7.2.post1").public_names(MNNVL_MODULE)
+    backend, base = names["TorchDistBackend"], names["CommBackend"]
+    assert (backend.kind, backend.defined_in) == ("class", "flashinfer.comm.comm_backend")
+    assert (base.kind, base.defined_in) == ("class", "flashinfer.comm.abstractions")
+    assert backend.cls is not None
+    assert base.cls is not None
+    assert backend.cls.bases == ()  # duck-typed: it does not derive from CommBackend
+    assert backend.cls.attributes == ("_dist", "_group")
+    # The name table records every public method; comm.classes only what fi-compat reads.
+    assert {"bcast", "allgather", "barrier", "Split", "Get_rank", "Get_size"} <= set(
+        backend.cls.methods
+    )
+    torch_dist_backend = load_release("0.7.2.post1").torch_dist_backend
+    assert torch_dist_backend is not None
+    assert backend.cls.method("bcast") == torch_dist_backend.method("bcast")
+    config = names["MnnvlConfig"].cls
+    assert config is not None
+    assert config.method("__init__") is None  # a dataclass: its __init__ is generated
+    assert "comm_backend" in config.attributes
+    assert names["torch"].kind == "module"
+    assert (names["logger"].kind, names["logger"].defined_in) == ("value", MNNVL_MODULE)
+    assert "ProcessGroup" not in names
+
+
+def test_mnnvl_is_in_every_release_and_reads_as_empty_when_absent() -> None:
+    assert all(record.public_names(MNNVL_MODULE) for record in _records())
+    data = json.loads(_text("0.6.5"))
+    del data["comm"]["submodules"]["mnnvl"]
+    assert parse_record(data).public_names(MNNVL_MODULE) == {}
+    assert parse_record(data).public_names(COMM) == load_release("0.6.5").public_names(COMM)
+
+
+def test_name_tables_agree_with_the_symbol_records() -> None:
+    # Two readings of the same source: the comm functions/classes of the surface, and the
+    # table of every public name.
+    for record in _records():
+        names = record.public_names(COMM)
+        for name in COMM_FUNCTIONS:
+            function = record.comm_function(name)
+            assert (name in names) is (function is not None), (record.release, name)
+            if function is not None:
+                assert names[name].kind == "function"
+                assert names[name].function == function
+        for name, cls in record.comm_classes.items():
+            if cls is not None and cls.exported:
+                entry = names[name]
+                assert entry.kind == "class", (record.release, name)
+                assert entry.cls is not None
+                assert entry.cls.attributes == cls.attributes
+
+
+def test_public_names_are_read_only_name_records() -> None:
+    names = load_release("0.7.2.post1").public_names(COMM)
+    assert all(
+        isinstance(entry, NameRecord) and entry.name == name for name, entry in names.items()
+    )
+    with pytest.raises(TypeError):
+        names["MoeAlltoAll"] = names["Mapping"]  # type: ignore[index]
+    alltoall = names["MoeAlltoAll"]
+    assert (alltoall.kind, alltoall.defined_in) == ("class", "flashinfer.comm.trtllm_moe_alltoall")
+    assert alltoall.function is None
+    size = names["moe_a2a_get_workspace_size_per_rank"]
+    assert size.kind == "function"
+    assert size.cls is None
+    assert size.function is not None
+    assert size.function.defined_in == size.defined_in
+
+
+WORKSPACE_METHODS = {"__init__", "backend", "destroy", "is_buffer_size_sufficient"}
+CHECKPOINT_METHODS = {"checkpoint_prepare", "checkpoint_restore"}
+
+
+def test_trtllm_workspace_methods_and_attributes() -> None:
+    def workspace(record: ReleaseRecord) -> Any:
+        return record.public_names(COMM).get("TRTLLMAllReduceFusionWorkspace")
+
+    assert _releases_where(lambda r: workspace(r) is not None) == _from("0.6.0")
+    checkpoints = _releases_where(
+        lambda r: workspace(r) is not None and set(workspace(r).cls.methods) >= CHECKPOINT_METHODS
+    )
+    assert checkpoints == _from("0.6.15")
+    latest = workspace(load_release("0.7.2.post1")).cls
+    assert set(latest.methods) == WORKSPACE_METHODS | CHECKPOINT_METHODS
+    sufficient = latest.method("is_buffer_size_sufficient")
+    assert sufficient.qualname == "TRTLLMAllReduceFusionWorkspace.is_buffer_size_sufficient"
+    assert latest.method("backend").is_property
+    assert not latest.method("destroy").is_property
+    # Its own __init__, and world_size/rank/_destroyed from AllReduceFusionWorkspace.__init__
+    # through super().__init__.
+    assert latest.attributes == (
+        "_destroyed",
+        "_internal_workspace",
+        "ipc_handles",
+        "mem_handles",
+        "metadata",
+        "rank",
+        "workspace_tensor",
+        "world_size",
+    )
+
+
+def test_mnnvl_workspace_has_mc_ptr_in_every_release() -> None:
+    for record in _records():
+        entry = record.public_names(COMM).get("MNNVLAllReduceFusionWorkspace")
+        if entry is None:
+            assert record.version < Version("0.6.0")
+            continue
+        assert entry.cls is not None
+        assert {"mc_ptr", "uc_ptrs_dev", "buffer_size_bytes", "rank"} <= set(entry.cls.attributes)
+        assert set(entry.cls.methods) >= WORKSPACE_METHODS
+
+
+def test_workspace_classes_not_exported_still_have_attributes() -> None:
+    cutedsl = load_release("0.7.2.post1").comm_class("MNNVLCuteDSLAllReduceFusionWorkspace")
+    assert cutedsl is not None
+    assert cutedsl.exported is False
+    assert {"world_size", "rank", "group", "max_token_num"} <= set(cutedsl.attributes)
+
+
+@pytest.mark.parametrize("wrapper", WRAPPERS)
+def test_attention_wrappers_keep_backend_and_cuda_graph_flags(wrapper: str) -> None:
+    def attributes(record: ReleaseRecord) -> tuple[str, ...]:
+        found = record.wrapper(wrapper)
+        assert found is not None
+        return found.attributes
+
+    for record in _records():
+        assert {"_backend", "_use_cuda_graph"} <= set(attributes(record)), record.release
+    # Only the decode wrapper keeps the tensor-core switch.
+    tensor_cores = _releases_where(lambda r: "_use_tensor_cores" in attributes(r))
+    expected = available_releases() if wrapper == "BatchDecodeWithPagedKVCacheWrapper" else []
+    assert tensor_cores == expected
+
+
+def test_fast_decode_plan_from_040() -> None:
+    assert _releases_where(lambda r: r.fast_decode_plan is not None) == _from(
+        FAST_DECODE_PLAN.since
+    )
+    plan = load_release("0.7.2.post1").fast_decode_plan
+    assert plan is not None
+    assert plan.defined_in == DECODE_MODULE
+    assert plan.parameters[0].name == "self"  # bound onto the decode wrapper by engines
+    for keyword in SPLIT_KEYWORDS:
+        assert keyword in plan.keyword_names
+        assert plan.parameter(keyword) is not None
+    assert plan.var_keyword is None
+    first = load_release(FAST_DECODE_PLAN.since).fast_decode_plan
+    assert first is not None
+    assert all(keyword in first.keyword_names for keyword in SPLIT_KEYWORDS)
+    assert _releases_where(
+        lambda r: (
+            r.fast_decode_plan is not None
+            and r.fast_decode_plan.parameter("q_len_per_req") is not None
+        )
+    ) == _from("0.6.16")
+
+
+def test_schema_1_data_reads_with_empty_additions() -> None:
+    data = json.loads(_text("0.6.5"))
+    data["schema"] = 1
+    del data["decode"], data["comm"]["names"], data["comm"]["submodules"]
+    for cls in [*data["comm"]["classes"].values(), *data["attention"].values()]:
+        if cls is not None:
+            del cls["attributes"]
+    old = parse_record(data)
+    assert old.public_names(COMM) == {}
+    assert old.public_names(MNNVL_MODULE) == {}
+    assert old.fast_decode_plan is None
+    wrapper = old.wrapper("BatchDecodeWithPagedKVCacheWrapper")
+    assert wrapper is not None
+    assert wrapper.attributes == ()
+    assert old.comm_functions == load_release("0.6.5").comm_functions
+    data["schema"] = 3
+    with pytest.raises(ValueError, match="schema"):
+        parse_record(data)
+
+
+def test_introduced_in_is_cached_and_none_for_unknown_names() -> None:
+    assert introduced_in(COMM, "no_such_name") is None
+    assert introduced_in(MNNVL_MODULE, "allreduce_fusion") is None
+    assert introduced_in(COMM, "allreduce_fusion") == "0.6.0"
+    calls: list[str] = []
+    original = load_release
+
+    def counting(version: str) -> ReleaseRecord:
+        calls.append(version)
+        return original(version)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_releases, "load_release", counting)
+        assert introduced_in(COMM, "allreduce_fusion") == "0.6.0"
+    assert calls == []
+
+
+HOSTILE_MODULES = [
+    None,
+    5,
+    b"flashinfer.comm",
+    "flashinfer",
+    "flashinfer.comm.",
+    "FLASHINFER.COMM",
+    " flashinfer.comm",
+    "flashinfer.comm.comm_backend",
+    DECODE_MODULE,
+    ["flashinfer.comm"],
+    {"flashinfer.comm": 1},
+    COMM_SYMBOLS[0],
+]
+
+
+@pytest.mark.parametrize("bad", HOSTILE_MODULES, ids=repr)
+def test_public_names_refuses_anything_but_a_named_module(bad: object) -> None:
+    record = load_release("0.7.2.post1")
+    with pytest.raises(InvalidArgumentError, match="module"):
+        record.public_names(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", HOSTILE_MODULES, ids=repr)
+def test_introduced_in_refuses_anything_but_a_named_module(bad: object) -> None:
+    with pytest.raises(InvalidArgumentError, match="module"):
+        introduced_in(bad, "MoeAlltoAll")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [None, 5, "", b"MoeAlltoAll", ["MoeAlltoAll"], {"a": 1}, 1.5])
+def test_introduced_in_refuses_anything_but_a_name(bad: object) -> None:
+    with pytest.raises(InvalidArgumentError, match="name"):
+        introduced_in(COMM, bad)  # type: ignore[arg-type]

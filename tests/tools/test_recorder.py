@@ -496,6 +496,372 @@ def test_workspace_classes_include_the_ones_the_factory_builds(tree: Tree) -> No
     assert comm["classes"]["AllReduceFusionWorkspace"]["exported"] is True
 
 
+# ------------------------------------------- public names, attributes, fast_decode_plan
+
+KINDS_INIT = """
+    import os
+    import typing
+    import contextlib as _contextlib
+    from typing import Optional
+    from . import mnnvl
+    from .kinds import Color, Shade, Holder, Widget, Config, helper, CONSTANT, alias
+    from .kinds import Lazy
+
+    _private = 1
+    VALUE = 3
+    annotated_only: int
+
+    def _hidden():
+        pass
+
+    if typing.TYPE_CHECKING:
+        from .kinds import OnlyTyped
+"""
+
+KINDS = """
+    import enum
+    from dataclasses import dataclass
+    from enum import IntEnum
+    from typing import ClassVar
+
+    class Color(IntEnum):
+        RED = 1
+        GREEN = 2
+
+    class Shade(enum.Enum):
+        DARK = 0
+
+    class Holder:
+        '''Constants only, the way AllReduceFusionPattern is written.'''
+        A = 0
+        B = 1 << 1
+
+    class Base:
+        def __init__(self, world_size):
+            self.world_size = world_size
+            self._destroyed = False
+
+    class Widget(Base):
+        LIMIT = 4
+
+        def __init__(self, world_size, flag=False):
+            super().__init__(world_size)
+            self.metadata = {}
+            self.a, self.b = 1, 2
+            self.count += 1
+            self.typed: int = 0
+            self.other.inner = 3
+            if flag:
+                self._setup()
+
+        def _setup(self):
+            self.from_helper = 1
+            self._deeper()
+
+        def _deeper(self):
+            self.too_deep = 1
+
+        @property
+        def backend(self):
+            return "x"
+
+        def destroy(self):
+            self.after_init = None
+
+        @staticmethod
+        def size(n):
+            return n
+
+    @dataclass
+    class Config:
+        comm_backend: object = None
+        page_size: int = 0
+        KIND: ClassVar[str] = "x"
+
+    def helper(x, *, y=1):
+        pass
+
+    CONSTANT = 5
+    alias = helper
+"""
+
+
+def _kinds_files() -> dict[str, str]:
+    files = _base_files()
+    files["flashinfer/comm/__init__.py"] = KINDS_INIT
+    files["flashinfer/comm/kinds.py"] = KINDS
+    return files
+
+
+def test_comm_names_follow_from_imports_star_imports_and_all(tree: Tree) -> None:
+    names = _record(tree)["comm"]["names"]
+    # ``from .allreduce import ...`` (aliased or not), ``from .trtllm_ar import *`` limited
+    # to that module's __all__, ``from .workspace_base import ...``; nothing else: not the
+    # submodules the imports bind as a side effect, not names __all__ leaves out.
+    assert names == {
+        "AllReduceFusionPattern": {
+            "kind": "enum",
+            "defined_in": "flashinfer.comm.trtllm_ar",
+            "class": names["AllReduceFusionPattern"]["class"],
+            "enum": {
+                "defined_in": "flashinfer.comm.trtllm_ar",
+                "bases": [],
+                "members": {"kAllReduce": 0, "kARResidualRMSNorm": 1},
+            },
+        },
+        "AllReduceFusionWorkspace": {
+            "kind": "class",
+            "defined_in": "flashinfer.comm.workspace_base",
+            "class": names["AllReduceFusionWorkspace"]["class"],
+        },
+        "allreduce_fusion": {
+            "kind": "function",
+            "defined_in": "flashinfer.comm.allreduce",
+            "function": names["allreduce_fusion"]["function"],
+        },
+        "create_allreduce_fusion_workspace": {
+            "kind": "function",
+            "defined_in": "flashinfer.comm.allreduce",
+            "function": names["create_allreduce_fusion_workspace"]["function"],
+        },
+        "trtllm_allreduce_fusion": {
+            "kind": "function",
+            "defined_in": "flashinfer.comm.trtllm_ar",
+            "function": names["trtllm_allreduce_fusion"]["function"],
+        },
+    }
+    # The function records are the very records of comm.functions.
+    functions = _record(tree)["comm"]["functions"]
+    assert names["allreduce_fusion"]["function"] == functions["allreduce_fusion"]
+    workspace = names["AllReduceFusionWorkspace"]["class"]
+    assert sorted(workspace["methods"]) == ["__init__", "destroy"]
+    assert workspace["attributes"] == []
+
+
+def test_a_literal_all_decides_the_names(tree: Tree) -> None:
+    files = _base_files()
+    files["flashinfer/comm/__init__.py"] = textwrap.dedent(COMM_INIT) + (
+        "__all__ = ['allreduce_fusion', '_private', 'served_lazily']\n"
+    )
+    names = _record(tree, files)["comm"]["names"]
+    assert sorted(names) == ["allreduce_fusion", "served_lazily"]
+    # Listed but bound by nothing the source shows (a module __getattr__, say).
+    assert names["served_lazily"] == {"kind": "value", "defined_in": None}
+    record = parse_record(_record(tree, files)).public_names(_surface.COMM)
+    assert record["served_lazily"].function is None
+    assert record["allreduce_fusion"].function is not None
+
+
+def test_kinds_private_names_and_type_checking_only_names(tree: Tree) -> None:
+    names = _record(tree, _kinds_files())["comm"]["names"]
+    assert sorted(names) == [
+        "CONSTANT",
+        "Color",
+        "Config",
+        "Holder",
+        "Lazy",
+        "Optional",
+        "Shade",
+        "VALUE",
+        "Widget",
+        "alias",
+        "helper",
+        "mnnvl",
+        "os",
+        "typing",
+    ]
+    kinds = {name: (entry["kind"], entry["defined_in"]) for name, entry in names.items()}
+    assert kinds == {
+        "CONSTANT": ("value", "flashinfer.comm.kinds"),
+        "Color": ("enum", "flashinfer.comm.kinds"),
+        "Config": ("class", "flashinfer.comm.kinds"),
+        "Holder": ("enum", "flashinfer.comm.kinds"),
+        # Imported from a module of the release that does not bind it.
+        "Lazy": ("value", None),
+        # From outside the release: where it comes from, its kind unknown to the source.
+        "Optional": ("value", "typing"),
+        "Shade": ("enum", "flashinfer.comm.kinds"),
+        "VALUE": ("value", "flashinfer.comm"),
+        "Widget": ("class", "flashinfer.comm.kinds"),
+        "alias": ("function", "flashinfer.comm.kinds"),
+        "helper": ("function", "flashinfer.comm.kinds"),
+        "mnnvl": ("module", "flashinfer.comm.mnnvl"),
+        "os": ("module", "os"),
+        "typing": ("module", "typing"),
+    }
+    assert names["alias"]["function"]["qualname"] == "helper"
+    assert names["Color"]["enum"]["members"] == {"RED": 1, "GREEN": 2}
+    assert names["Holder"]["enum"]["members"] == {"A": 0, "B": "1 << 1"}
+    assert set(names["mnnvl"]) == set(names["os"]) == {"kind", "defined_in"}
+
+
+def test_class_records_in_name_tables_have_every_public_method(tree: Tree) -> None:
+    widget = _record(tree, _kinds_files())["comm"]["names"]["Widget"]["class"]
+    assert sorted(widget["methods"]) == ["__init__", "backend", "destroy", "size"]
+    assert widget["methods"]["backend"]["decorators"] == ["property"]
+    assert widget["methods"]["size"]["decorators"] == ["staticmethod"]
+    assert widget["bases"] == ["Base"]
+    loaded = parse_record(_record(tree, _kinds_files())).public_names(_surface.COMM)["Widget"]
+    assert loaded.cls is not None
+    backend, destroy = loaded.cls.method("backend"), loaded.cls.method("destroy")
+    assert backend is not None
+    assert destroy is not None
+    assert backend.is_property
+    assert not destroy.is_property
+
+
+def test_attributes_come_from_init_its_helpers_and_super_init(tree: Tree) -> None:
+    names = _record(tree, _kinds_files())["comm"]["names"]
+    # __init__ (plain, tuple, augmented and annotated targets), the helper it calls
+    # (``_setup``, one level: not ``_deeper``), Base.__init__ through super(); not what
+    # other methods assign (``destroy``) nor attributes of attributes (``other.inner``).
+    assert names["Widget"]["class"]["attributes"] == [
+        "_destroyed",
+        "a",
+        "b",
+        "count",
+        "from_helper",
+        "metadata",
+        "typed",
+        "world_size",
+    ]
+    # A dataclass: its fields, not its ClassVar; and no __init__ of its own in the source.
+    config = names["Config"]["class"]
+    assert config["attributes"] == ["comm_backend", "page_size"]
+    assert config["methods"] == {"__init__": None}
+
+
+def test_every_recorded_class_gets_attributes(tree: Tree) -> None:
+    files = _base_files()
+    files["flashinfer/decode.py"] = textwrap.dedent(DECODE).replace(
+        'kv_layout="NHD"):\n        pass\n',
+        'kv_layout="NHD"):\n'
+        "        self._backend = 'auto'\n"
+        "        self._init_buffers()\n"
+        "\n"
+        "    def _init_buffers(self):\n"
+        "        self._use_cuda_graph = False\n",
+    )
+    assert "_init_buffers" in files["flashinfer/decode.py"]
+    record = _record(tree, files)
+    decode = record["attention"]["BatchDecodeWithPagedKVCacheWrapper"]
+    assert decode["attributes"] == ["_backend", "_use_cuda_graph"]
+    assert record["comm"]["classes"]["TorchDistBackend"]["attributes"] == ["_group"]
+    assert record["comm"]["classes"]["AllReduceFusionWorkspace"]["attributes"] == []
+    loaded = parse_record(record)
+    wrapper = loaded.wrapper("BatchDecodeWithPagedKVCacheWrapper")
+    assert wrapper is not None
+    assert wrapper.attributes == ("_backend", "_use_cuda_graph")
+
+
+MNNVL = """
+    import typing
+    from .comm_backend import TorchDistBackend
+    from .abstractions import CommBackend
+
+    if typing.TYPE_CHECKING:
+        from torch.distributed import ProcessGroup
+
+    def is_multicast_supported(device_idx: int) -> bool:
+        return False
+
+    def _private_helper():
+        pass
+"""
+
+
+def test_mnnvl_submodule_present_and_absent(tree: Tree) -> None:
+    files = _base_files()
+    files["flashinfer/comm/mnnvl.py"] = MNNVL
+    files["flashinfer/comm/abstractions.py"] = (
+        "class CommBackend:\n    def bcast(self, x):\n        pass\n"
+    )
+    record = _record(tree, files)
+    table = record["comm"]["submodules"]["mnnvl"]
+    assert sorted(table) == [
+        "CommBackend",
+        "TorchDistBackend",
+        "is_multicast_supported",
+        "typing",
+    ]
+    assert table["TorchDistBackend"]["defined_in"] == "flashinfer.comm.comm_backend"
+    assert table["TorchDistBackend"]["class"]["attributes"] == ["_group"]
+    assert table["is_multicast_supported"]["function"]["returns"] == "bool"
+    names = parse_record(record).public_names(_surface.MNNVL_MODULE)
+    assert names["CommBackend"].kind == "class"
+    assert names["CommBackend"].defined_in == "flashinfer.comm.abstractions"
+    del files["flashinfer/comm/mnnvl.py"]
+    without = _record(tree, files)
+    assert without["comm"]["submodules"] == {}
+    assert parse_record(without).public_names(_surface.MNNVL_MODULE) == {}
+    assert parse_record(without).public_names(_surface.COMM) != {}
+
+
+FAST_DECODE_PLAN = """
+    def fast_decode_plan(
+        self, indptr, indices, page_size, fixed_split_size=None, disable_split_kv=False
+    ) -> None:
+        pass
+"""
+
+
+def test_fast_decode_plan_present_and_absent(tree: Tree) -> None:
+    key = _surface.FAST_DECODE_PLAN.key
+    absent = _record(tree)
+    assert absent["decode"] == {key: None}
+    assert parse_record(absent).fast_decode_plan is None
+    files = _base_files()
+    files["flashinfer/decode.py"] = textwrap.dedent(DECODE) + textwrap.dedent(FAST_DECODE_PLAN)
+    present = _record(tree, files)
+    recorded = present["decode"][key]
+    assert recorded["defined_in"] == _surface.DECODE_MODULE
+    assert recorded["qualname"] == key
+    assert recorded["returns"] == "None"
+    plan = parse_record(present).fast_decode_plan
+    assert plan is not None
+    assert plan.keyword_names == (
+        "self",
+        "indptr",
+        "indices",
+        "page_size",
+        "fixed_split_size",
+        "disable_split_kv",
+    )
+    assert plan.parameter("disable_split_kv") is not None
+
+
+def test_from_a_package_import_prefers_its_binding_to_its_submodule(tree: Tree) -> None:
+    # As Python does: the package's own ``agm`` (a function) wins over its submodule ``agm``.
+    files = _base_files()
+    files["flashinfer/comm/__init__.py"] = "from .agm import agm\nfrom .agm import impl\n"
+    files["flashinfer/comm/agm/__init__.py"] = "from .agm import agm\n"
+    files["flashinfer/comm/agm/agm.py"] = "def agm(x):\n    pass\n"
+    files["flashinfer/comm/agm/impl.py"] = "X = 1\n"
+    names = _record(tree, files)["comm"]["names"]
+    assert names["agm"]["kind"] == "function"
+    assert names["agm"]["defined_in"] == "flashinfer.comm.agm.agm"
+    assert names["impl"] == {"kind": "module", "defined_in": "flashinfer.comm.agm.impl"}
+
+
+def test_star_imports_are_listed_through_the_target_module(tree: Tree) -> None:
+    files = _base_files()
+    files["flashinfer/comm/__init__.py"] = "from .plain import *\n"
+    files["flashinfer/comm/plain.py"] = "import os\nfrom .deeper import *\nA = 1\n_B = 2\n"
+    files["flashinfer/comm/deeper.py"] = "def f():\n    pass\n"
+    names = _record(tree, files)["comm"]["names"]
+    assert sorted(names) == ["A", "f", "os"]
+    assert names["f"]["defined_in"] == "flashinfer.comm.deeper"
+    files["flashinfer/comm/__init__.py"] = "from torch import *\n"
+    with pytest.raises(RecordingError, match=r"star-imports torch"):
+        _record(tree, files)
+
+
+def test_schema_is_2(tree: Tree) -> None:
+    record = _record(tree)
+    assert record["schema"] == tools.recorder.SCHEMA_VERSION == 2
+    assert parse_record(record).public_names(_surface.COMM)
+
+
 # ------------------------------------------------------ the recorder is not in the wheel
 
 PACKAGE = Path(fi_compat.__file__).parent

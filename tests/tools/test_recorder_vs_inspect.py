@@ -5,16 +5,19 @@ Skipped unless the real flashinfer-python 0.7.2.post1 is importable here.
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import importlib
 import importlib.metadata
 import inspect
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
+from types import FunctionType, ModuleType
 from typing import Any
 
 import pytest
 
+from fi_compat._surface import COMM, DECODE_MODULE, FLASHINFER, NAMED_MODULES
 from fi_compat.testing import FunctionRecord, ReleaseRecord, load_release
 from fi_compat.testing._releases import parse_record
 from tools.recorder import record_release
@@ -143,3 +146,131 @@ def test_rerecording_the_installed_tree_gives_the_shipped_record(
     shipped = load_release(RELEASE)
     assert parse_record(fresh).comm_functions == shipped.comm_functions
     assert parse_record(fresh).attention == shipped.attention
+    assert parse_record(fresh).names == shipped.names
+    assert parse_record(fresh).fast_decode_plan == shipped.fast_decode_plan
+
+
+# ------------------------------------------------------------------------- name tables
+
+
+_CODE = (FunctionType, staticmethod, classmethod, property)
+
+
+def _holds_constants(cls: type) -> bool:
+    """A plain class of constants (``AllReduceFusionPattern``): what fi-compat calls an enum.
+
+    No base, not a dataclass, no annotations and no ``def`` of any kind: class-level
+    constants only, at least one of them public.
+    """
+    own = vars(cls)
+    plain = cls.__bases__ == (object,) and not dataclasses.is_dataclass(cls)
+    code = "__annotations__" in own or any(isinstance(value, _CODE) for value in own.values())
+    return plain and not code and any(not name.startswith("_") for name in own)
+
+
+def _live_kind(value: object) -> str:
+    if inspect.ismodule(value):
+        return "module"
+    if inspect.isclass(value):
+        enum_like = issubclass(value, enum.Enum) or _holds_constants(value)
+        return "enum" if enum_like else "class"
+    if inspect.isfunction(inspect.unwrap(value)):  # type: ignore[arg-type]
+        return "function"
+    return "value"
+
+
+@pytest.mark.parametrize("module", NAMED_MODULES)
+def test_recorded_names_are_what_dir_shows_but_side_effect_submodules(
+    real: tuple[ModuleType, ModuleType], record: ReleaseRecord, module: str
+) -> None:
+    live = importlib.import_module(module)
+    shown = {name for name in dir(live) if not name.startswith("_")}
+    recorded = set(record.public_names(module))
+    assert recorded <= shown
+    # What dir() shows beyond the record are the submodules that were imported (by this
+    # module's own ``from .allreduce import ...`` or by anyone else) and so were bound on
+    # their package by the import system, not by a statement of the module.
+    extra = {name: getattr(live, name) for name in shown - recorded}
+    assert {name: getattr(value, "__name__", None) for name, value in extra.items()} == {
+        name: f"{module}.{name}" for name in extra
+    }
+    if module == COMM:
+        assert extra, "flashinfer.comm's own imports bind its submodules on it"
+
+
+@pytest.mark.parametrize("module", NAMED_MODULES)
+def test_recorded_kinds_and_homes_match_inspect(
+    real: tuple[ModuleType, ModuleType], record: ReleaseRecord, module: str
+) -> None:
+    live = importlib.import_module(module)
+    checked = 0
+    for name, entry in record.public_names(module).items():
+        value = getattr(live, name)
+        assert entry.defined_in is not None, name
+        if entry.kind == "value" and not entry.defined_in.startswith(FLASHINFER):
+            # Imported from outside the release: the source cannot tell its kind, only the
+            # module it comes from, which the import loaded.
+            assert importlib.import_module(entry.defined_in) is not None, name
+            continue
+        assert entry.kind == _live_kind(value), name
+        checked += 1
+        if entry.kind == "module":
+            assert value.__name__ == entry.defined_in, name
+        elif entry.kind == "function":
+            assert inspect.unwrap(value).__module__ == entry.defined_in, name
+            assert _recorded_shape(entry.function) == _shape(value), name
+        elif entry.kind in ("class", "enum"):
+            assert value.__module__ == entry.defined_in, name
+    assert checked > 10
+
+
+def _method_shape(cls: type, name: str) -> list[tuple[str, str, bool]]:
+    """The signature of a method as its ``def`` declares it (``self`` or ``cls`` included)."""
+    found = inspect.getattr_static(cls, name)
+    if isinstance(found, staticmethod | classmethod):
+        found = found.__func__
+    elif isinstance(found, property):
+        found = found.fget
+    return _shape(found)
+
+
+@pytest.mark.parametrize("module", NAMED_MODULES)
+def test_classes_record_every_public_method_with_its_signature(
+    real: tuple[ModuleType, ModuleType], record: ReleaseRecord, module: str
+) -> None:
+    live = importlib.import_module(module)
+    for name, entry in record.public_names(module).items():
+        if entry.cls is None:
+            continue
+        cls = getattr(live, name)
+        public = {
+            method
+            for owner in cls.__mro__
+            if owner.__module__.startswith(FLASHINFER)
+            for method, value in vars(owner).items()
+            if not method.startswith("_")
+            and (callable(value) or isinstance(value, staticmethod | classmethod | property))
+            and not inspect.isclass(value)
+        }
+        recorded = {method for method in entry.cls.methods if not method.startswith("_")}
+        assert recorded == public, name
+        for method, func in entry.cls.methods.items():
+            if func is not None:
+                assert _recorded_shape(func) == _method_shape(cls, method), f"{name}.{method}"
+                kind = inspect.getattr_static(cls, method)
+                assert func.is_property is isinstance(kind, property), f"{name}.{method}"
+        if entry.enum is not None:
+            for member, value in entry.enum.members.items():
+                if not isinstance(value, str):
+                    assert getattr(cls, member) == value, f"{name}.{member}"
+
+
+def test_fast_decode_plan_matches_inspect(
+    real: tuple[ModuleType, ModuleType], record: ReleaseRecord
+) -> None:
+    decode = importlib.import_module(DECODE_MODULE)
+    plan = record.fast_decode_plan
+    assert plan is not None
+    live = getattr(decode, plan.name)
+    assert _recorded_shape(plan) == _shape(live)
+    assert inspect.unwrap(live).__module__ == plan.defined_in

@@ -3,9 +3,11 @@
 The names come from the one description of FlashInfer's surface: every function, enum
 and class symbol of ``flashinfer.comm`` and every attention wrapper is looked up under
 each of its homes, newest first, and recorded under the FlashInfer name it has there
-(null when the release binds no home of that name). A rename or a move in FlashInfer is
-a new :class:`~fi_compat._surface.Home` in the surface and nothing here. The layout is
-described in ``fi_compat/testing/signatures/README.md``.
+(null when the release binds no home of that name), and so is each ``flashinfer.decode``
+function symbol. A rename or a move in FlashInfer is a new
+:class:`~fi_compat._surface.Home` in the surface and nothing here. Every public name of
+each of the surface's ``NAMED_MODULES`` is recorded as well (:mod:`.names`). The layout
+is described in ``fi_compat/testing/signatures/README.md``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from fi_compat._surface import (
     ATTENTION_WRAPPERS,
     COMM,
     COMM_SYMBOLS,
+    DECODE_FUNCTIONS,
     INIT,
+    NAMED_MODULES,
     PLAN,
     TORCH_DIST_BACKEND,
     UNIFIED_FACTORY,
@@ -31,13 +35,14 @@ from fi_compat._surface import (
 from fi_compat.testing import RecordingError
 from tools.recorder.archive import read_release, version_from_filename
 from tools.recorder.hazards import import_hazards
+from tools.recorder.names import name_table
 from tools.recorder.resolve import Package
 from tools.recorder.signatures import Recorder
 
 __all__ = ["SCHEMA_VERSION", "record_release"]
 
-#: Bumped whenever the JSON layout changes incompatibly.
-SCHEMA_VERSION = 1
+#: Bumped whenever the JSON layout changes (2: name tables, ``decode``, class attributes).
+SCHEMA_VERSION = 2
 
 # Facts only the recorder needs, so the surface does not declare them:
 #: The method fi-compat frees a unified workspace with, recorded on every workspace class.
@@ -108,9 +113,18 @@ def record_release(path: Path, *, release: str | None = None) -> Record:
             ),
             "classes": classes,
             "workspace_classes": workspace_classes,
+            "names": name_table(recorder, COMM),
+            "submodules": {
+                module.removeprefix(f"{COMM}."): name_table(recorder, module)
+                for module in NAMED_MODULES
+                if module != COMM and package.source.is_module(module)
+            },
         },
         "attention": _by_name(
             ATTENTION_WRAPPERS, lambda symbol, home: _wrapper(recorder, symbol, home)
+        ),
+        "decode": _by_name(
+            DECODE_FUNCTIONS, lambda _, home: recorder.function(home.module, home.name)
         ),
     }
 

@@ -5,8 +5,10 @@ and inside ``if``, ``try`` and ``with`` blocks) are turned into bindings. A name
 followed through re-exports (``from .allreduce import allreduce_fusion``, ``from .x
 import *`` with or without ``__all__``, ``name = other``) to the statement that defines
 it. Only names bound in a module's own namespace count, so "found" matches ``hasattr``
-on the imported module. Every import run at import time is kept too, with the exceptions
-caught around it and whether it only runs on a GPU machine, for the import hazards.
+on the imported module, and :meth:`Package.public_names` lists what ``dir`` shows of it
+but for submodules bound as a side effect of importing them. Every import run at import
+time is kept too, with the exceptions caught around it and whether it only runs on a GPU
+machine, for the import hazards.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ MAX_DEPTH = 12
 Context = tuple[frozenset[str], bool]
 TOP: Context = (frozenset(), False)
 _CATCH_ALL = frozenset({"Exception", "BaseException"})
+#: The constant that is true only for type checkers.
+_TYPING = "TYPE_CHECKING"
 
 BindingKind = Literal["def", "class", "import", "module", "assign"]
 
@@ -43,6 +47,9 @@ class Binding:
     target_module: str | None = None  # for "import" and "module": where the name comes from
     target_name: str | None = None  # for "import": the name in that module
     fallback: bool = False  # bound in an ``except`` handler
+    #: For type checkers only, not bound at import: under ``if TYPE_CHECKING:``, or a bare
+    #: annotation (``name: int``).
+    annotation_only: bool = False
 
 
 @dataclass
@@ -88,6 +95,15 @@ def catches(context: Context, *errors: str) -> bool:
     """A failure raising one of ``errors`` in this context is caught (does not fail import)."""
     caught = context[0]
     return bool(errors) and ("*" in caught or any(error in caught for error in errors))
+
+
+def _type_checking_only(body: list[ast.stmt]) -> set[int]:
+    """``id`` of every statement inside an import-time ``if TYPE_CHECKING:`` body."""
+    found: set[int] = set()
+    for stmt, _, _ in _import_time_statements(body):
+        if isinstance(stmt, ast.If) and ast.unparse(stmt.test).rpartition(".")[2] == _TYPING:
+            found.update(id(node) for inner in stmt.body for node in ast.walk(inner))
+    return found
 
 
 def _needs_gpu_to_run(test: ast.expr) -> bool:
@@ -147,14 +163,18 @@ class Package:
         except SyntaxError as error:
             raise RecordingError(f"cannot parse {path}: {error}") from error
         module = Module(name, path, tree, path.endswith("__init__.py"))
+        typing_only = _type_checking_only(tree.body)
         for stmt, context, fallback in _import_time_statements(tree.body):
             module.statements.append((stmt, context))
-            self._bind(module, stmt, context, fallback)
+            self._bind(module, stmt, context, fallback, id(stmt) in typing_only)
         return module
 
-    def _bind(self, module: Module, stmt: ast.stmt, guarded: Context, fallback: bool) -> None:
+    def _bind(
+        self, module: Module, stmt: ast.stmt, guarded: Context, fallback: bool, typing_only: bool
+    ) -> None:
         def add(name: str, binding: Binding) -> None:
             binding.fallback = fallback
+            binding.annotation_only = binding.annotation_only or typing_only
             module.bindings.setdefault(name, []).append(binding)
 
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -192,7 +212,8 @@ class Package:
                             value = None
                         if isinstance(value, list | tuple):
                             module.all_names = [str(item) for item in value]
-                    add(assigned.id, Binding("assign", stmt))
+                    bare = isinstance(stmt, ast.AnnAssign) and stmt.value is None
+                    add(assigned.id, Binding("assign", stmt, annotation_only=bare))
 
     def resolve(self, module_name: str, name: str, depth: int = 0) -> tuple[Module, Binding] | None:
         """Follow ``name`` in ``module_name``'s namespace to the module and statement binding it.
@@ -221,6 +242,40 @@ class Package:
                 return found
         return None
 
+    def public_names(self, module_name: str, depth: int = 0) -> list[str]:
+        """The public names ``import module_name`` binds in its namespace, sorted.
+
+        Its literal ``__all__`` when it has one; else every name its import-time statements
+        bind, and every public name of each release module it star-imports. Names starting
+        with ``_``, names bound for type checkers only, submodules bound only as a side
+        effect of importing them and names served by a module ``__getattr__`` are left out.
+        Empty when the release has no such module.
+
+        Raises
+        ------
+        RecordingError
+            The module star-imports a module outside the release, whose names the source
+            cannot tell.
+        """
+        module = self.get(module_name)
+        if module is None or depth > MAX_DEPTH:
+            return []
+        if module.all_names is not None:
+            return sorted({name for name in module.all_names if not name.startswith("_")})
+        names = {
+            name
+            for name, bindings in module.bindings.items()
+            if not name.startswith("_") and not all(b.annotation_only for b in bindings)
+        }
+        for star in module.star_imports:
+            if not self.source.is_module(star):
+                raise RecordingError(
+                    f"cannot list the names of {module_name}: {module.path} star-imports "
+                    f"{star}, which is not in the release"
+                )
+            names.update(self.public_names(star, depth + 1))
+        return sorted(names)
+
     def _follow(
         self, module: Module, name: str, bindings: list[Binding], depth: int
     ) -> tuple[Module, Binding] | None:
@@ -230,15 +285,19 @@ class Package:
         if binding.kind == "import":
             assert binding.target_module is not None
             assert binding.target_name is not None
+            # As ``from package import name`` does: the package's own binding of the name
+            # first, and only without one the submodule of that name.
+            found = self.resolve(binding.target_module, binding.target_name, depth + 1)
+            if found is not None:
+                return found
             submodule = f"{binding.target_module}.{binding.target_name}"
             if self.source.is_module(submodule):
                 sub = self.get(submodule)
                 assert sub is not None
                 return sub, Binding("module", binding.node, target_module=submodule)
-            found = self.resolve(binding.target_module, binding.target_name, depth + 1)
-            if found is None and self.source.is_module(binding.target_module):
+            if self.source.is_module(binding.target_module):
                 return None
-            return found if found is not None else (module, binding)
+            return module, binding
         if binding.kind == "assign" and isinstance(binding.node, ast.Assign):
             value = binding.node.value
             if isinstance(value, ast.Name) and value.id != name:

@@ -4,7 +4,8 @@ A function is recorded as its own ``def`` (what ``inspect.signature`` reports be
 ``functools.wraps`` decorator): where it is defined, its decorators, its parameters with
 defaults and annotations as source text. A ``**kwargs`` is followed with the live probe's
 own analysis (:func:`fi_compat._forwarding.analyse`) so that recorded and live answers
-agree; a class's methods are looked up along its base classes.
+agree; a class's methods are looked up along its base classes, and its instance attributes
+are read from what its construction assigns on ``self``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ __all__ = ["Recorder", "parameters"]
 ClassNode = tuple[Module, ast.ClassDef]
 #: A method found along a class's bases: its module, its class and its ``def``.
 MethodNode = tuple[Module, ast.ClassDef, FunctionNode]
+
+_INIT = "__init__"
+#: The standard-library module whose classes make a class an enum.
+_ENUM_MODULE = "enum"
+#: What ``@dataclass``, ``@dataclasses.dataclass(frozen=True)``, ... unparse to end with.
+_DATACLASS = "dataclass"
+_CLASS_VAR = "ClassVar"
 
 
 def parameters(args: ast.arguments) -> list[dict[str, str]]:
@@ -56,6 +64,81 @@ def parameters(args: ast.arguments) -> list[dict[str, str]]:
     if args.kwarg is not None:
         records.append(one(args.kwarg, "VAR_KEYWORD", None))
     return records
+
+
+def _first_parameter(func: FunctionNode) -> str | None:
+    positional = [*func.args.posonlyargs, *func.args.args]
+    return positional[0].arg if positional else None
+
+
+def _assigned_on_self(func: FunctionNode) -> set[str]:
+    """Names ``func`` stores as ``self.<name>`` (any assignment, augmented or annotated)."""
+    this = _first_parameter(func)
+    return {
+        node.attr
+        for node in ast.walk(func)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.ctx, ast.Store)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == this
+    }
+
+
+def _called_on_self(func: FunctionNode) -> list[str]:
+    """Methods ``func`` calls as ``self.<method>(...)``, in source order, each once."""
+    this = _first_parameter(func)
+    calls = [
+        node.func.attr
+        for node in ast.walk(func)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == this
+    ]
+    return list(dict.fromkeys(calls))
+
+
+def _calls_super_init(func: FunctionNode) -> bool:
+    """``func`` runs ``super().__init__(...)`` (or ``super(C, self).__init__(...)``)."""
+    return any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == _INIT
+        and isinstance(node.func.value, ast.Call)
+        and isinstance(node.func.value.func, ast.Name)
+        and node.func.value.func.id == "super"
+        for node in ast.walk(func)
+    )
+
+
+def _is_dataclass(node: ast.ClassDef) -> bool:
+    return any(
+        ast.unparse(d.func if isinstance(d, ast.Call) else d).rpartition(".")[2] == _DATACLASS
+        for d in node.decorator_list
+    )
+
+
+def _dataclass_fields(node: ast.ClassDef) -> set[str]:
+    """The annotated class-body names of a dataclass, but ``ClassVar`` ones."""
+    return {
+        stmt.target.id
+        for stmt in node.body
+        if isinstance(stmt, ast.AnnAssign)
+        and isinstance(stmt.target, ast.Name)
+        and _CLASS_VAR not in ast.unparse(stmt.annotation)
+    }
+
+
+def _holds_constants(node: ast.ClassDef) -> bool:
+    if node.bases or node.keywords or node.decorator_list:
+        return False
+    names: list[str] = []
+    for stmt in node.body:
+        if isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets):
+            names += [t.id for t in stmt.targets if isinstance(t, ast.Name)]
+        elif not isinstance(stmt, ast.Expr | ast.Pass):  # a docstring, ``...``
+            return False
+    return any(not name.startswith("_") for name in names)
 
 
 class _RecordedResolver:
@@ -155,6 +238,72 @@ class Recorder:
                     return owner_module, owner, stmt
         return None
 
+    def public_methods(self, module: Module, node: ast.ClassDef) -> tuple[str, ...]:
+        """``__init__`` and every public method the class or its base classes define."""
+        names = [_INIT]
+        for _, owner in self._mro(module, node):
+            names += [
+                stmt.name
+                for stmt in owner.body
+                if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef)
+                and not stmt.name.startswith("_")
+            ]
+        return tuple(dict.fromkeys(names))
+
+    def is_enum(self, module: Module, node: ast.ClassDef) -> bool:
+        """The class is used for its constants, as ``_surface`` means an ``"enum"``.
+
+        It derives, through release classes, from a class of :mod:`enum`; or it is a plain
+        constant holder such as ``AllReduceFusionPattern``: no base, no decorator, and a
+        body of class-level assignments only (with at least one public name).
+        """
+        if _holds_constants(node):
+            return True
+        for owner_module, owner in self._mro(module, node):
+            for base in owner.bases:
+                head = base.value if isinstance(base, ast.Attribute) else base
+                if not isinstance(head, ast.Name):
+                    continue
+                found = self.package.resolve(owner_module.name, head.id)
+                if found is None:
+                    continue
+                binding = found[1]
+                if isinstance(base, ast.Attribute):
+                    if binding.kind == "module" and binding.target_module == _ENUM_MODULE:
+                        return True
+                elif binding.kind == "import" and binding.target_module == _ENUM_MODULE:
+                    return True
+        return False
+
+    def attributes(self, module: Module, node: ast.ClassDef) -> list[str]:
+        """The instance attributes construction gives the class, sorted.
+
+        The names assigned on ``self`` by the ``__init__`` the class runs and by each method
+        it calls on ``self`` (one level deep), then the same for each ``__init__`` reached
+        through ``super().__init__(...)``; and the fields of every dataclass among the class
+        and its bases. Assignments under a condition count: the name may be set.
+        """
+        chain = self._mro(module, node)
+        names: set[str] = set()
+        for _, owner in chain:
+            if _is_dataclass(owner):
+                names |= _dataclass_fields(owner)
+        start = 0
+        while start < len(chain):
+            init = self.find_method(*chain[start], _INIT)
+            if init is None:
+                break
+            _, owner, func = init
+            names |= _assigned_on_self(func)
+            for called in _called_on_self(func):
+                helper = self.find_method(module, node, called)
+                if helper is not None:
+                    names |= _assigned_on_self(helper[2])
+            if not _calls_super_init(func):
+                break
+            start = 1 + next((i for i, (_, cls) in enumerate(chain) if cls is owner), len(chain))
+        return sorted(names)
+
     def _method(self, module: Module, node: ast.ClassDef, name: str) -> dict[str, Any] | None:
         found = self.find_method(module, node, name)
         if found is None:
@@ -232,6 +381,7 @@ class Recorder:
             "bases": [ast.unparse(base) for base in node.bases],
             "decorators": [ast.unparse(decorator) for decorator in node.decorator_list],
             "methods": dict(sorted(recorded.items())),
+            "attributes": self.attributes(defining, node),
         }
 
     def enum_record(self, module: str, name: str) -> dict[str, Any] | None:

@@ -1,0 +1,64 @@
+"""The public names of a module, each with its kind, where it is defined and its signature.
+
+Engines use far more names of ``flashinfer.comm`` and ``flashinfer.comm.mnnvl`` than
+fi-compat adapts; a table per module lets fi-compat say which release brought a name the
+installed one lacks, and the fake model every one of them. The names are those ``import``
+binds (:meth:`Package.public_names`); each is followed through re-exports to the
+statement that binds it and recorded in the format the other records use: a function as
+its ``def``, a class with ``__init__``, every public method and its instance attributes.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from tools.recorder.signatures import Recorder
+
+__all__ = ["name_record", "name_table"]
+
+
+def name_record(recorder: Recorder, module: str, name: str) -> dict[str, Any]:
+    """What ``module.name`` is bound to: ``{kind, defined_in}`` and, by kind, its record.
+
+    ``kind`` is ``"function"`` (with ``"function"``: its record), ``"class"`` or ``"enum"``
+    (with ``"class"``: its record; an enum adds ``"enum"``: its members), ``"module"``
+    (``defined_in`` is the module's own name) or ``"value"``: anything else, including a
+    name imported from outside the release (``defined_in`` is the module it comes from)
+    and a name the release binds in a way its source does not show (``defined_in`` null).
+    """
+    found = recorder.package.resolve(module, name)
+    if found is None:
+        return {"kind": "value", "defined_in": None}
+    defining, binding = found
+    if binding.kind == "def":
+        return {
+            "kind": "function",
+            "defined_in": defining.name,
+            "function": recorder.function(module, name),
+        }
+    if binding.kind == "class":
+        node = binding.node
+        assert isinstance(node, ast.ClassDef)
+        methods = recorder.public_methods(defining, node)
+        record: dict[str, Any] = {
+            "kind": "class",
+            "defined_in": defining.name,
+            "class": recorder.class_record(module, name, methods),
+        }
+        if recorder.is_enum(defining, node):
+            record["kind"] = "enum"
+            record["enum"] = recorder.enum_record(module, name)
+        return record
+    if binding.kind in ("module", "import"):
+        # A module, or a name from a module outside the release (not followed there).
+        kind = "module" if binding.kind == "module" else "value"
+        return {"kind": kind, "defined_in": binding.target_module}
+    return {"kind": "value", "defined_in": defining.name}
+
+
+def name_table(recorder: Recorder, module: str) -> dict[str, dict[str, Any]]:
+    """Every public name of ``module`` -> :func:`name_record`; empty without the module."""
+    return {
+        name: name_record(recorder, module, name) for name in recorder.package.public_names(module)
+    }
