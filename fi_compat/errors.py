@@ -22,6 +22,7 @@ __all__ = [
     "FusionForbiddenError",
     "GroupNotSupportedError",
     "InvalidArgumentError",
+    "NameUnavailableError",
     "PlannerConfigError",
     "PolicyInputError",
     "RecordingError",
@@ -98,6 +99,24 @@ class CapabilityMissingError(FiCompatError, RuntimeError):
     def __init__(self, message: str, *, feature: str, introduced_in: str | None = None) -> None:
         super().__init__(message)
         self.feature = feature
+        self.introduced_in = introduced_in
+
+
+class NameUnavailableError(FiCompatError, AttributeError):
+    """A FlashInfer name asked of :mod:`fi_compat.comm` (or a submodule) is not installed.
+
+    An ``AttributeError``, as the installed ``flashinfer.comm`` would raise, so ``hasattr``
+    answers False and ``from fi_compat.comm import name`` raises ``ImportError``; the
+    message names the release that introduced it.
+
+    Attributes
+    ----------
+    introduced_in
+        The first recorded release that has the name, or None when none does.
+    """
+
+    def __init__(self, message: str, *, name: str, introduced_in: str | None = None) -> None:
+        super().__init__(message, name=name)
         self.introduced_in = introduced_in
 
 

@@ -27,6 +27,9 @@ HEAVY = ("torch", "flashinfer", "numpy")
         "import fi_compat.comm as c; c.AllReduceFusionPattern.kARResidualRMSNorm; dir(c)",
         "from fi_compat.comm import create_workspace, allreduce_residual_rmsnorm",
         "from fi_compat.comm import create_allreduce_fusion_workspace, allreduce_fusion",
+        "import fi_compat.comm as c, fi_compat.comm.mnnvl as m\n"
+        "assert not hasattr(c, '__wrapped__') and not hasattr(m, '_private'); dir(m)",
+        "from fi_compat.comm import *",
         "import fi_compat.attention",
         "from fi_compat.attention import full_span, PlannerConfigError\n"
         "try:\n    full_span([1, 2])\nexcept PlannerConfigError:\n    pass",

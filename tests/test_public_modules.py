@@ -19,6 +19,8 @@ import pytest
 
 import fi_compat
 from fi_compat import errors
+from fi_compat.capabilities import get_capabilities
+from fi_compat.errors import NameUnavailableError
 
 PACKAGE = Path(fi_compat.__file__).parent
 
@@ -49,7 +51,12 @@ def test_all_names_only_what_the_module_has_and_dir_shows_exactly_that(name: str
     exported = module.__all__
     assert len(set(exported)) == len(exported), "duplicates in __all__"
     for item in exported:
-        assert getattr(module, item) is not None or item.isupper()
+        try:
+            value = getattr(module, item)
+        except NameUnavailableError:  # a FlashInfer class handed through: none installed here
+            assert not get_capabilities().comm.available
+            continue
+        assert value is not None or item.isupper()
     assert sorted(set(dir(module)) - {"__version__"}) == sorted(set(exported) - {"__version__"})
 
 

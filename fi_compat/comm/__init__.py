@@ -15,9 +15,17 @@ One stable API over FlashInfer's allreduce + residual add + RMSNorm fusion:
 * :func:`create_allreduce_fusion_workspace`, :func:`allreduce_fusion` and
   :class:`AllReduceFusionPattern` are drop-in replacements for ``flashinfer.comm``'s, with
   the newest signatures.
+* Every other public name of the installed ``flashinfer.comm`` (``QuantizationSFLayout``,
+  ``MoeAlltoAll``, ``Mapping``, ...) is handed through as it is, looked up on each access,
+  and :mod:`fi_compat.comm.mnnvl` does the same for ``flashinfer.comm.mnnvl`` (with a
+  ``TorchDistBackend`` whose ``bcast`` takes a group-local root on every release). A name
+  the installed release lacks raises :class:`~fi_compat.errors.NameUnavailableError`, an
+  ``AttributeError`` that names the release that introduced it. So
+  ``import flashinfer.comm as comm`` can become ``import fi_compat.comm as comm``.
 
 Importing this package imports neither torch nor FlashInfer; each name is loaded on first
-use.
+use. ``__all__`` lists fi-compat's own names only, so ``from fi_compat.comm import *``
+imports no FlashInfer.
 """
 
 from __future__ import annotations
@@ -53,13 +61,22 @@ _WHERE = {
 }
 
 
+#: Submodules that stand in for ``flashinfer.comm``'s submodules of the same name.
+_SUBMODULES = frozenset({"mnnvl"})
+
+
 def __getattr__(name: str) -> Any:
     where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(where), name)
-    globals()[name] = value
-    return value
+    if where is not None:
+        value = getattr(importlib.import_module(where), name)
+        globals()[name] = value
+        return value
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    from fi_compat._surface import COMM
+    from fi_compat.comm._names import hand_through
+
+    return hand_through(COMM, name, __name__)
 
 
 def __dir__() -> list[str]:

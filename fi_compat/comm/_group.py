@@ -13,11 +13,12 @@ maps the root itself.
 
 from __future__ import annotations
 
+import inspect
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-__all__ = ["GroupSpan", "group_backend", "group_span"]
+__all__ = ["GroupSpan", "group_backend", "group_span", "torch_dist_backend"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ _lock = threading.Lock()
 
 
 def _adapter_class(base: type) -> type:
+    """``base`` with a ``bcast`` that maps a group-local root; one class per base."""
     with _lock:
         adapter = _adapters.get(base)
         if adapter is None:
@@ -79,6 +81,7 @@ def _adapter_class(base: type) -> type:
                 f"GroupRoot{base.__name__}",
                 (base,),
                 {
+                    "__init__": _adapter_init(base),
                     "bcast": _bcast_group_local_root,
                     "__doc__": f"{base.__qualname__} whose bcast maps a group-local root "
                     "to a global rank (added by fi_compat.comm).",
@@ -87,6 +90,27 @@ def _adapter_class(base: type) -> type:
             )
             _adapters[base] = adapter
         return adapter
+
+
+def _adapter_init(base: type) -> Any:
+    """An ``__init__`` that runs ``base``'s and keeps the ``group`` it was given."""
+    init: Any = cast(Any, base).__init__
+    try:
+        signature: inspect.Signature | None = inspect.signature(init)
+    except (TypeError, ValueError):
+        signature = None
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        group = kwargs.get("group")
+        if signature is not None and "group" not in kwargs:
+            try:
+                group = signature.bind(self, *args, **kwargs).arguments.get("group")
+            except TypeError:  # base.__init__ accepted what its signature does not say
+                group = None
+        self._fi_compat_group = group
+
+    return __init__
 
 
 def group_backend(backend_class: type, group: Any, *, root_is_group_local: bool) -> Any:
@@ -104,6 +128,25 @@ def group_backend(backend_class: type, group: Any, *, root_is_group_local: bool)
     """
     if root_is_group_local:
         return backend_class(group=group)
-    backend = _adapter_class(backend_class)(group=group)
-    backend._fi_compat_group = group
-    return backend
+    return _adapter_class(backend_class)(group=group)
+
+
+def torch_dist_backend() -> type:
+    """The installed ``TorchDistBackend`` class, adapted where its ``bcast`` root is global.
+
+    Raises
+    ------
+    NameUnavailableError
+        The installed release has no ``TorchDistBackend`` (before 0.6.0).
+    """
+    from fi_compat._surface import MNNVL_MODULE, TORCH_DIST_BACKEND
+    from fi_compat.capabilities import Status, get_capabilities, locate
+    from fi_compat.comm._names import unavailable
+
+    caps = get_capabilities()
+    found = locate(TORCH_DIST_BACKEND) if caps.comm.available else None
+    if not isinstance(found, type):
+        raise unavailable(MNNVL_MODULE, TORCH_DIST_BACKEND.key, caps.comm.error)
+    if caps.comm.bcast_root_is_group_local.status is Status.SUPPORTED:
+        return found
+    return _adapter_class(found)

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import fi_compat.comm
+import fi_compat.comm.mnnvl
 from fi_compat import _surface
 from fi_compat._surface import ALL_SYMBOLS, COMM
 
@@ -49,7 +50,7 @@ def _docstrings(tree: ast.AST) -> set[int]:
 #: fi-compat's own drop-in names (``fi_compat.comm.allreduce_fusion``, ...) are FlashInfer's
 #: by design: a string that is exactly one of them (an ``__all__`` entry) or names it in
 #: ``fi_compat.comm`` is about fi-compat, not FlashInfer.
-_DROP_IN = frozenset(fi_compat.comm.__all__)
+_DROP_IN = frozenset((*fi_compat.comm.__all__, *fi_compat.comm.mnnvl.__all__))
 _OURS = re.compile(r"fi_compat\.comm\.\w+")
 
 

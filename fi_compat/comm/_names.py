@@ -1,0 +1,103 @@
+"""FlashInfer's comm names that fi-compat does not adapt, handed through from the installed release.
+
+``import fi_compat.comm as comm`` must give an engine every name ``import flashinfer.comm as
+comm`` gives it (``comm.QuantizationSFLayout``, ``comm.MoeAlltoAll``, ...), and
+``fi_compat.comm.mnnvl`` every name of ``flashinfer.comm.mnnvl``. The names fi-compat adapts
+are its own objects; every other public name is looked up in the installed module on each
+access (never cached, so a refreshed probe or another fake release is seen at once) and
+returned as it is. A name the installed release lacks raises
+:class:`~fi_compat.errors.NameUnavailableError`, an ``AttributeError`` naming the first
+recorded release that has it.
+
+The module is imported through the probe (:func:`~fi_compat.capabilities.get_capabilities`),
+so an old release whose ``import flashinfer.comm`` raises ``AssertionError`` or ``OSError``
+without a CUDA runtime gives the same ``AttributeError``, saying why, instead of that
+exception.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+from fi_compat._surface import NAMED_MODULES
+from fi_compat.capabilities import get_capabilities
+from fi_compat.errors import NameUnavailableError, explain
+
+__all__ = ["hand_through", "unavailable"]
+
+_ABSENT = object()
+
+
+def hand_through(module: str, name: str, owner: str) -> Any:
+    """``<module>.<name>`` of the installed release, for ``owner``'s module ``__getattr__``.
+
+    Parameters
+    ----------
+    module
+        The FlashInfer module (``flashinfer.comm`` or one of its submodules).
+    name
+        The attribute asked for.
+    owner
+        The fi-compat module asked (for the message of a private name).
+
+    Raises
+    ------
+    NameUnavailableError
+        The name is private, or the installed release lacks it or its module.
+    """
+    if name.startswith("_"):
+        # Dunder and private lookups (pickle, inspect, pytest) never import FlashInfer.
+        raise NameUnavailableError(f"module {owner!r} has no attribute {name!r}", name=name)
+    installed = _module(module, name)
+    value = getattr(installed, name, _ABSENT)
+    if value is _ABSENT:
+        raise unavailable(module, name, None)
+    return value
+
+
+def _module(module: str, name: str) -> Any:
+    caps = get_capabilities()
+    if not caps.comm.available:
+        raise unavailable(module, name, caps.comm.error or "flashinfer.comm is not importable")
+    loaded = sys.modules.get(module)
+    if loaded is not None:
+        return loaded
+    try:
+        return importlib.import_module(module)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # the module is missing or raises on import: a finding
+        raise unavailable(module, name, _describe(error)) from error
+
+
+def _describe(error: BaseException) -> str:
+    try:
+        return f"{type(error).__name__}: {error}"
+    except Exception:  # a hostile __str__
+        return type(error).__name__
+
+
+def unavailable(module: str, name: str, why: str | None) -> NameUnavailableError:
+    """The error for ``<module>.<name>`` missing from the installed release.
+
+    ``why`` says why the module itself could not be read, or None when it was read and
+    lacks the name. The message names the first recorded release that has the name.
+    """
+    from fi_compat.testing._releases import introduced_in  # the recorded data, on failure only
+
+    version = get_capabilities().flashinfer.version
+    first = introduced_in(module, name) if module in NAMED_MODULES else None
+    found = f"flashinfer {version} without it" if why is None else f"{module} unusable ({why})"
+    if first is not None:
+        fix = f"install flashinfer-python >= {first}, or do without {name}"
+    elif module in NAMED_MODULES:
+        fix = f"no recorded FlashInfer release has {module}.{name}; check the name"
+    else:
+        fix = f"install a flashinfer-python release whose {module} has {name}"
+    return NameUnavailableError(
+        explain(f"{module}.{name}", found, changed_in=first, fix=fix),
+        name=name,
+        introduced_in=first,
+    )

@@ -1,0 +1,40 @@
+"""``flashinfer.comm.mnnvl`` for ``from fi_compat.comm.mnnvl import ...``.
+
+Every public name of the installed release's ``flashinfer.comm.mnnvl`` (``CommBackend``,
+``MnnvlConfig``, ``McastGPUBuffer``, ``is_mnnvl_fabric_supported``, ...) is handed through
+as it is, except :data:`TorchDistBackend`: where the installed release's ``bcast(data,
+root)`` reads ``root`` as a global rank (before 0.6.10.post1), a subclass is returned whose
+``bcast`` maps the group-local root MPI defines to the global rank first, so a
+``TorchDistBackend(group=...)`` over a group whose ranks are not ``0..n-1`` broadcasts from
+the right process instead of hanging. A name the release lacks raises
+:class:`~fi_compat.errors.NameUnavailableError` (an ``AttributeError``) naming the release
+that introduced it.
+
+Importing this module imports neither torch nor FlashInfer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fi_compat._surface import MNNVL_MODULE, TORCH_DIST_BACKEND
+
+__all__ = ["TorchDistBackend"]
+
+#: The installed class, adapted to a group-local ``bcast`` root where needed (looked up on
+#: each access by ``__getattr__``; declared here for type checkers and ``__all__``).
+TorchDistBackend: type
+
+
+def __getattr__(name: str) -> Any:
+    from fi_compat.comm._names import hand_through
+
+    if name == TORCH_DIST_BACKEND.key:
+        from fi_compat.comm._group import torch_dist_backend
+
+        return torch_dist_backend()
+    return hand_through(MNNVL_MODULE, name, __name__)
+
+
+def __dir__() -> list[str]:
+    return list(__all__)
