@@ -14,6 +14,7 @@ An API module hands what it made back as :class:`Created`; ``_workspace`` wraps 
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Collection
 from typing import Any, NamedTuple
@@ -169,13 +170,35 @@ def missing(feature: str, what: str, found: str, fix: str) -> CapabilityMissingE
 
 
 def not_taken(symbol: Symbol, name: str, version: str | None) -> CapabilityMissingError:
-    """The error for a drop-in argument ``name`` the installed ``symbol`` does not take."""
-    return missing(
-        name,
-        f"{symbol.dotted} to take {name}=",
-        f"flashinfer {version} without it",
-        f"leave {name} at its default, or upgrade flashinfer-python",
+    """The error for a drop-in argument ``name`` the installed ``symbol`` does not take.
+
+    The message names the release that brought the keyword: its gate's, else the first
+    recorded release whose ``symbol`` takes it.
+    """
+    gate = GATES.get(name)
+    first = gate.introduced_in if gate is not None else first_taking(symbol.key, name)
+    upgrade = f"flashinfer-python >= {first}" if first is not None else "flashinfer-python"
+    return CapabilityMissingError(
+        explain(
+            f"{symbol.dotted} to take {name}=",
+            f"flashinfer {version} without it",
+            changed_in=first,
+            fix=f"leave {name} at its default, or upgrade {upgrade}",
+        ),
+        feature=name,
+        introduced_in=first,
     )
+
+
+@functools.cache
+def first_taking(qualname: str, keyword: str) -> str | None:
+    """The first recorded release whose ``qualname`` accepts ``keyword``, or None."""
+    from fi_compat.testing._releases import available_releases, load_release
+
+    for release in available_releases():
+        if load_release(release).accepts(qualname, keyword):
+            return release
+    return None
 
 
 def group_error(caps: Capabilities, symbol: Symbol, span: GroupSpan, why: str) -> Exception:

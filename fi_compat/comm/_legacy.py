@@ -91,11 +91,16 @@ def create_legacy(
 ) -> Created:
     """A legacy IPC workspace, bound to the legacy fused call, freed by its destroy function.
 
-    Arguments as checked by ``create_workspace``; the options only the unified factory has
-    (a backend besides TRT-LLM, ``comm_backend``, ``gpus_per_node``, ...) raise
-    :class:`~fi_compat.errors.CapabilityMissingError`. ``group`` goes as ``group=`` where
-    the factory takes it, is left out when it spans the whole world, and is refused
-    otherwise.
+    Arguments as checked by ``create_workspace``. The unified factory's options map as the
+    unified API's TRT-LLM backend reads them: ``gpus_per_node`` and
+    ``force_oneshot_support`` only choose or size MNNVL, so they are recorded and not
+    passed (a group larger than one node is refused: the IPC buffers reach one node); a
+    ``comm_backend`` is taken with the ``group=`` it is over (the factory runs the
+    rendezvous over that group itself). A backend besides TRT-LLM and the 0.7 keyword-only
+    options raise :class:`~fi_compat.errors.CapabilityMissingError`. ``group`` goes as
+    ``group=`` where the factory takes it, is left out when it spans the whole world, and
+    is refused otherwise. The factory is asked for its metadata where it can give it
+    (0.5.0+).
     """
     import torch
 
@@ -107,20 +112,40 @@ def create_legacy(
             f"flashinfer {caps.flashinfer.version} with only the legacy API",
             f"use backend='auto' or 'trtllm', or upgrade flashinfer-python to {unified}+",
         )
-    asked = {
-        "comm_backend": comm_backend is not None,
-        "gpus_per_node": gpus_per_node is not None,
-        "force_oneshot_support": bool(force_oneshot_support),
-        **{name: value is not None for name, value in factory_options.items()},
-    }
-    for name, given in asked.items():
-        if given:
+    decisions: list[str] = []
+    for name, value in factory_options.items():
+        if value is not None:
             raise missing(
                 "unified_api",
                 f"{name}= (an option of the unified {UNIFIED_FACTORY.key})",
                 f"flashinfer {caps.flashinfer.version} with only the legacy API",
                 f"leave {name} out, or upgrade flashinfer-python to {unified}+",
             )
+    if gpus_per_node is not None:
+        if gpus_per_node < spec.world_size:
+            raise missing(
+                "unified_api",
+                f"a multi-node group ({spec.world_size} ranks, {gpus_per_node} GPUs per node) "
+                "on the MNNVL backend of the unified API",
+                f"flashinfer {caps.flashinfer.version} with only the legacy TRT-LLM IPC API, "
+                "which reaches the GPUs of one node",
+                f"use one node, or upgrade flashinfer-python to {unified}+",
+            )
+        decisions.append(
+            f"gpus_per_node={gpus_per_node} not passed: the group fits in one node, where the "
+            "TRT-LLM backend does not read it (the unified API uses it to choose MNNVL)"
+        )
+    if force_oneshot_support:
+        decisions.append(
+            "force_oneshot_support not passed: only the unified API's MNNVL backend reads it; "
+            "the TRT-LLM buffers serve one-shot and two-shot alike"
+        )
+    if comm_backend is not None:
+        _check_comm_backend(comm_backend, group)
+        decisions.append(
+            f"comm_backend not passed ({LEGACY_FACTORY.key} takes none): the rendezvous "
+            "runs over group= with torch.distributed, the group comm_backend is over"
+        )
     factory = installed(caps, LEGACY_FACTORY, "legacy_api")
     fusion = installed(caps, LEGACY_FUSION, "legacy_api")
     destroy = locate(LEGACY_DESTROY)
@@ -132,7 +157,6 @@ def create_legacy(
             "use api='reference'",
         )
     check_call(caps, LEGACY_FUSION, fusion, LEGACY_CALL)
-    decisions: list[str] = []
     kwargs: dict[str, Any] = {
         "tp_rank": spec.rank,
         "tp_size": spec.world_size,
@@ -159,6 +183,8 @@ def create_legacy(
             raise group_error(caps, LEGACY_FACTORY, span, f"{LEGACY_FACTORY.key} takes no group=")
         if inspect_callable(LEGACY_DESTROY.key, destroy).support("group").supported:
             destroy_kwargs["group"] = group
+    if accepts(caps, LEGACY_FACTORY, "create_metadata"):
+        kwargs["create_metadata"] = True  # the release's own metadata, for the workspace's
     created = factory(**kwargs)
     ipc_handles = created[0]
     launcher = legacy_launch(
@@ -178,6 +204,55 @@ def create_legacy(
         native=created,
         decisions=tuple(decisions),
     )
+
+
+def _check_comm_backend(comm_backend: Any, group: Any) -> None:
+    """Refuse a ``comm_backend`` whose group the legacy factory cannot be given.
+
+    The legacy factory takes no ``comm_backend``; it runs its rendezvous over ``group=``
+    with torch.distributed. That is the same only when the caller's ``group`` holds the
+    processes ``comm_backend`` communicates over: it must be given, and where the backend
+    says its group (a ``TorchDistBackend``), be that group or one of the same ranks.
+    """
+    unified = GATES["unified_api"].introduced_in
+    known = _backend_group(comm_backend)
+    if group is None or (known is not _UNKNOWN and not _same_ranks(known, group)):
+        raise missing(
+            "unified_api",
+            f"comm_backend= together with the group= it communicates over "
+            f"({LEGACY_FACTORY.key} takes no comm_backend=, only group=)",
+            "no group=" if group is None else "a comm_backend over another group",
+            f"pass group= (the process group of comm_backend), or upgrade flashinfer-python "
+            f"to {unified}+",
+        )
+
+
+_UNKNOWN = object()
+
+
+def _same_ranks(one: Any, other: Any) -> bool:
+    """The two process groups are one, or hold the same global ranks in the same order
+    (an engine's CPU group and device group over one set of processes)."""
+    if one is other:
+        return True
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return False
+    try:
+        return bool(dist.get_process_group_ranks(one) == dist.get_process_group_ranks(other))
+    except Exception:  # not process groups torch.distributed knows: not provably the same
+        return False
+
+
+def _backend_group(comm_backend: Any) -> Any:
+    """The process group a ``TorchDistBackend`` (FlashInfer's or fi-compat's) is over."""
+    for attribute in ("_fi_compat_group", "_group"):
+        try:
+            return object.__getattribute__(comm_backend, attribute)
+        except AttributeError:
+            continue
+    return _UNKNOWN
 
 
 # ------------------------------------------------------------------------------ launch

@@ -224,8 +224,10 @@ def _early_trigger(
         decisions.append(
             "trigger_completion_at_end passed when it matters: this release's "
             f"{fused} lacks it (added in {gate.introduced_in}); with "
-            "launch_with_pdl=True and trigger_completion_at_end=False the call runs "
-            f"{LEGACY_FUSION.key} on the workspace's pointers, otherwise {fused}"
+            "launch_with_pdl=True and trigger_completion_at_end=False the residual RMSNorm "
+            f"call runs {LEGACY_FUSION.key} on the workspace's pointers, otherwise {fused}; "
+            "the drop-in's other patterns (all-reduce only, quantised) then completes at the "
+            "end, the same result with no overlap"
         )
         function = installed(caps, LEGACY_FUSION, "legacy_api")
         check_call(caps, LEGACY_FUSION, function, LEGACY_CALL)

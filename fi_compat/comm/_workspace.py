@@ -11,8 +11,9 @@ debug level.
 
 from __future__ import annotations
 
+import functools
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
@@ -31,6 +32,7 @@ from fi_compat.comm._call import Preparer, Runner
 from fi_compat.comm._checks import Spec, call_scalars, destroyed_error
 from fi_compat.comm._creation import TRTLLM_RANKS, Created, missing, trtllm_ranks_error
 from fi_compat.comm._group import GroupSpan, group_span
+from fi_compat.comm._interface import buffer_check, checkpoint_unsupported, legacy_metadata
 from fi_compat.comm._legacy import create_legacy
 from fi_compat.comm._prepared import PreparedAllReduce
 from fi_compat.comm._reference import create_reference
@@ -133,9 +135,11 @@ class FusionWorkspace:
     __slots__ = (
         "_destroy",
         "_destroyed",
+        "_metadata",
         "_prepare",
         "_prepared",
         "_run",
+        "_sufficient",
         "api",
         "backend",
         "comm_backend",
@@ -160,6 +164,11 @@ class FusionWorkspace:
         self._prepared: weakref.WeakSet[PreparedAllReduce] = weakref.WeakSet()
         self._destroy = created.destroy
         self._destroyed = False
+        self._metadata = legacy_metadata(spec, created.native) if api == "legacy" else None
+        native_check = (
+            getattr(created.native, "is_buffer_size_sufficient", None) if api == "unified" else None
+        )
+        self._sufficient: Callable[..., Any] = buffer_check(spec, native_check, self._metadata)
 
     # -- what it was made for ----------------------------------------------------------
 
@@ -218,6 +227,7 @@ class FusionWorkspace:
             raise destroyed_error(api)
 
         self._run = self._prepare = refuse
+        self._sufficient = _never(self._sufficient)
         for prepared in list(self._prepared):
             prepared._revoke(refuse)
         self._prepared.clear()
@@ -293,6 +303,46 @@ class FusionWorkspace:
         self._prepared.add(prepared)
         return prepared
 
+    # -- FlashInfer's workspace interface (see fi_compat.comm._interface) ----------------
+
+    @property
+    def is_buffer_size_sufficient(self) -> Callable[..., Any]:
+        """FlashInfer's ``is_buffer_size_sufficient(tp_size, num_tokens, hidden_dim, dtype,
+        ...)``: True when such a call fits the workspace and fi-compat's checks would take
+        it; False after :meth:`destroy`. On a unified workspace it has the release's own
+        signature (``use_oneshot=`` or ``strategy=``)."""
+        return self._sufficient
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """FlashInfer's TRT-LLM workspace metadata (``use_fp32_lamport``, sizes, ...);
+        legacy workspaces have the legacy factory's. MNNVL and reference workspaces have
+        none (``AttributeError``, as FlashInfer's MNNVL workspace)."""
+        if self._metadata is not None:
+            return self._metadata
+        if self.api == "unified" and self.native is not None:
+            return self.native.metadata  # type: ignore[no-any-return]
+        raise AttributeError(f"a {self.api} workspace has no metadata")
+
+    @property
+    def checkpoint_prepare(self) -> Callable[[], None]:
+        """FlashInfer's ``checkpoint_prepare()`` (detach the buffers while suspended);
+        ``NotImplementedError`` where the workspace cannot, as in FlashInfer."""
+        return self._checkpoint("checkpoint_prepare")
+
+    @property
+    def checkpoint_restore(self) -> Callable[..., None]:
+        """FlashInfer's ``checkpoint_restore(comm_backend)``; ``NotImplementedError`` where
+        the workspace cannot detach its buffers, as in FlashInfer."""
+        return self._checkpoint("checkpoint_restore")
+
+    def _checkpoint(self, method: str) -> Callable[..., None]:
+        if self.api == "unified":
+            native = getattr(self.native, method, None)
+            if callable(native):
+                return native  # type: ignore[no-any-return]
+        return checkpoint_unsupported(self.api, self.backend, method)
+
     def __getattr__(self, name: str) -> Any:
         # Drop-in use: attributes of FlashInfer's own workspace (is_buffer_size_sufficient,
         # workspace_tensor, ...) are reachable through this object.
@@ -328,6 +378,16 @@ class FusionWorkspace:
 
 
 # ------------------------------------------------------------------------------ helpers
+
+
+def _never(check: Callable[..., Any]) -> Callable[..., Any]:
+    """``check`` with its signature, answering False: the workspace is destroyed."""
+
+    @functools.wraps(check)
+    def destroyed(*args: Any, **kwargs: Any) -> bool:
+        return False
+
+    return destroyed
 
 
 def _spec(
