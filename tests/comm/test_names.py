@@ -10,6 +10,7 @@ group-local ``bcast`` root on the releases whose own ``bcast`` reads it as globa
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -184,6 +185,22 @@ def test_a_hostile_str_in_the_import_error_is_described(fake_package: FakePackag
 
 
 # ---------------------------------------------------------------------- fi_compat.comm.mnnvl
+
+
+def test_mnnvl_names_are_handed_through(release: Any) -> None:
+    module = sys.modules.get(MNNVL_MODULE)
+    if module is None:
+        try:
+            module = importlib.import_module(MNNVL_MODULE)
+        except ImportError:
+            assert not load_release(release.version).public_names(MNNVL_MODULE)
+            with pytest.raises(NameUnavailableError):
+                fi_compat.comm.mnnvl.MnnvlConfig  # noqa: B018
+            return
+    for name in _public(module):
+        if name == TORCH_DIST_BACKEND.key:
+            continue
+        assert getattr(fi_compat.comm.mnnvl, name) is getattr(module, name), name
 
 
 class _Group:

@@ -289,9 +289,9 @@ def test_no_group_passes_neither_group_nor_comm_backend(
 
 
 @pytest.mark.parametrize("version", UNIFIED)
-def test_trigger_false_with_pdl_is_passed_or_completes_at_the_end(version: str) -> None:
-    """An early completion signal is only a hint: where the release lacks it, the call
-    completes at the end (always correct) instead of failing the forward pass."""
+def test_trigger_false_with_pdl_is_passed_or_honoured(version: str) -> None:
+    """Where the release takes the flag it is passed; 0.6.0 to 0.6.7 resolve ``auto`` to
+    MNNVL on one node, which ignores the flag in every release, so it is left out."""
     with fake_flashinfer(version) as fake:
         record = fake.record
         x, r, w = _tensors()
@@ -304,24 +304,56 @@ def test_trigger_false_with_pdl_is_passed_or_completes_at_the_end(version: str) 
         if record.accepts(FUSION, "trigger_completion_at_end"):
             assert call.arguments["trigger_completion_at_end"] is False
             return
-        # The release signals completion at the end whenever launch_with_pdl=True.
+        assert workspace.backend == "mnnvl"
         assert "trigger_completion_at_end" not in call.arguments
-        assert not fake.calls_to(LEGACY_FUSION)
-        (said,) = [d for d in workspace.decisions if "completes at the end" in d]
-        assert GATES["trigger_completion_at_end"].introduced_in in said
-        fake.clear_calls()
-        # Without PDL the flag has nothing to signal: the release's own behaviour is the same.
-        comm.allreduce_residual_rmsnorm(
-            x, r, w, workspace=workspace, trigger_completion_at_end=False, launch_with_pdl=False
-        )
-        (call,) = fake.calls_to(FUSION)
-        assert "trigger_completion_at_end" not in call.arguments
-        assert call.arguments["launch_with_pdl"] is False
+        assert any("MNNVL backend ignores it" in d for d in workspace.decisions)
 
 
 NO_TRIGGER = [
     v for v in UNIFIED if not load_release(v).accepts(FUSION, "trigger_completion_at_end")
 ]
+
+
+class _Unreadable:
+    """A TRT-LLM workspace object whose pointers fi-compat cannot read."""
+
+    backend = "trtllm"
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+
+    def destroy(self) -> None:
+        self._native.destroy()
+
+
+@pytest.mark.parametrize("version", NO_TRIGGER[:1] + NO_TRIGGER[-1:])
+def test_trigger_false_completes_at_the_end_where_it_cannot_be_honoured(
+    version: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No release exposes a TRT-LLM workspace without pointers; if one did, an early
+    completion signal would become completion at the end (the same result), never a
+    failed forward pass."""
+    with fake_flashinfer(version) as fake:
+        module = importlib.import_module("flashinfer.comm")
+        original = module.create_allreduce_fusion_workspace
+        comm.create_workspace(2, 0, 16, HIDDEN, DTYPE, device="cpu")  # probe first
+        monkeypatch.setattr(module, FACTORY, lambda **kwargs: _Unreadable(original(**kwargs)))
+        fake.clear_calls()
+        workspace = comm.create_workspace(2, 0, 16, HIDDEN, DTYPE, device="cpu")
+        (said,) = [d for d in workspace.decisions if "completes at the end" in d]
+        assert GATES["trigger_completion_at_end"].introduced_in in said
+        x, r, w = _tensors()
+        for pdl in (True, False):
+            fake.clear_calls()
+            comm.allreduce_residual_rmsnorm(
+                x, r, w, workspace=workspace, trigger_completion_at_end=False, launch_with_pdl=pdl
+            )
+            (call,) = fake.calls_to(FUSION)
+            assert "trigger_completion_at_end" not in call.arguments
+            assert call.arguments["launch_with_pdl"] is pdl
+            assert isinstance(call.arguments["workspace"], _Unreadable)
+            assert not fake.calls_to(LEGACY_FUSION)
+        workspace.destroy()
 
 
 @pytest.mark.parametrize("version", NO_TRIGGER)

@@ -130,8 +130,8 @@ def test_calls_are_recorded_with_bound_arguments() -> None:
         assert [call.name for call in fi.calls] == [
             "create_allreduce_fusion_workspace",
             "allreduce_fusion",
-            "AllReduceFusionWorkspace.destroy",
-            "AllReduceFusionWorkspace.destroy",
+            "TRTLLMAllReduceFusionWorkspace.destroy",
+            "TRTLLMAllReduceFusionWorkspace.destroy",
         ]
         assert dict(fi.calls[0].arguments) == {
             "backend": "trtllm",
