@@ -21,9 +21,6 @@ import functools
 import importlib
 import inspect
 import json
-import socket
-import subprocess
-import sys
 import warnings
 from collections import Counter
 from collections.abc import Mapping
@@ -70,6 +67,7 @@ from tests.support.engine_shapes import (
     names_a_later_release,
     run_shape,
 )
+from tests.support.ranks import run_ranks
 
 #: The oldest release the promise covers (the issue's floor).
 FLOOR = Version("0.5.3")
@@ -552,13 +550,6 @@ def test_summary_counts(capsys: pytest.CaptureFixture[str]) -> None:
 # ----------------------------------------------------------------------- two processes (gloo)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _gloo_releases() -> list[str]:
     """One legacy-only release, the first unified one without the trigger flag, the first
     whose factory takes group=, and the newest."""
@@ -595,39 +586,12 @@ def gloo_sessions(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, An
 
 def _run_workers(directory: Path) -> list[dict[str, Any]]:
     versions = _gloo_releases()
-    port = _free_port()
-    root = Path(__file__).resolve().parents[2]
-    processes = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.support.engine_worker",
-                str(rank),
-                "2",
-                str(port),
-                str(directory / f"{rank}.json"),
-                *versions,
-            ],
-            cwd=root,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(2)
-    ]
-    failures = []
-    try:
-        for rank, process in enumerate(processes):
-            _, stderr = process.communicate(timeout=120)
-            if process.returncode != 0:
-                failures.append(f"rank {rank}: {stderr[-3000:]}")
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-    assert not failures, "\n".join(failures)
+    run_ranks(
+        "tests.support.engine_worker",
+        2,
+        [str(directory), *versions],
+        timeout=120,
+    )
     results = [json.loads((directory / f"{rank}.json").read_text()) for rank in range(2)]
     for result in results:
         assert sorted(result, key=Version) == versions

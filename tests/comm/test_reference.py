@@ -13,9 +13,6 @@ WORLD PORT DIRECTORY``.
 
 from __future__ import annotations
 
-import datetime
-import socket
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,6 +22,8 @@ import pytest
 pytest.importorskip("torch", reason="needs torch")
 
 import torch
+
+from tests.support.ranks import join_gloo, run_ranks
 
 TOKENS, HIDDEN, EPS = 5, 48, 1e-6
 DTYPES = (torch.float32, torch.bfloat16)
@@ -121,36 +120,8 @@ def test_rmsnorm_uses_the_rounded_residual() -> None:
 # --------------------------------------------------------------------- several processes
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _run_workers(world: int, directory: Path) -> list[dict[str, Any]]:
-    port = _free_port()
-    processes = [
-        subprocess.Popen(
-            [sys.executable, __file__, str(rank), str(world), str(port), str(directory)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(world)
-    ]
-    failures = []
-    try:
-        for rank, process in enumerate(processes):
-            _, stderr = process.communicate(timeout=180)
-            if process.returncode != 0:
-                failures.append(f"rank {rank}: {stderr[-2000:]}")
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-    assert not failures, "\n".join(failures)
+    run_ranks("tests.comm.test_reference", world, [str(directory)], timeout=180)
     return [torch.load(directory / f"{rank}.pt") for rank in range(world)]
 
 
@@ -247,13 +218,7 @@ def _worker(rank: int, world: int, port: int, directory: Path) -> None:
     import fi_compat.comm as comm
     from fi_compat.comm._group import group_backend
 
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=60),
-    )
+    join_gloo(rank, world, port)
     results: dict[str, Any] = {}
     for dtype in DTYPES:
         residual, weight = _shared(dtype)

@@ -1,24 +1,25 @@
 """One process of the two-process engine test: SGLang-style code over a real gloo group.
 
-``python -m tests.support.engine_worker RANK WORLD PORT OUT VERSION...`` (from the
+``python -m tests.support.engine_worker RANK WORLD PORT DIRECTORY VERSION...`` (from the
 repository root) joins a gloo world, makes a gloo group over every rank (SGLang's device and
 CPU group, one object on a CPU node), counts the ranks on this host the way SGLang does, and
 for each VERSION runs :func:`~tests.support.engine_shapes.sglang_session` against
 ``fi_compat.comm`` inside ``fake_flashinfer(VERSION)``: probe, workspace, size check, fused
 RMSNorm, all-reduce, destroy; once with one group for both roles ("same"), once with a
 second gloo group over the same ranks as the device group ("separate", SGLang's shape on a
-GPU node). It writes what reached the fake to OUT as JSON, after checking with the other
+GPU node). It writes what reached the fake to DIRECTORY/RANK.json, after checking with the other
 ranks that every rank came to the same decisions.
 """
 
 from __future__ import annotations
 
-import datetime
 import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from tests.support.ranks import join_gloo
 
 __all__ = ["main"]
 
@@ -83,14 +84,8 @@ def main(argv: Sequence[str]) -> int:
     from tests.support.engine_shapes import Engine, gpus_per_node, run_shape, sglang_session
 
     rank, world, port = int(argv[0]), int(argv[1]), int(argv[2])
-    out, versions = Path(argv[3]), list(argv[4:])
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=60),
-    )
+    out, versions = Path(argv[3]) / f"{rank}.json", list(argv[4:])
+    join_gloo(rank, world, port)
     try:
         ranks = list(range(world))
         group = dist.new_group(ranks, backend="gloo")
