@@ -481,6 +481,17 @@ def _check_tensors(spec: Spec, input: Any, given: dict[str, Any]) -> None:
             raise WorkspaceMismatchError(
                 explain(f"{name} to be a torch.Tensor on {spec.device_name}", found)
             )
+    quant_out = given.get("quant_out")
+    if quant_out is not None and not quant_out.is_contiguous():
+        # FlashInfer writes it through a flat view (ValueError from 0.6.0's unified call;
+        # the legacy call would write a copy and drop the result).
+        raise WorkspaceMismatchError(
+            explain(
+                "quant_out to be contiguous",
+                "a non-contiguous tensor",
+                fix="pass quant_out.contiguous() or a fresh buffer",
+            )
+        )
     outputs = [(name, given[name]) for name in _OUTPUTS if given.get(name) is not None]
     for index, (name, value) in enumerate(outputs):
         if value is given.get("rms_gamma"):

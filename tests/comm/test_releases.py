@@ -26,7 +26,11 @@ import fi_compat.comm as comm
 from fi_compat._surface import GATES
 from fi_compat.comm import _unified, _workspace
 from fi_compat.comm._group import GroupSpan, _bcast_group_local_root
-from fi_compat.errors import CapabilityMissingError, GroupNotSupportedError
+from fi_compat.errors import (
+    CapabilityMissingError,
+    GroupNotSupportedError,
+    WorkspaceMismatchError,
+)
 from fi_compat.testing import (
     FakeFlashInfer,
     FunctionRecord,
@@ -570,6 +574,32 @@ def test_dropin_maps_other_patterns(version: str) -> None:
             assert result is output
             assert call.arguments["allreduce_out"] is output
             assert call.arguments["pattern_code"] == _pattern_value(record, "kAllReduce")
+
+
+@pytest.mark.parametrize("version", [LEGACY_ONLY[-1], UNIFIED[0], RELEASES[-1]])
+def test_dropin_refuses_a_non_contiguous_quant_out_before_the_launch(version: str) -> None:
+    """FlashInfer writes quant_out through a flat view; a strided one is refused, typed."""
+    with fake_flashinfer(version) as fake:
+        x, r, w = _tensors()
+        workspace = comm.create_allreduce_fusion_workspace(
+            world_size=2, rank=0, max_token_num=16, hidden_dim=HIDDEN, dtype=DTYPE
+        )
+        strided = torch.empty(HIDDEN, TOKENS, dtype=torch.float8_e4m3fn).t()
+        assert not strided.is_contiguous()
+        fake.clear_calls()
+        with pytest.raises(WorkspaceMismatchError, match="quant_out to be contiguous"):
+            comm.allreduce_fusion(
+                input=x,
+                workspace=workspace,
+                pattern=comm.AllReduceFusionPattern.kARResidualRMSNormFP8Quant,
+                residual_in=r,
+                rms_gamma=w,
+                quant_out=strided,
+                scale_factor=1.0,
+            )
+        assert not fake.calls_to(FUSION)
+        assert not fake.calls_to(LEGACY_FUSION)
+        workspace.destroy()
 
 
 @pytest.mark.parametrize("version", [LEGACY_ONLY[-1], UNIFIED[0]])
