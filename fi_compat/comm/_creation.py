@@ -14,7 +14,6 @@ An API module hands what it made back as :class:`Created`; ``_workspace`` wraps 
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Callable, Collection
 from typing import Any, NamedTuple
@@ -175,8 +174,10 @@ def not_taken(symbol: Symbol, name: str, version: str | None) -> CapabilityMissi
     The message names the release that brought the keyword: its gate's, else the first
     recorded release whose ``symbol`` takes it.
     """
+    from fi_compat.testing._releases import first_accepting  # the recorded data, on failure only
+
     gate = GATES.get(name)
-    first = gate.introduced_in if gate is not None else first_taking(symbol.key, name)
+    first = gate.introduced_in if gate is not None else first_accepting(symbol.key, name)
     upgrade = f"flashinfer-python >= {first}" if first is not None else "flashinfer-python"
     return CapabilityMissingError(
         explain(
@@ -188,17 +189,6 @@ def not_taken(symbol: Symbol, name: str, version: str | None) -> CapabilityMissi
         feature=name,
         introduced_in=first,
     )
-
-
-@functools.cache
-def first_taking(qualname: str, keyword: str) -> str | None:
-    """The first recorded release whose ``qualname`` accepts ``keyword``, or None."""
-    from fi_compat.testing._releases import available_releases, load_release
-
-    for release in available_releases():
-        if load_release(release).accepts(qualname, keyword):
-            return release
-    return None
 
 
 def group_error(caps: Capabilities, symbol: Symbol, span: GroupSpan, why: str) -> Exception:

@@ -21,6 +21,7 @@ import importlib
 import sys
 from typing import Any
 
+from fi_compat._signature import describe_error
 from fi_compat._surface import NAMED_MODULES
 from fi_compat.capabilities import get_capabilities
 from fi_compat.errors import NameUnavailableError, explain
@@ -69,14 +70,7 @@ def _module(module: str, name: str) -> Any:
     except KeyboardInterrupt:
         raise
     except BaseException as error:  # the module is missing or raises on import: a finding
-        raise unavailable(module, name, _describe(error)) from error
-
-
-def _describe(error: BaseException) -> str:
-    try:
-        return f"{type(error).__name__}: {error}"
-    except Exception:  # a hostile __str__
-        return type(error).__name__
+        raise unavailable(module, name, describe_error(error)) from error
 
 
 def unavailable(module: str, name: str, why: str | None) -> NameUnavailableError:

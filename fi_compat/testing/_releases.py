@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from types import MappingProxyType
@@ -615,7 +615,19 @@ def introduced_in(module: str, name: str) -> str | None:
 
 @functools.cache
 def _introduced_in(module: str, name: str) -> str | None:
+    return _first(lambda record: name in record.public_names(module))
+
+
+@functools.cache
+def first_accepting(qualname: str, keyword: str) -> str | None:
+    """The first recorded release whose ``qualname`` accepts ``keyword`` (see
+    :meth:`ReleaseRecord.accepts`), or None when none does. Cached for the process."""
+    return _first(lambda record: record.accepts(qualname, keyword))
+
+
+def _first(has: Callable[[ReleaseRecord], bool]) -> str | None:
+    """The first recorded release, in version order, for which ``has`` is true."""
     for release in available_releases():
-        if name in load_release(release).public_names(module):
+        if has(load_release(release)):
             return release
     return None
