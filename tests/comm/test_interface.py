@@ -29,6 +29,7 @@ from fi_compat.testing import available_releases, fake_flashinfer, load_release
 LEGACY_FACTORY = "trtllm_create_ipc_workspace_for_all_reduce_fusion"
 RELEASES = [v for v in available_releases() if load_release(v).legacy_api]
 LEGACY_ONLY = [v for v in RELEASES if not load_release(v).unified_api]
+UNIFIED = [v for v in RELEASES if load_release(v).unified_api]
 WITH_METADATA = [
     v for v in LEGACY_ONLY if load_release(v).accepts(LEGACY_FACTORY, "create_metadata")
 ]
@@ -87,17 +88,31 @@ def test_the_size_check_says_what_a_call_may_carry(workspace: comm.FusionWorkspa
     ],
     ids=repr,
 )
-def test_the_size_check_refuses_malformed_arguments(
-    bad: dict[str, Any], workspace: comm.FusionWorkspace
-) -> None:
+@pytest.mark.parametrize("version", [LEGACY_ONLY[-1], *UNIFIED[:1], *UNIFIED[-1:]])
+def test_the_size_check_refuses_malformed_arguments(bad: dict[str, Any], version: str) -> None:
+    """Typed, and before FlashInfer's own check is asked (a good call does ask it)."""
     arguments: dict[str, Any] = {
         "tp_size": 2,
         "num_tokens": 1,
         "hidden_dim": HIDDEN,
         "dtype": DTYPE,
     }
-    with pytest.raises(InvalidArgumentError):
-        workspace.is_buffer_size_sufficient(**{**arguments, **bad})
+    with fake_flashinfer(version) as fake:
+        workspace = comm.create_allreduce_fusion_workspace(
+            world_size=2, rank=0, max_token_num=TOKENS, hidden_dim=HIDDEN, dtype=DTYPE
+        )
+        fake.clear_calls()
+        with pytest.raises(InvalidArgumentError):
+            workspace.is_buffer_size_sufficient(**{**arguments, **bad})
+        assert not fake.calls
+        assert workspace.is_buffer_size_sufficient(**arguments) is True
+        asked = [call.name for call in fake.calls]
+        assert asked == (
+            [f"{type(workspace.native).__name__}.is_buffer_size_sufficient"]
+            if workspace.api == "unified"
+            else []
+        )
+        workspace.destroy()
 
 
 def test_the_size_check_keeps_missing_arguments_a_type_error(

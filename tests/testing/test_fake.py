@@ -388,6 +388,11 @@ def test_calling_a_fake_after_its_block_ended_is_a_clear_error() -> None:
         {"import_error": "OSError"},
         {"comm_import_error": int},
         {"comm_import_error": object()},
+        {"multicast": "yes"},
+        {"multicast": 1},
+        {"multicast": None},
+        {"confidential_compute": "false"},
+        {"confidential_compute": 0},
     ],
 )
 def test_bad_options_are_refused_before_anything_is_installed(options: dict[str, Any]) -> None:
