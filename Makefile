@@ -8,7 +8,8 @@ STAMP := $(VENV)/.installed
 VENV310 := .venv310
 STAMP310 := $(VENV310)/.installed
 
-.PHONY: setup report test test-py310 lint bench clean record record-all compare-griffe
+.PHONY: setup report test test-py310 lint bench clean record record-all compare-griffe \
+	measure-reach
 
 $(STAMP): pyproject.toml constraints/dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -63,6 +64,12 @@ record: $(STAMP)
 # Re-records every release in fi_compat/testing/signatures/releases.txt.
 record-all: $(STAMP)
 	$(BIN)/python -m tools.record --all
+
+# `make measure-reach` re-measures, for every recorded release from 0.4.0, which attention
+# wrapper families and backends hand the split settings to the kernel, into
+# fi_compat/attention/reach.json (about 2.5 min; `V=0.7.3` measures one release).
+measure-reach: $(STAMP)
+	$(BIN)/python -m tools.reach $(V)
 
 # Prints how griffe's reading of every recorded release compares with the recorded JSON.
 compare-griffe: $(STAMP)

@@ -28,6 +28,7 @@ from typing import Literal
 
 __all__ = [
     "ALL_SYMBOLS",
+    "ATTENTION_FAMILIES",
     "ATTENTION_WRAPPERS",
     "COMM",
     "COMM_SYMBOLS",
@@ -227,6 +228,28 @@ DECODE = _wrapper("BatchDecodeWithPagedKVCacheWrapper")
 ATTENTION_WRAPPERS: tuple[Symbol, ...] = (PREFILL_PAGED, PREFILL_RAGGED, DECODE)
 
 ALL_SYMBOLS: tuple[Symbol, ...] = COMM_SYMBOLS + ATTENTION_WRAPPERS
+
+#: Every FlashInfer attention wrapper class an engine can plan through, by the name
+#: ``flashinfer`` exports it under: the three above, their subclasses and the other families
+#: (MLA, ``BatchAttention``, POD, sparse, cascade). For each, every measured release records
+#: whether its ``plan`` hands the split settings to the kernel, per backend
+#: (``fi_compat/attention/reach.json``); the deterministic planner and wrapper accept a
+#: (class, backend) only where they do.
+ATTENTION_FAMILIES: tuple[str, ...] = (
+    PREFILL_PAGED.key,
+    PREFILL_RAGGED.key,
+    DECODE.key,
+    "CUDAGraphBatchDecodeWithPagedKVCacheWrapper",
+    "BatchAttentionWithAttentionSinkWrapper",
+    "BatchMLAPagedAttentionWrapper",
+    "BatchAttention",
+    "PODWithPagedKVCacheWrapper",
+    "BatchPODWithPagedKVCacheWrapper",
+    "BlockSparseAttentionWrapper",
+    "VariableBlockSparseAttentionWrapper",
+    "MultiLevelCascadeAttentionWrapper",
+    "BatchPrefillWithSharedPrefixPagedKVCacheWrapper",
+)
 
 # ------------------------------------------------------------------- flashinfer.decode
 

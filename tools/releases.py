@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from packaging.utils import (
@@ -152,16 +153,29 @@ class ReleaseCache:
 
     def extract(self, wheel: Path) -> Path:
         """The wheel unpacked under ``extracted/<wheel name>``, once (atomically)."""
-        target = self.extracted / wheel.name.removesuffix(".whl")
+
+        def unzip(scratch: Path) -> None:
+            with zipfile.ZipFile(wheel) as archive:
+                archive.extractall(scratch)
+
+        return self.unpacked(wheel.name.removesuffix(".whl"), wheel.name, unzip)
+
+    def unpacked(self, name: str, origin: str, fill: Callable[[Path], None]) -> Path:
+        """``extracted/<name>``, filled once by ``fill(scratch)`` and renamed into place.
+
+        A directory is complete when it holds ``.complete`` (naming ``origin``); a
+        half-done one never is, and a run that loses the race to another uses its copy.
+        Whatever ``fill`` raises propagates, and the scratch directory is removed.
+        """
+        target = self.extracted / name
         if (target / ".complete").is_file():
             return target
         self.extracted.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=".partial-", dir=self.extracted))
         scratch.chmod(0o755)
         try:
-            with zipfile.ZipFile(wheel) as archive:
-                archive.extractall(scratch)
-            (scratch / ".complete").write_text(wheel.name + "\n", encoding="utf-8")
+            fill(scratch)
+            (scratch / ".complete").write_text(origin + "\n", encoding="utf-8")
             try:
                 scratch.rename(target)
             except OSError:
@@ -171,6 +185,18 @@ class ReleaseCache:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         return target
+
+    def site(self, template: Path) -> Path:
+        """``site/`` holding a fresh copy of ``template`` as ``sitecustomize.py``."""
+        site = self.root / "site"
+        site.mkdir(parents=True, exist_ok=True)
+        text = template.read_text(encoding="utf-8")
+        destination = site / "sitecustomize.py"
+        if not destination.is_file() or destination.read_text(encoding="utf-8") != text:
+            with tempfile.NamedTemporaryFile("w", dir=site, delete=False, suffix=".tmp") as tmp:
+                tmp.write(text)
+            os.replace(tmp.name, destination)
+        return site
 
 
 def _pip_download(

@@ -236,15 +236,7 @@ class Harness:
 
     def site_dir(self) -> Path:
         """A directory holding a fresh copy of the sitecustomize template."""
-        site = self.root / "site"
-        site.mkdir(parents=True, exist_ok=True)
-        text = SITE_TEMPLATE.read_text(encoding="utf-8")
-        destination = site / "sitecustomize.py"
-        if not destination.is_file() or destination.read_text(encoding="utf-8") != text:
-            with tempfile.NamedTemporaryFile("w", dir=site, delete=False, suffix=".tmp") as tmp:
-                tmp.write(text)
-            os.replace(tmp.name, destination)
-        return site
+        return self.cache.site(SITE_TEMPLATE)
 
     def cudart(self) -> Path:
         """``libcudart.so.12`` from the extracted ``nvidia-cuda-runtime-cu12`` wheel."""
