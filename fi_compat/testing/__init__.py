@@ -23,6 +23,7 @@ from fi_compat.testing._fake import (
     Call,
     Default,
     FakeFlashInfer,
+    KernelPlan,
     StandIn,
     fake_flashinfer,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "FakeUninstalledError",
     "FunctionRecord",
     "Hazard",
+    "KernelPlan",
     "NameRecord",
     "ParameterRecord",
     "RecordingError",

@@ -50,15 +50,37 @@ or in the standard library, else a :class:`StandIn`). What the fake objects do:
   workspace_tensor)``: an empty list and a :class:`StandIn`; a third element ``{}`` when
   ``create_metadata=True`` was passed.
 * ``allreduce_fusion(...)`` -> the ``output`` argument if given, else ``input``.
-* Attention wrappers (``flashinfer`` and their own modules): ``__init__`` keeps what it was
+* Attention families (every class of ``fi_compat._surface.ATTENTION_FAMILIES`` the release
+  exports, in ``flashinfer`` and in its defining module; a subclass such as the CUDA-graph
+  decode wrapper derives from the fake of its recorded base): ``__init__``, ``plan``,
+  ``begin_forward``, ``run``, ``forward`` and ``_plan_impl`` where recorded, an alias
+  (``begin_forward = plan``) as the very same function. ``__init__`` keeps what it was
   given under the release's attribute names (``_backend``, ``_use_tensor_cores`` -- forced
   on for the backends the release forces it for --, ``_use_cuda_graph``, ``_kv_layout``,
   ``_float_workspace_buffer``, ``_paged_kv_indices_buf``, ..., ``device`` taken from the
-  workspace buffer); ``plan`` and ``_plan_impl`` return None (a ``plan(**kwargs)`` that
-  forwards to ``_plan_impl`` does so, as in the release).
+  workspace buffer); a ``plan(**kwargs)`` that forwards to ``_plan_impl`` does so, as in
+  the release; every method returns None.
+* The kernel boundary: when a family's planning method (``plan``, a ``begin_forward`` of
+  its own, or the method their ``**kwargs`` go to) has bound its arguments, the fake looks
+  up what was measured for (release, family, requested backend) in
+  ``fi_compat/attention/reach.json`` (the backend read from the measured backend attribute,
+  ``"default"`` for a family without one) and appends a :class:`KernelPlan` to
+  :attr:`FakeFlashInfer.kernel_plans`: the settings as the kernel gets them where they
+  reach (``fixed_split_size`` None as -1, the ``plan``'s defaults -1 and False when not
+  passed), ``dropped`` where they do not; where the measurement saw ``plan`` refuse them,
+  passing one raises the same (``ValueError`` when the measured detail names it, else
+  ``RuntimeError``, with the detail as message) and planning without them is ``dropped``;
+  nothing measured (no ``reach.json``, a release, family or backend it lacks, a backend
+  attribute that holds no str) gives an ``unmeasured`` record with the values as passed.
+  Decode families were measured on tensor cores; a decode wrapper without them (where its
+  backend does not force them on) raises FlashInfer's ``ValueError("fixed_split_size is
+  only supported by tensor core decode for now.")`` for a ``fixed_split_size`` other than
+  None and otherwise plans ``dropped``, as every release from 0.4.0 does.
 * ``flashinfer.decode.fast_decode_plan`` (also ``flashinfer.fast_decode_plan``) where the
   release has it: its recorded signature, logged like a method of the wrapper it is given
-  as ``self``; returns None.
+  as ``self``; its kernel boundary as above, under the family key ``"fast_decode_plan"``
+  (on a wrapper without tensor cores it plans ``dropped`` without raising, as the
+  releases do); returns None.
 * a function the release decorates with ``@deprecated("...")`` emits the same
   ``DeprecationWarning`` on every call, before binding its arguments, as the real one.
 * ``TorchDistBackend.bcast(data, root)`` -> ``data``; every other function or method
@@ -84,10 +106,18 @@ Not modelled (what real wheels have that the fake does not):
 * state a method stores: ``plan()`` stores nothing on the wrapper (``_cached_module``,
   ``_window_left``, ``_sm_scale``, ... stay as constructed), and attributes the release's
   ``__init__`` computes rather than copies (``_fixed_batch_size``, ``_int_workspace_buffer``,
-  ...) start as None;
+  ...) start as None; ``run`` computes nothing and checks no plan was made;
+* the kernel beyond the measured boundary: what ``backend="auto"`` resolves to (the record
+  is keyed by the requested backend, as measured), ``plan`` arguments other than the split
+  settings, a split setting of the wrong type, the argument checks a real ``plan`` makes
+  before its kernel (cuDNN, CUDA-graph batch size, ``q_len_per_req``, ...), the exception
+  type of a measured refusal other than ``ValueError``, and what a family that plans
+  through inner wrappers (the cascade wrappers) hands them;
 * names the record does not list: wrapper methods and properties other than ``__init__``,
-  ``plan`` and what ``plan`` forwards to (``run``, ``begin_forward``,
-  ``is_cuda_graph_enabled``), modules other than ``flashinfer.comm`` and
+  ``plan``, ``begin_forward``, ``run``, ``forward`` and what ``plan`` forwards to
+  (``run_return_lse``, ``is_cuda_graph_enabled``, ``reset_workspace_buffer``), the
+  ``flashinfer`` submodules that re-export a family (``flashinfer.mla`` when the class is
+  defined in a submodule of it), modules other than ``flashinfer.comm`` and
   ``flashinfer.comm.mnnvl`` beyond the objects above, class-level constants of classes the
   record does not list as enums, the MNNVL strategy enum's ``select_strategy``, the
   ``__init__`` a dataclass generates (construction takes keywords only), and a re-exported
@@ -127,9 +157,13 @@ from fi_compat._arguments import require_bool, require_instance, require_str
 from fi_compat._surface import (
     COMM,
     CUDART_MODULE,
+    DECODE,
+    FAST_DECODE_PLAN,
     FLASHINFER,
     LEGACY_FACTORY,
     NAMED_MODULES,
+    PLAN,
+    SPLIT_KEYWORDS,
     TORCH_DIST_BACKEND,
     UNIFIED_FACTORY,
     UNIFIED_FUSION,
@@ -137,6 +171,7 @@ from fi_compat._surface import (
     symbol_named,
 )
 from fi_compat.errors import FakeUninstalledError
+from fi_compat.testing._fake_kernel import KernelPlan, kernel_plan, read_attribute, truth
 from fi_compat.testing._releases import (
     ClassRecord,
     FunctionRecord,
@@ -150,6 +185,7 @@ __all__ = [
     "Call",
     "Default",
     "FakeFlashInfer",
+    "KernelPlan",
     "StandIn",
     "fake_flashinfer",
 ]
@@ -157,6 +193,12 @@ __all__ = [
 #: The message releases up to 0.6.13 assert with when ``import flashinfer.comm`` runs in a
 #: process without a loaded CUDA runtime.
 CUDART_MESSAGE = "libcudart is not loaded in the current process"
+
+#: The older name of an attention wrapper's ``plan`` (an alias of it in most classes; the
+#: planning method itself of the shared-prefix cascade wrapper).
+_BEGIN_FORWARD = "begin_forward"
+#: The planning methods of an attention family, where the kernel boundary is.
+_PLANNING = (PLAN, _BEGIN_FORWARD)
 
 _LOCK = threading.RLock()
 #: Live fakes by token, so that generated modules can find their kit.
@@ -234,6 +276,9 @@ class FakeFlashInfer:
         The recorded release it imitates.
     calls
         Every call made into the fake, in order.
+    kernel_plans
+        What each attention ``plan`` call handed the kernel, in order, as the measured
+        reach data says (:class:`KernelPlan`).
     directory
         Where the generated ``flashinfer`` package was written.
     multicast
@@ -246,6 +291,7 @@ class FakeFlashInfer:
     directory: Path
     token: str
     calls: list[Call] = field(default_factory=list)
+    kernel_plans: list[KernelPlan] = field(default_factory=list)
     planned_errors: dict[str, BaseException] = field(default_factory=dict)
     multicast: bool = True
     confidential_compute: bool = False
@@ -273,8 +319,10 @@ class FakeFlashInfer:
         return [call for call in self.calls if call.name == name]
 
     def clear_calls(self) -> None:
-        """Forget the recorded calls."""
-        self.calls.clear()
+        """Forget the recorded calls and kernel plans."""
+        with _LOCK:
+            self.calls.clear()
+            self.kernel_plans.clear()
 
     # -- used by the generated modules -------------------------------------------------
 
@@ -442,6 +490,52 @@ def _init_object(
                 arguments["backend"] in _tensor_core_backends(version)
             )
     _assign(obj, stored)
+
+
+def _plan_kernel(
+    token: str,
+    wrapper: Any,
+    values: Mapping[str, Any],
+    call: Call,
+    var_keyword: str | None = None,
+    family: str | None = None,
+) -> None:
+    """The kernel boundary of an attention family's planning method, and of
+    ``fast_decode_plan`` (``family`` given), once its arguments are bound (called by
+    generated code): appends a :class:`KernelPlan` to the kit, or raises what the release
+    raises (see :func:`fi_compat.testing._fake_kernel.kernel_plan`)."""
+    kit = _kit(token)
+    cls = type(wrapper)
+    fast = family is not None
+    found = family if fast else read_attribute(cls, ("_fi_family",))
+    name = found if isinstance(found, str) else call.name.partition(".")[0]
+    passed = {key: call.arguments[key] for key in SPLIT_KEYWORDS if key in call.arguments}
+    extra = call.arguments.get(var_keyword) if var_keyword is not None else None
+    if isinstance(extra, Mapping):
+        passed |= {key: extra[key] for key in SPLIT_KEYWORDS if key in extra}
+    defaults = {
+        key: value.value()
+        for key, value in values.items()
+        if key in SPLIT_KEYWORDS and isinstance(value, Default)
+    }
+    recorded = read_attribute(cls, ("_fi_attributes",))
+    attributes = recorded if isinstance(recorded, tuple) else None
+    tensor_cores = None
+    if fast or read_attribute(cls, ("_fi_decode",)) is True:
+        stored = read_attribute(wrapper, _attribute_for("use_tensor_cores", attributes))
+        tensor_cores = None if stored is None else truth(stored)
+    plan = kernel_plan(
+        kit.record.release,
+        wrapper,
+        name,
+        passed,
+        defaults,
+        fallback_backend=read_attribute(wrapper, _attribute_for("backend", attributes)),
+        tensor_cores=tensor_cores,
+        refuse_without_tensor_cores=not fast,
+    )
+    with _LOCK:
+        kit.kernel_plans.append(plan)
 
 
 def _assign(obj: Any, values: Mapping[str, Any]) -> None:
@@ -992,6 +1086,10 @@ class _Entry:
     workspace: str | None = None
     #: A module-level function the release gives an object as ``self``.
     takes_self: bool = False
+    #: For an attention family: its name, and whether it is (or derives from) the decode
+    #: wrapper, whose ``plan`` checks tensor cores.
+    family: str | None = None
+    decode: bool = False
     #: For a name imported from outside the release: the module it comes from, and
     #: whether the name is that module itself (``import os``).
     outside: str | None = None
@@ -1021,6 +1119,8 @@ def _merge_classes(old: ClassRecord | None, new: ClassRecord | None) -> ClassRec
         ),
         exported=old.exported if old.exported is not None else new.exported,
         attributes=old.attributes or new.attributes,
+        family_bases=old.family_bases or new.family_bases,
+        aliases=old.aliases or new.aliases,
     )
 
 
@@ -1108,9 +1208,13 @@ def _workspace_backends(record: ReleaseRecord) -> dict[str, str]:
 def _collect(record: ReleaseRecord) -> _Registry:
     """Every object of the fake, from the record."""
     registry = _Registry()
-    for name, wrapper in sorted(record.attention.items()):
+    decode = _decode_families(record)
+    families = [(name, record.attention_family(name)) for name in record.attention_families]
+    for name, wrapper in [*sorted(record.attention.items()), *families]:
         if wrapper is not None:
             entry = registry.add(wrapper.defined_in, name, "class", cls=wrapper)
+            entry.family = name
+            entry.decode = name in decode
             registry.bind(entry, FLASHINFER, name)
     if record.comm_exists:
         for name, func in sorted(record.comm_functions.items()):
@@ -1142,6 +1246,34 @@ def _collect(record: ReleaseRecord) -> _Registry:
         # Every release that has it (0.4.0+) also exports it from the top level.
         registry.bind(entry, FLASHINFER, plan.name)
     return registry
+
+
+def _decode_families(record: ReleaseRecord) -> set[str]:
+    """The decode wrapper and the attention families derived from it (``family_bases``)."""
+    found = {DECODE.key}
+    grown = True
+    while grown:
+        grown = False
+        for name in record.attention_families:
+            cls = record.attention_family(name)
+            if name not in found and cls is not None and found & set(cls.family_bases):
+                found.add(name)
+                grown = True
+    return found
+
+
+def _planning_methods(owner: ClassRecord) -> set[str]:
+    """The methods of an attention family where the kernel boundary is: ``plan`` and a
+    ``begin_forward`` that is no alias of it, or the method their ``**kwargs`` go to."""
+    found = set()
+    for name in _PLANNING:
+        method = owner.method(name)
+        if method is None or name in owner.aliases:
+            continue
+        target = method.forwards_kwargs_to
+        forwarded = _forward_source(owner, method) is not None and target is not None
+        found.add(target if forwarded and target is not None else name)
+    return found
 
 
 def _add_strategy_enum(registry: _Registry) -> None:
@@ -1478,7 +1610,12 @@ class _Writer:
             ]
         if named(UNIFIED_FUSION):
             return ["return __call.arguments.get('output', __call.arguments.get('input'))"]
-        del func
+        if entry.takes_self and func.parameters:
+            wrapper = func.parameters[0].name
+            return [
+                f"return _fake._plan_kernel(_TOKEN, {wrapper}, __values, __call, "
+                f"{func.var_keyword!r}, {FAST_DECODE_PLAN.key!r})"
+            ]
         return ["return None"]
 
     def _method_body(self, entry: _Entry, owner: ClassRecord, func: FunctionRecord) -> list[str]:
@@ -1486,6 +1623,11 @@ class _Writer:
         if forward is not None:
             return forward
         name = func.name
+        if entry.family is not None and name in _planning_methods(owner) and func.parameters:
+            this = func.parameters[0].name
+            return [
+                f"return _fake._plan_kernel(_TOKEN, {this}, __values, __call, {func.var_keyword!r})"
+            ]
         if entry.workspace is not None:
             workspace = {
                 "__init__": [f"_fake._init_workspace(_TOKEN, self, {entry.workspace!r}, __values)"],
@@ -1528,7 +1670,11 @@ class _Writer:
             lines.append("    destroyed = False")
             attributes = tuple(owner.attributes) or None
             lines.append(f"    _fi_attributes = {attributes!r}")
+            if entry.family is not None:
+                lines.append(f"    _fi_family = {entry.family!r}")
+                lines.append(f"    _fi_decode = {entry.decode!r}")
         members = entry.members or {}
+        aliases = owner.aliases
         int_valued = enum_base in _INT_ENUMS
         for index, (member, recorded) in enumerate(members.items()):
             if not member.isidentifier() or member.startswith("_"):
@@ -1539,11 +1685,14 @@ class _Writer:
             lines.append(f"    {member} = {value!r}")
         for method_name in sorted(owner.methods):
             method = owner.methods[method_name]
-            if method is None or method_name in members:
+            if method is None or method_name in members or method_name in aliases:
                 continue
             if enum_base is not None and method_name.startswith("__"):
                 continue
             lines += ["", *self._method(entry, owner, method_name, method)]
+        for alias, target in sorted(aliases.items()):
+            if alias not in members and enum_base is None:
+                lines += ["", f"    {alias} = {target}"]
         if enum_base is None and owner.methods.get("__init__") is None and owner.attributes:
             # A class without a recorded __init__ (a dataclass): construction by keyword.
             lines += [

@@ -19,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 from fi_compat._arguments import require_choice, require_str
 from fi_compat._surface import (
+    ATTENTION_FAMILIES,
     COMM,
     FAST_DECODE_PLAN,
     GATES,
@@ -47,6 +48,7 @@ __all__ = [
 
 #: The schema version the recorder writes; the loader also reads schema 1 (files recorded
 #: before the name tables, ``fast_decode_plan`` and class attributes, which read as empty).
+#: ``attention_families`` came later within schema 2: a file without it records none.
 SCHEMA_VERSION = 2
 _SCHEMAS = (1, SCHEMA_VERSION)
 
@@ -170,9 +172,17 @@ class ClassRecord:
     ``self.<name>`` in the ``__init__`` the class runs, in the methods that ``__init__``
     calls on ``self``, and along the ``super().__init__`` chain, plus a dataclass's fields.
     ``module`` is where the class was looked up (only for ``TorchDistBackend``);
-    ``plan_forwards_to`` only for attention wrappers; ``bcast_root_is_group_local`` only for
-    ``TorchDistBackend``; ``exported`` only for the workspace classes (False for a concrete
-    class the factory builds but ``flashinfer.comm`` does not export).
+    ``plan_forwards_to`` only for attention wrappers and families; ``bcast_root_is_group_local``
+    only for ``TorchDistBackend``; ``exported`` only for the workspace classes (False for a
+    concrete class the factory builds but ``flashinfer.comm`` does not export);
+    ``family_bases`` only for attention families (:meth:`ReleaseRecord.attention_family`):
+    its direct base classes that are attention families too, by family name
+    (``CUDAGraphBatchDecodeWithPagedKVCacheWrapper`` -> the decode wrapper).
+
+    ``aliases`` (attention families only) maps a method the class binds by a class-body
+    alias to the method it names (``{"begin_forward": "plan"}``: the class attribute is that
+    very function); ``methods`` lists the alias too, with the named method's record (whose
+    :attr:`FunctionRecord.name` is therefore not its key).
     """
 
     name: str
@@ -184,6 +194,8 @@ class ClassRecord:
     bcast_root_is_group_local: bool | None = None
     exported: bool | None = None
     attributes: tuple[str, ...] = ()
+    family_bases: tuple[str, ...] = ()
+    aliases: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def method(self, name: str) -> FunctionRecord | None:
         """The recorded method ``name``, or None."""
@@ -245,7 +257,9 @@ class ReleaseRecord:
     Use :meth:`function` / :meth:`accepts` / :meth:`support` with a qualified name:
     ``"create_allreduce_fusion_workspace"`` (a ``flashinfer.comm`` function),
     ``"BatchDecodeWithPagedKVCacheWrapper.plan"`` (an attention wrapper method) or
-    ``"TorchDistBackend.bcast"`` / ``"AllReduceFusionWorkspace.destroy"`` (comm classes).
+    ``"TorchDistBackend.bcast"`` / ``"AllReduceFusionWorkspace.destroy"`` (comm classes);
+    a method of an attention family (:meth:`attention_family`) is found the same way
+    (``"BatchMLAPagedAttentionWrapper.plan"``).
     """
 
     release: str
@@ -266,6 +280,7 @@ class ReleaseRecord:
     decode_functions: Mapping[str, FunctionRecord | None] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    families: Mapping[str, ClassRecord | None] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def version(self) -> Version:
@@ -287,6 +302,29 @@ class ReleaseRecord:
     def wrapper(self, name: str) -> ClassRecord | None:
         """A recorded attention wrapper exported from ``flashinfer``, or None."""
         return _first_of(self.attention, name)
+
+    @property
+    def attention_families(self) -> tuple[str, ...]:
+        """The classes of :data:`~fi_compat._surface.ATTENTION_FAMILIES` top-level
+        ``flashinfer`` exports in this release, in that order (empty in files recorded
+        before families were)."""
+        return tuple(name for name in ATTENTION_FAMILIES if self.families.get(name) is not None)
+
+    def attention_family(self, name: str) -> ClassRecord | None:
+        """The attention family ``name`` (a class name of
+        :data:`~fi_compat._surface.ATTENTION_FAMILIES`) as the release defines it, or None.
+
+        Its record holds ``__init__``, ``plan``, ``begin_forward``, ``run``, ``forward`` and
+        ``_plan_impl`` (None where absent; aliases see :attr:`ClassRecord.aliases`), its
+        instance attributes, ``plan_forwards_to`` and ``family_bases``.
+
+        Raises
+        ------
+        InvalidArgumentError
+            ``name`` is not a str.
+        """
+        require_str("name", name, fix="pass a class name of ATTENTION_FAMILIES")
+        return self.families.get(name)
 
     def public_names(self, module: str) -> Mapping[str, NameRecord]:
         """Every public name ``import <module>`` binds in this release, by name.
@@ -352,7 +390,9 @@ class ReleaseRecord:
         if not owner_name:
             return None, self.comm_function(method)
         owner_name = owner_name.rpartition(".")[2]
-        owner = self.wrapper(owner_name) or self.comm_class(owner_name)
+        owner = (
+            self.wrapper(owner_name) or self.comm_class(owner_name) or self.families.get(owner_name)
+        )
         if owner is None:
             return None, None
         return owner, owner.method(method)
@@ -438,18 +478,25 @@ def _function(data: Mapping[str, Any] | None) -> FunctionRecord | None:
 def _class(name: str, data: Mapping[str, Any] | None) -> ClassRecord | None:
     if data is None:
         return None
+    methods = {method: _function(value) for method, value in data["methods"].items()}
+    aliases = {
+        alias: target
+        for alias, target in data.get("aliases", {}).items()
+        if methods.get(target) is not None
+    }
+    methods |= {alias: methods[target] for alias, target in aliases.items()}
     return ClassRecord(
         name=name,
         defined_in=data["defined_in"],
         bases=tuple(data["bases"]),
-        methods=MappingProxyType(
-            {method: _function(value) for method, value in data["methods"].items()}
-        ),
+        methods=MappingProxyType(dict(sorted(methods.items()))),
         module=data.get("module"),
         plan_forwards_to=data.get("plan_forwards_to"),
         bcast_root_is_group_local=data.get("bcast_root_is_group_local"),
         exported=data.get("exported"),
         attributes=tuple(data.get("attributes", ())),
+        family_bases=tuple(data.get("family_bases", ())),
+        aliases=MappingProxyType(aliases),
     )
 
 
@@ -516,6 +563,12 @@ def parse_record(data: Mapping[str, Any]) -> ReleaseRecord:
         names=_name_tables(comm),
         decode_functions=MappingProxyType(
             {name: _function(value) for name, value in data.get("decode", {}).items()}
+        ),
+        families=MappingProxyType(
+            {
+                name: _class(name, value)
+                for name, value in data.get("attention_families", {}).items()
+            }
         ),
     )
 

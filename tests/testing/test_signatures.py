@@ -11,6 +11,7 @@ import pytest
 from packaging.version import Version
 
 from fi_compat._surface import (
+    ATTENTION_FAMILIES,
     ATTENTION_WRAPPERS,
     COMM,
     COMM_SYMBOLS,
@@ -170,7 +171,16 @@ def test_file_is_well_formed(release: str) -> None:
     assert text == dump_record(data)
     assert data["schema"] == 2
     assert data["release"] == release
-    assert set(data) == {"schema", "release", "source", "import", "comm", "attention", "decode"}
+    assert set(data) == {
+        "schema",
+        "release",
+        "source",
+        "import",
+        "comm",
+        "attention",
+        "decode",
+        "attention_families",
+    }
     assert release in data["source"]["filename"]
     assert len(data["source"]["sha256"]) == 64
     for hazard in HAZARDS:
@@ -211,6 +221,81 @@ def test_file_is_well_formed(release: str) -> None:
     for name, func in data["decode"].items():
         if func is not None:
             _check_function(func, name)
+    families = data["attention_families"]
+    assert list(families) == sorted(ATTENTION_FAMILIES)
+    for name, family in families.items():
+        if family is None:
+            continue
+        _check_class(family, name)
+        assert set(family["methods"]) | set(family["aliases"]) == set(FAMILY_METHODS), name
+        assert not set(family["methods"]) & set(family["aliases"]), name
+        assert family["methods"]["__init__"] is not None, name
+        for alias, target in family["aliases"].items():
+            assert family["methods"][target]["qualname"].rpartition(".")[2] == target, name
+            assert alias != target, name
+        assert set(family["family_bases"]) <= set(ATTENTION_FAMILIES) - {name}, name
+        assert all(families[base] is not None for base in family["family_bases"]), name
+        target = family["plan_forwards_to"]
+        assert target is None or family["methods"][target] is not None, name
+
+
+FAMILY_METHODS = ("__init__", "plan", "begin_forward", "run", "forward", "_plan_impl")
+
+
+def test_the_wrappers_are_the_same_as_families() -> None:
+    for record in _records():
+        for name, wrapper in record.attention.items():
+            family = record.attention_family(name)
+            assert wrapper is not None
+            assert family is not None, (record.release, name)
+            assert family.defined_in == wrapper.defined_in
+            assert family.attributes == wrapper.attributes
+            for method, recorded in wrapper.methods.items():
+                assert family.method(method) == recorded, (record.release, name, method)
+
+
+def test_families_by_release() -> None:
+    def has(family: str) -> list[str]:
+        return _releases_where(lambda r: family in r.attention_families)
+
+    everywhere = available_releases()
+    for family in ATTENTION_FAMILIES[:3]:
+        assert has(family) == everywhere, family
+    latest = load_release("0.7.2.post1")
+    assert latest.attention_families == ATTENTION_FAMILIES
+    graph = latest.attention_family("CUDAGraphBatchDecodeWithPagedKVCacheWrapper")
+    assert graph is not None
+    assert graph.family_bases == ("BatchDecodeWithPagedKVCacheWrapper",)
+    assert graph.plan_forwards_to == "_plan_impl"
+    assert graph.aliases == {"begin_forward": "plan"}
+    sink = latest.attention_family("BatchAttentionWithAttentionSinkWrapper")
+    assert sink is not None
+    assert sink.family_bases == ("BatchPrefillWithPagedKVCacheWrapper",)
+    shared = latest.attention_family("BatchPrefillWithSharedPrefixPagedKVCacheWrapper")
+    assert shared is not None
+    assert shared.method("plan") is None
+    begin = shared.method("begin_forward")
+    assert begin is not None
+    assert begin.name == "begin_forward"
+    cascade = latest.attention_family("MultiLevelCascadeAttentionWrapper")
+    assert cascade is not None
+    assert cascade.aliases == {"begin_forward": "plan", "forward": "run"}
+    assert cascade.method("forward") == cascade.method("run")
+    assert latest.attention_family("NoSuchWrapper") is None
+    assert latest.support("BatchMLAPagedAttentionWrapper.plan", "no_such_keyword") == (
+        "unsupported"
+    )
+    with pytest.raises(InvalidArgumentError, match="name"):
+        latest.attention_family(5)  # type: ignore[arg-type]
+
+
+def test_records_without_families_read_as_having_none() -> None:
+    data = json.loads(_text("0.6.5"))
+    del data["attention_families"]
+    old = parse_record(data)
+    assert old.attention_families == ()
+    assert old.attention_family("BatchDecodeWithPagedKVCacheWrapper") is None
+    assert old.attention == load_release("0.6.5").attention
 
 
 # ---------------------------------------------------------------------- known facts

@@ -856,6 +856,94 @@ def test_star_imports_are_listed_through_the_target_module(tree: Tree) -> None:
         _record(tree, files)
 
 
+FAMILY_TOP_INIT = (
+    TOP_INIT
+    + """
+    from .decode import CUDAGraphBatchDecodeWithPagedKVCacheWrapper
+    from .cascade import BatchPrefillWithSharedPrefixPagedKVCacheWrapper
+"""
+)
+FAMILY_DECODE = (
+    DECODE
+    + """
+        begin_forward = plan
+
+        def run(self, q):
+            pass
+
+        forward = run
+
+    class CUDAGraphBatchDecodeWithPagedKVCacheWrapper(BatchDecodeWithPagedKVCacheWrapper):
+        def __init__(self, workspace_buffer, use_tensor_cores=False):
+            super().__init__(workspace_buffer)
+            self._use_tensor_cores = use_tensor_cores
+"""
+)
+CASCADE = """
+    from typing import overload
+
+    class BatchPrefillWithSharedPrefixPagedKVCacheWrapper:
+        def __init__(self, float_workspace_buffer):
+            self._kv_layout = "NHD"
+
+        def begin_forward(self, qo_indptr):
+            pass
+
+        @overload
+        def forward(self, q, return_lse: bool = False): ...
+
+        @overload
+        def forward(self, q, k, v): ...
+
+        def forward(self, q, *args, out=None):
+            pass
+"""
+
+
+def test_attention_families_with_aliases_bases_and_overloads(tree: Tree) -> None:
+    files = _base_files()
+    files["flashinfer/__init__.py"] = FAMILY_TOP_INIT
+    files["flashinfer/decode.py"] = FAMILY_DECODE
+    files["flashinfer/cascade.py"] = CASCADE
+    data = _record(tree, files)
+    families = data["attention_families"]
+    assert set(families) == set(_surface.ATTENTION_FAMILIES)
+    assert families["BatchMLAPagedAttentionWrapper"] is None
+    decode = families["BatchDecodeWithPagedKVCacheWrapper"]
+    assert decode["aliases"] == {"begin_forward": "plan", "forward": "run"}
+    assert "begin_forward" not in decode["methods"]
+    assert decode["plan_forwards_to"] == "_plan_impl"
+    assert decode["family_bases"] == []
+    graph = families["CUDAGraphBatchDecodeWithPagedKVCacheWrapper"]
+    assert graph["family_bases"] == ["BatchDecodeWithPagedKVCacheWrapper"]
+    assert graph["aliases"] == {"begin_forward": "plan", "forward": "run"}
+    assert graph["methods"]["plan"]["qualname"] == "BatchDecodeWithPagedKVCacheWrapper.plan"
+    assert graph["attributes"] == ["_use_tensor_cores"]
+    shared = families["BatchPrefillWithSharedPrefixPagedKVCacheWrapper"]
+    assert shared["methods"]["plan"] is None
+    assert shared["aliases"] == {}
+    # The implementation after the @overload stubs, as Python binds it.
+    assert _params(shared["methods"]["forward"]) == [
+        ("self", "POSITIONAL_OR_KEYWORD", None),
+        ("q", "POSITIONAL_OR_KEYWORD", None),
+        ("args", "VAR_POSITIONAL", None),
+        ("out", "KEYWORD_ONLY", "None"),
+    ]
+    # The three wrappers' records are unchanged by it.
+    assert data["attention"] == _record(tree)["attention"]
+    record = parse_record(data)
+    loaded = record.attention_family("CUDAGraphBatchDecodeWithPagedKVCacheWrapper")
+    assert loaded is not None
+    assert loaded.method("begin_forward") == loaded.method("plan")
+    assert record.accepts("CUDAGraphBatchDecodeWithPagedKVCacheWrapper.plan", "fixed_split_size")
+    assert record.attention_families == (
+        "BatchPrefillWithPagedKVCacheWrapper",
+        "BatchDecodeWithPagedKVCacheWrapper",
+        "CUDAGraphBatchDecodeWithPagedKVCacheWrapper",
+        "BatchPrefillWithSharedPrefixPagedKVCacheWrapper",
+    )
+
+
 def test_schema_is_2(tree: Tree) -> None:
     record = _record(tree)
     assert record["schema"] == tools.recorder.SCHEMA_VERSION == 2

@@ -6,12 +6,15 @@ each of its homes, newest first, and recorded under the FlashInfer name it has t
 (null when the release binds no home of that name), and so is each ``flashinfer.decode``
 function symbol. A rename or a move in FlashInfer is a new
 :class:`~fi_compat._surface.Home` in the surface and nothing here. Every public name of
-each of the surface's ``NAMED_MODULES`` is recorded as well (:mod:`.names`). The layout
-is described in ``fi_compat/testing/signatures/README.md``.
+each of the surface's ``NAMED_MODULES`` is recorded as well (:mod:`.names`), and so is
+every attention family of ``ATTENTION_FAMILIES`` that top-level ``flashinfer`` exports
+(``attention_families``). The layout is described in
+``fi_compat/testing/signatures/README.md``.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -19,13 +22,16 @@ from typing import Any
 
 from fi_compat._forwarding import calls_named
 from fi_compat._surface import (
+    ATTENTION_FAMILIES,
     ATTENTION_WRAPPERS,
     COMM,
     COMM_SYMBOLS,
     DECODE_FUNCTIONS,
+    FLASHINFER,
     INIT,
     NAMED_MODULES,
     PLAN,
+    PLAN_IMPL,
     TORCH_DIST_BACKEND,
     UNIFIED_FACTORY,
     WORKSPACE,
@@ -37,11 +43,14 @@ from tools.recorder.archive import read_release, version_from_filename
 from tools.recorder.hazards import import_hazards
 from tools.recorder.names import name_table
 from tools.recorder.resolve import Package
-from tools.recorder.signatures import Recorder
+from tools.recorder.signatures import ClassNode, Recorder
 
 __all__ = ["SCHEMA_VERSION", "record_release"]
 
-#: Bumped whenever the JSON layout changes (2: name tables, ``decode``, class attributes).
+#: Bumped whenever the JSON layout changes in a way a reader of the previous version would
+#: misread (2: name tables, ``decode``, class attributes). ``attention_families`` is a new
+#: key a schema-2 reader ignores and a file without it reads as recording none, so it
+#: needed no bump.
 SCHEMA_VERSION = 2
 
 # Facts only the recorder needs, so the surface does not declare them:
@@ -51,6 +60,13 @@ _DESTROY = "destroy"
 #: group-local (the record's ``bcast_root_is_group_local``).
 _BCAST = "bcast"
 _GLOBAL_RANK = "get_global_rank"
+#: The methods recorded on every attention family besides ``__init__``, ``plan`` and
+#: ``_plan_impl``: the pre-0.2 name of ``plan`` (an alias of it in most classes, a method
+#: of its own in the shared-prefix cascade wrapper), ``run`` and its older name.
+_BEGIN_FORWARD = "begin_forward"
+_RUN = "run"
+_FORWARD = "forward"
+_FAMILY_METHODS = (INIT, PLAN, _BEGIN_FORWARD, _RUN, _FORWARD, PLAN_IMPL)
 
 Record = dict[str, Any]
 #: Looks a symbol up at one of its homes: its record there, or None.
@@ -126,6 +142,7 @@ def record_release(path: Path, *, release: str | None = None) -> Record:
         "decode": _by_name(
             DECODE_FUNCTIONS, lambda _, home: recorder.function(home.module, home.name)
         ),
+        "attention_families": _families(recorder),
     }
 
 
@@ -183,6 +200,68 @@ def _wrapper(recorder: Recorder, symbol: Symbol, home: Home) -> Record | None:
     target = plan.get("forwards_kwargs_to") if plan else None
     found["plan_forwards_to"] = target if target in found["methods"] else None
     return found
+
+
+def _families(recorder: Recorder) -> dict[str, Record | None]:
+    """Every class of ``ATTENTION_FAMILIES`` as top-level ``flashinfer`` binds it, or null.
+
+    Each is recorded with ``__init__``, ``plan``, ``begin_forward``, ``run``, ``forward``
+    and ``_plan_impl`` (null where the class and its bases have none; a class-body alias
+    such as ``begin_forward = plan`` is recorded as the ``def`` it names), whatever their
+    ``**kwargs`` reach, its instance attributes, ``plan_forwards_to`` as for the wrappers,
+    and ``family_bases``: its direct base classes that are families too, by family name.
+    A method that is an alias of another recorded one is listed in ``aliases`` (alias ->
+    method) instead of ``methods``, so its record is not written twice.
+    """
+    found: dict[str, ClassNode] = {}
+    for name in ATTENTION_FAMILIES:
+        node = recorder.find_class(FLASHINFER, name)
+        if node is not None:
+            found[name] = node
+    records: dict[str, Record | None] = {}
+    for name in ATTENTION_FAMILIES:
+        if name not in found:
+            records[name] = None
+            continue
+        record = recorder.class_record(FLASHINFER, name, _FAMILY_METHODS, aliases=True)
+        assert record is not None
+        record["aliases"] = _aliases(record["methods"])
+        for alias in record["aliases"]:
+            del record["methods"][alias]
+        plan = record["methods"].get(PLAN) or record["methods"].get(_BEGIN_FORWARD)
+        target = plan.get("forwards_kwargs_to") if plan else None
+        record["plan_forwards_to"] = target if target in record["methods"] else None
+        record["family_bases"] = _family_bases(recorder, found[name], found)
+        records[name] = record
+    return records
+
+
+def _aliases(methods: dict[str, Record | None]) -> dict[str, str]:
+    """Each recorded method that is another recorded method's ``def`` -> that method."""
+    found: dict[str, str] = {}
+    for name, method in methods.items():
+        if method is None:
+            continue
+        own = method["qualname"].rpartition(".")[2]
+        if own != name and methods.get(own) == method:
+            found[name] = own
+    return found
+
+
+def _family_bases(recorder: Recorder, cls: ClassNode, families: dict[str, ClassNode]) -> list[str]:
+    """The direct bases of ``cls`` that resolve to one of ``families``, by family name."""
+    module, node = cls
+    names: list[str] = []
+    for base in node.bases:
+        if not isinstance(base, ast.Name):
+            continue
+        resolved = recorder.find_class(module.name, base.id)
+        if resolved is None:
+            continue
+        for family, (_, family_node) in families.items():
+            if family_node is resolved[1] and family not in names:
+                names.append(family)
+    return names
 
 
 def _sha256(path: Path) -> str | None:

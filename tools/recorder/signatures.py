@@ -37,6 +37,8 @@ _ENUM_MODULE = "enum"
 #: What ``@dataclass``, ``@dataclasses.dataclass(frozen=True)``, ... unparse to end with.
 _DATACLASS = "dataclass"
 _CLASS_VAR = "ClassVar"
+#: What ``@overload`` / ``@typing.overload`` unparse to end with.
+_OVERLOAD = "overload"
 
 
 def parameters(args: ast.arguments) -> list[dict[str, str]]:
@@ -160,6 +162,20 @@ class _RecordedResolver:
         return self.package.resolve(self.module, name) is None
 
 
+def _alias_target(stmt: ast.stmt, name: str) -> str | None:
+    """``other`` when ``stmt`` is the class-body assignment ``name = other``, else None."""
+    if not isinstance(stmt, ast.Assign) or not isinstance(stmt.value, ast.Name):
+        return None
+    if any(isinstance(target, ast.Name) and target.id == name for target in stmt.targets):
+        return stmt.value.id
+    return None
+
+
+def _is_overload(func: FunctionNode) -> bool:
+    """``func`` is an ``@overload`` (``@typing.overload``) stub."""
+    return any(ast.unparse(d).rpartition(".")[2] == _OVERLOAD for d in func.decorator_list)
+
+
 def _descriptor(node: FunctionNode) -> str:
     names = {ast.unparse(decorator) for decorator in node.decorator_list}
     return next((kind for kind in ("staticmethod", "classmethod") if kind in names), "function")
@@ -230,12 +246,39 @@ class Recorder:
                         todo.append(resolved)
         return chain
 
-    def find_method(self, module: Module, node: ast.ClassDef, name: str) -> MethodNode | None:
-        """The ``def`` of method ``name`` on the class or the first base class that has one."""
+    def find_method(
+        self, module: Module, node: ast.ClassDef, name: str, *, aliases: bool = False
+    ) -> MethodNode | None:
+        """The ``def`` of method ``name`` on the class or the first base class that has one.
+
+        ``@overload`` stubs are passed over for the implementation that follows them (what
+        Python binds); otherwise the first ``def`` counts (a property's getter, not its
+        ``@x.setter``). With ``aliases``, a class-body assignment ``name = other`` where
+        ``other`` is a ``def`` of the same class body above it (``begin_forward = plan``)
+        counts as well: that ``def`` is returned, as the class attribute is that very
+        function.
+        """
         for owner_module, owner in self._mro(module, node):
+            bound: dict[str, FunctionNode] = {}
             for stmt in owner.body:
-                if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == name:
-                    return owner_module, owner, stmt
+                if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+                    if _is_overload(stmt):
+                        continue
+                    bound.setdefault(stmt.name, stmt)
+                    if stmt.name == name:
+                        return owner_module, owner, stmt
+                    continue
+                target = _alias_target(stmt, name) if aliases else None
+                found = bound.get(target) if target is not None else None
+                if found is not None:
+                    return owner_module, owner, found
+            stubs = [
+                stmt
+                for stmt in owner.body
+                if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == name
+            ]
+            if stubs:  # overload stubs without an implementation: the first, as before
+                return owner_module, owner, stubs[0]
         return None
 
     def public_methods(self, module: Module, node: ast.ClassDef) -> tuple[str, ...]:
@@ -304,12 +347,15 @@ class Recorder:
             start = 1 + next((i for i, (_, cls) in enumerate(chain) if cls is owner), len(chain))
         return sorted(names)
 
-    def _method(self, module: Module, node: ast.ClassDef, name: str) -> dict[str, Any] | None:
-        found = self.find_method(module, node, name)
+    def _method(
+        self, module: Module, node: ast.ClassDef, name: str, *, aliases: bool = False
+    ) -> dict[str, Any] | None:
+        found = self.find_method(module, node, name, aliases=aliases)
         if found is None:
             return None
         owner_module, owner, stmt = found
-        where = f"{owner.name}.{name}"
+        # An alias is recorded as the function it is (its qualname names the def).
+        where = f"{owner.name}.{stmt.name}"
         forward = self._forwarding(owner_module, stmt, where, (module, node))
         return _function_record(owner_module, stmt, where, forward)
 
@@ -357,16 +403,20 @@ class Recorder:
         return target, [ALL] if ALL in drops else drops
 
     def class_record(
-        self, module: str, name: str, methods: tuple[str, ...]
+        self, module: str, name: str, methods: tuple[str, ...], *, aliases: bool = False
     ) -> dict[str, Any] | None:
-        """The class ``module.name`` with ``methods`` and whatever their ``**kwargs`` reach."""
+        """The class ``module.name`` with ``methods`` and whatever their ``**kwargs`` reach.
+
+        With ``aliases``, a method bound by a class-body assignment (``begin_forward =
+        plan``) is recorded as the ``def`` it names (see :meth:`find_method`).
+        """
         found = self.find_class(module, name)
         if found is None:
             return None
         defining, node = found
         recorded: dict[str, Any] = {}
         for method in methods:
-            recorded[method] = self._method(defining, node, method)
+            recorded[method] = self._method(defining, node, method, aliases=aliases)
         # Follow **kwargs forwards to other methods of the class.
         todo = [m for m in methods if recorded[m] is not None]
         while todo:

@@ -1,0 +1,174 @@
+"""Whether a wrapper's split settings reach the kernel: measured per release, read here.
+
+``fixed_split_size=`` and ``disable_split_kv=`` are keywords of ``plan``, but whether they
+reach the kernel's scheduler depends on the wrapper class and on the backend ``plan``
+resolves to: in 0.7.2.post1 the prefill wrappers hand them to the compiled module only on
+``fa2``; ``fa3``, ``cudnn`` and ``cutlass`` drop them without a word. A keyword a signature
+accepts says nothing about this, so it is measured: ``python -m tools.reach`` runs each
+release's own Python on the CPU with its compiled-module loaders replaced by recorders,
+calls every family's ``plan`` on every backend with sentinel settings and records what
+arrives at the kernel boundary. The result ships as ``reach.json`` next to this module;
+the wheel tests re-measure the real releases and compare.
+
+The file is read once, on the first question, and only the asked release's entry is
+turned into objects (cached); the per-``plan`` path never comes here.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from types import MappingProxyType
+from typing import Any
+
+from packaging.version import Version
+
+from fi_compat import _surface
+
+__all__ = ["FamilyReach", "Reach", "Verdict", "family_reach", "measured_releases", "reach"]
+
+#: The schema of ``reach.json`` this module reads.
+SCHEMA = 1
+#: The key of a family whose constructor takes no ``backend=``.
+DEFAULT_BACKEND = "default"
+#: The family key of ``flashinfer.decode.fast_decode_plan``, bound to a decode wrapper.
+FAST_DECODE_PLAN = _surface.FAST_DECODE_PLAN.key
+
+
+class Verdict(str, enum.Enum):
+    """What one (release, family, backend) does with the split settings."""
+
+    #: The kernel's plan receives both settings as given (``None`` as ``-1``).
+    REACHES = "reaches"
+    #: ``plan`` takes them and the kernel never sees them.
+    DROPPED = "dropped"
+    #: ``plan`` raises on them, or takes no such keywords.
+    REFUSED = "refused"
+    #: The measurement could not run this backend on a CPU (the detail says why).
+    UNMEASURED = "unmeasured"
+    #: Nothing was measured: the release, the family or the backend is not in the data.
+    UNKNOWN = "unknown"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Reach:
+    """The measured answer for one (release, family, backend)."""
+
+    release: str
+    family: str
+    backend: str
+    verdict: Verdict
+    detail: str
+
+    @property
+    def reaches(self) -> bool:
+        """True only when the measurement saw both settings arrive at the kernel."""
+        return self.verdict is Verdict.REACHES
+
+
+@dataclass(frozen=True)
+class FamilyReach:
+    """Everything measured about one wrapper family in one release.
+
+    Attributes
+    ----------
+    plan_takes
+        ``plan`` binds ``fixed_split_size=`` and ``disable_split_kv=``.
+    backend_attribute
+        The instance attribute that holds the requested backend after ``__init__``
+        (``"_backend"``), or None when the class takes no ``backend=``.
+    default_backend
+        The constructor's default ``backend=``, or None.
+    backends
+        Backend name (:data:`DEFAULT_BACKEND` for a class without one) -> :class:`Reach`.
+    """
+
+    release: str
+    family: str
+    plan_takes: bool
+    backend_attribute: str | None
+    default_backend: str | None
+    backends: Mapping[str, Reach]
+
+
+@functools.lru_cache(maxsize=1)
+def _data() -> Mapping[str, Any]:
+    text = resources.files("fi_compat.attention").joinpath("reach.json").read_text("utf-8")
+    loaded = json.loads(text)
+    if not isinstance(loaded, dict) or loaded.get("schema") != SCHEMA:
+        found = loaded.get("schema") if isinstance(loaded, dict) else type(loaded).__name__
+        raise RuntimeError(
+            f"fi_compat/attention/reach.json has schema {found!r}, this fi-compat reads "
+            f"schema {SCHEMA}: the installation is inconsistent; reinstall fi-compat"
+        )
+    releases: Mapping[str, Any] = loaded["releases"]
+    return releases
+
+
+@functools.lru_cache(maxsize=1)
+def measured_releases() -> tuple[str, ...]:
+    """Every release ``reach.json`` has measurements for, oldest first."""
+    return tuple(sorted(_data(), key=Version))
+
+
+@functools.lru_cache(maxsize=64)
+def _release(release: str) -> Mapping[str, FamilyReach]:
+    raw = _data().get(release)
+    if raw is None:
+        return MappingProxyType({})
+    families = {}
+    for family, entry in raw.items():
+        backends = {
+            backend: Reach(release, family, backend, Verdict(answer["verdict"]), answer["detail"])
+            for backend, answer in entry["backends"].items()
+        }
+        families[family] = FamilyReach(
+            release,
+            family,
+            bool(entry["plan_takes"]),
+            entry["backend_attribute"],
+            entry["default_backend"],
+            MappingProxyType(backends),
+        )
+    return MappingProxyType(families)
+
+
+def family_reach(release: str | None, family: str) -> FamilyReach | None:
+    """What was measured for ``family`` in ``release``; None when nothing was."""
+    if release is None:
+        return None
+    return _release(release).get(family)
+
+
+def reach(release: str | None, family: str, backend: str) -> Reach:
+    """The measured answer for one (release, family, backend); :attr:`Verdict.UNKNOWN` if none.
+
+    ``release`` None (FlashInfer's version could not be read) is unknown as well.
+    """
+    facts = family_reach(release, family)
+    if facts is None:
+        what = (
+            "flashinfer's version could not be read"
+            if release is None
+            else f"fi-compat has no measurement of {family} in flashinfer {release}"
+        )
+        return Reach(release or "unknown", family, backend, Verdict.UNKNOWN, what)
+    answer = facts.backends.get(backend)
+    if answer is None:
+        measured = ", ".join(sorted(facts.backends)) or "none"
+        return Reach(
+            release or "unknown",
+            family,
+            backend,
+            Verdict.UNKNOWN,
+            f"backend {backend!r} was not measured for {family} in flashinfer {release} "
+            f"(measured: {measured})",
+        )
+    return answer
