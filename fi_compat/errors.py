@@ -14,6 +14,7 @@ changed it, and what to do.
 from __future__ import annotations
 
 __all__ = [
+    "BackendNotDeterministicError",
     "CapabilityMissingError",
     "DeterminismUnavailableError",
     "FakeUninstalledError",
@@ -130,6 +131,36 @@ class GroupNotSupportedError(CapabilityMissingError):
 
 class DeterminismUnavailableError(CapabilityMissingError):
     """Deterministic attention was asked for, but some ``plan`` cannot take the split settings."""
+
+
+class BackendNotDeterministicError(DeterminismUnavailableError):
+    """A wrapper's family and backend do not hand the split settings to the kernel.
+
+    Raised, with determinism on, when a planner or a deterministic wrapper is built over a
+    wrapper whose (class, backend) the measurement of the installed release saw drop or
+    refuse ``fixed_split_size``/``disable_split_kv``, or could not measure at all: planning
+    it would run without the settings and drift with the batch.
+
+    Attributes
+    ----------
+    family
+        The FlashInfer class, e.g. ``"BatchPrefillWithPagedKVCacheWrapper"``.
+    backend
+        The backend it was built with (``"default"`` for a class without one).
+    release
+        The installed FlashInfer release, or ``"unknown"``.
+    verdict
+        What was measured: ``"dropped"``, ``"refused"``, ``"unmeasured"`` or ``"unknown"``.
+    """
+
+    def __init__(
+        self, message: str, *, family: str, backend: str, release: str, verdict: str
+    ) -> None:
+        super().__init__(message, feature=f"{family}[{backend}]")
+        self.family = family
+        self.backend = backend
+        self.release = release
+        self.verdict = verdict
 
 
 class FusionForbiddenError(FiCompatError, RuntimeError):

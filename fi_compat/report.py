@@ -13,6 +13,7 @@ from typing import Any
 from fi_compat._arguments import require_instance, require_str, require_strs
 from fi_compat._signature import Shape, Status, Support
 from fi_compat._surface import (
+    ATTENTION_FAMILIES,
     COMM,
     DECODE,
     FLASHINFER,
@@ -23,6 +24,7 @@ from fi_compat._surface import (
     UNIFIED_FACTORY,
     UNIFIED_FUSION,
 )
+from fi_compat.attention import _reach
 from fi_compat.capabilities import ATTENTION_PROBES, COMM_PROBES, Capabilities
 from fi_compat.errors import UnknownRequirementError, explain
 from fi_compat.hazards import hazards
@@ -120,6 +122,27 @@ def _answers(table: Mapping[str, Mapping[str, Support]]) -> dict[str, dict[str, 
     }
 
 
+#: Every family the split-reach section lists, the decode fast plan last.
+_REACH_FAMILIES: tuple[str, ...] = (*ATTENTION_FAMILIES, _reach.FAST_DECODE_PLAN)
+
+
+def _split_reach(release: str | None) -> dict[str, Any]:
+    """Per family and backend, what the measurement of ``release`` saw the settings do."""
+    families: dict[str, Any] = {}
+    for family in _REACH_FAMILIES:
+        facts = _reach.family_reach(release, family)
+        if facts is None:
+            continue
+        families[family] = {
+            "plan_takes": facts.plan_takes,
+            "backends": {
+                backend: {"verdict": str(answer.verdict), "detail": answer.detail}
+                for backend, answer in facts.backends.items()
+            },
+        }
+    return {"measured": bool(families), "release": release, "families": families}
+
+
 def build_report(capabilities: Capabilities) -> dict[str, Any]:
     """Everything the probe found, as plain JSON-ready data.
 
@@ -155,6 +178,7 @@ def build_report(capabilities: Capabilities) -> dict[str, Any]:
             "bcast_root_is_group_local": comm.bcast_root_is_group_local.to_dict(),
         },
         "attention": _answers(capabilities.attention),
+        "split_reach": _split_reach(info.version),
         "signatures": {
             f"{prefix}{name}": _shape_dict(shape)
             for prefix, shapes in (
@@ -267,6 +291,31 @@ def _yes(value: bool | None) -> str:
     return "unknown" if value is None else ("yes" if value else "no")
 
 
+def _render_reach(release: str | None) -> list[str]:
+    """The split-reach section: per family, its backends grouped by verdict."""
+    section = _split_reach(release)
+    lines = ["", "split settings reach the kernel (measured; deterministic accepts 'reaches')"]
+    if not section["measured"]:
+        return [
+            *lines,
+            f"  flashinfer {release or 'unknown'} was not measured: a deterministic planner "
+            "or wrapper refuses every wrapper",
+        ]
+    for family, facts in section["families"].items():
+        verdicts: dict[str, list[str]] = {}
+        for backend, answer in facts["backends"].items():
+            verdicts.setdefault(answer["verdict"], []).append(backend)
+        order = [str(v) for v in _reach.Verdict]
+        parts = [
+            f"{verdict}: {', '.join(sorted(verdicts[verdict]))}"
+            for verdict in order
+            if verdict in verdicts
+        ]
+        lines.append(f"  {family}")
+        lines.append(f"    {'; '.join(parts) or 'no backend measured'}")
+    return lines
+
+
 def render_text(capabilities: Capabilities) -> str:
     """The report for people.
 
@@ -311,6 +360,7 @@ def render_text(capabilities: Capabilities) -> str:
             lines.append(f"  {owner}")
             for keyword, support in answers.items():
                 lines.append(f"    {keyword:<26} {support.status.value:<12} {support.reason}")
+    lines += _render_reach(info.version) if info.installed else []
     found = hazards(capabilities)
     lines += ["", "hazards" if found else "hazards           none known"]
     lines += [f"  [{hazard.severity.value}] {hazard.id}: {hazard.message}" for hazard in found]

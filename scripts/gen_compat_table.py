@@ -1,8 +1,9 @@
-"""Print (or write into README.md) the FlashInfer compatibility table.
+"""Print (or write into README.md) the FlashInfer compatibility and split-reach tables.
 
-The table is generated from the recorded release signatures in
-``fi_compat/testing/signatures/``; ``tests/testing/test_table.py`` fails when the README's
-copy (between ``<!-- compat-table:start -->`` and ``<!-- compat-table:end -->``) drifts.
+The compatibility table is generated from the recorded release signatures in
+``fi_compat/testing/signatures/``, the split-reach table from the measurements in
+``fi_compat/attention/reach.json``; ``tests/testing/test_table.py`` fails when the README's
+copy of either (between its ``<!-- ...:start -->`` and ``<!-- ...:end -->`` markers) drifts.
 
 Usage::
 
@@ -16,15 +17,24 @@ import argparse
 import sys
 from pathlib import Path
 
-from fi_compat.testing._table import TABLE_END, TABLE_START, compat_table
+from fi_compat.testing._table import (
+    REACH_END,
+    REACH_START,
+    TABLE_END,
+    TABLE_START,
+    compat_table,
+    reach_table,
+)
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
-def replace_block(text: str, table: str) -> str:
+def replace_block(
+    text: str, table: str, start_marker: str = TABLE_START, end_marker: str = TABLE_END
+) -> str:
     """``text`` with the content between the markers replaced by ``table``."""
-    start = text.index(TABLE_START) + len(TABLE_START)
-    end = text.index(TABLE_END)
+    start = text.index(start_marker) + len(start_marker)
+    end = text.index(end_marker)
     return text[:start] + "\n" + table + text[end:]
 
 
@@ -34,11 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="update README.md in place")
     args = parser.parse_args(argv)
     table = compat_table()
+    reach = reach_table()
     if not args.write:
-        sys.stdout.write(table)
+        sys.stdout.write(table + "\n" + reach)
         return 0
     text = README.read_text(encoding="utf-8")
-    README.write_text(replace_block(text, table), encoding="utf-8")
+    text = replace_block(text, table)
+    text = replace_block(text, reach, REACH_START, REACH_END)
+    README.write_text(text, encoding="utf-8")
     print(f"updated {README}")
     return 0
 

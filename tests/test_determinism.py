@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from fi_compat import determinism
 from fi_compat.attention import AttentionPlanner, PlannerConfigError, Settings
 from fi_compat.errors import FusionForbiddenError
+from tests.support.attention_doubles import DecodeDouble, measured_capabilities
 
 
 @pytest.fixture(autouse=True)
@@ -22,13 +23,7 @@ def _restore() -> Iterator[None]:
     determinism.set_deterministic(before)
 
 
-class Decode:
-    use_tensor_cores = True
-
-    def plan(
-        self, *args: object, fixed_split_size: object = None, disable_split_kv: object = False
-    ) -> None:
-        pass
+Decode = DecodeDouble
 
 
 def test_off_in_a_fresh_process() -> None:
@@ -81,7 +76,7 @@ def test_planner_and_fusion_gate_always_agree(switches: list[bool]) -> None:
     """Whatever the history of the switch, a planner built now and the fusion gate agree."""
     for on in switches:
         determinism.set_deterministic(on)
-        planner = AttentionPlanner.single(decode=Decode())
+        planner = AttentionPlanner.single(decode=Decode(), capabilities=measured_capabilities())
         try:
             determinism.ensure_fusion_allowed()
             fusion_allowed = True
@@ -96,8 +91,14 @@ def test_planner_and_fusion_gate_always_agree(switches: list[bool]) -> None:
 def test_settings_cannot_be_a_second_switch(on: bool) -> None:
     determinism.set_deterministic(on)
     with pytest.raises(PlannerConfigError, match="one switch"):
-        AttentionPlanner.single(decode=Decode(), settings=Settings(deterministic=not on))
-    agreeing = AttentionPlanner.single(decode=Decode(), settings=Settings(deterministic=on))
+        AttentionPlanner.single(
+            decode=Decode(),
+            settings=Settings(deterministic=not on),
+            capabilities=measured_capabilities(),
+        )
+    agreeing = AttentionPlanner.single(
+        decode=Decode(), settings=Settings(deterministic=on), capabilities=measured_capabilities()
+    )
     assert agreeing.settings.deterministic is on
 
 

@@ -105,6 +105,16 @@ def int_at_least(low: int, high: int) -> st.SearchStrategy[Arg]:
     return either(st.integers(low, high), st.one_of(NOT_INT, st.integers(-5, low - 1)))
 
 
+#: ``fixed_split_size`` as ``Settings`` takes it: a positive page count, or None / -1 for none.
+SPLIT_SIZE = either(
+    st.one_of(st.integers(1, 1 << 16), st.sampled_from([None, -1])),
+    st.one_of(
+        NOT_INT.filter(lambda value: value is not None),
+        st.integers(-5, 0).filter(lambda value: value != -1),
+    ),
+)
+
+
 def _all_valid(args: dict[str, Arg]) -> bool:
     return all(arg.valid for arg in args.values())
 
@@ -271,9 +281,13 @@ def test_align_dummy_run(args: dict[str, Arg]) -> None:
             "deterministic": either(
                 st.sampled_from([None, False]), NOT_BOOL.filter(lambda value: value is not None)
             ),
-            "prefill_split_size": int_at_least(1, 1 << 16),
-            "decode_split_size": int_at_least(1, 1 << 16),
+            "prefill_split_size": SPLIT_SIZE,
+            "decode_split_size": SPLIT_SIZE,
             "cuda_graph": BOOL,
+            "disable_split_kv": either(
+                st.sampled_from([None, True, False]),
+                NOT_BOOL.filter(lambda value: value is not None),
+            ),
         }
     )
 )
@@ -281,7 +295,8 @@ def test_settings(args: dict[str, Arg]) -> None:
     values = _values(args)
     with determinism.deterministic(False):
         ok, result = _outcome(lambda: Settings(**values).resolved())
-    assert ok is _all_valid(args)
+    graph_with_split = values["cuda_graph"] is True and values["disable_split_kv"] is False
+    assert ok is (_all_valid(args) and not graph_with_split)
     if ok:
         assert result.deterministic is False
         assert result.split_kwargs("decode") == {}

@@ -239,3 +239,49 @@ def test_report_functions_refuse_malformed_arguments(call: Any) -> None:
 def test_missing_takes_any_iterable_of_names() -> None:
     caps = get_capabilities()
     assert missing(caps, (name for name in ["flashinfer"])) == missing(caps, ["flashinfer"])
+
+
+def test_split_reach_section_is_the_measurement_of_the_installed_release(
+    fake_package: FakePackage, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fi_compat.attention import family_reach
+
+    fake_package(fakes.package(version="0.7.2"))
+    code, out, _ = run_cli(capsys, "--json")
+    assert code == 0
+    section = json.loads(out)["split_reach"]
+    assert (section["measured"], section["release"]) == (True, "0.7.2")
+    paged = section["families"]["BatchPrefillWithPagedKVCacheWrapper"]
+    facts = family_reach("0.7.2", "BatchPrefillWithPagedKVCacheWrapper")
+    assert facts is not None
+    assert paged["plan_takes"] is facts.plan_takes
+    assert {b: a["verdict"] for b, a in paged["backends"].items()} == {
+        b: str(a.verdict) for b, a in facts.backends.items()
+    }
+    assert paged["backends"]["fa2"]["verdict"] == "reaches"
+    assert paged["backends"]["fa3"]["verdict"] == "dropped"
+    _, text, _ = run_cli(capsys)
+    lines = text.splitlines()
+    at = lines.index("  BatchPrefillWithPagedKVCacheWrapper")
+    assert lines[at + 1].startswith("    reaches: fa2; dropped: ")
+    assert "fa3" in lines[at + 1]
+    assert "  BatchMLAPagedAttentionWrapper" in lines
+
+
+def test_split_reach_section_of_an_unmeasured_release(
+    fake_package: FakePackage, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_package(fakes.package(version="0.3.1"))
+    assert run_cli(capsys, "--json")[0] == 0
+    _, out, _ = run_cli(capsys, "--json")
+    assert json.loads(out)["split_reach"] == {"measured": False, "release": "0.3.1", "families": {}}
+    _, text, _ = run_cli(capsys)
+    assert "flashinfer 0.3.1 was not measured: a deterministic planner or wrapper refuses" in text
+
+
+def test_no_split_reach_lines_without_flashinfer(no_flashinfer: None) -> None:
+    from fi_compat.report import render_text
+
+    text = render_text(get_capabilities())
+    assert "split settings reach the kernel" not in text
+    assert build_report(get_capabilities())["split_reach"]["measured"] is False

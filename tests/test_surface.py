@@ -254,6 +254,11 @@ def _code_strings(path: Path) -> Iterator[tuple[int, str]]:
             first = node.body[0] if node.body else None
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
                 docstrings.add(id(first.value))
+    for node in ast.walk(tree):  # __all__ names fi-compat's own objects (a drop-in keeps a name)
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
+        ):
+            docstrings.update(id(element) for element in ast.walk(node.value))
     texts = [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
     for node in texts:
         if id(node) not in docstrings:

@@ -32,8 +32,19 @@ Contract with :mod:`fi_compat.determinism`:
   ``disable_split_kv=True`` (``Settings(cuda_graph=True)``: capture and replay). Not
   deterministic: nothing is added; the call is exactly the engine's direct call.
 - Refuse, never drop: when deterministic and a wrapper's ``plan`` cannot take the split
-  settings (before 0.4.0, or ``**kwargs`` fi-compat cannot follow), or a decode wrapper
-  lacks tensor cores, the planner's constructor raises; a forward pass never starts.
+  settings (before 0.4.0, or ``**kwargs`` fi-compat cannot follow), a decode wrapper
+  lacks tensor cores, or its class and backend were not measured to hand the settings to
+  the kernel on the installed release (:func:`split_reach`; ``backend="auto"`` never is),
+  the planner's constructor raises; a forward pass never starts.
+
+Engines that keep their own ``plan`` calls wrap each FlashInfer wrapper instead::
+
+    decode = deterministic_wrapper(BatchDecodeWithPagedKVCacheWrapper(
+        workspace, "NHD", use_tensor_cores=True, backend="fa2"))
+    decode.plan(...)                        # carries the settings
+    fast_decode_plan(decode, ...)           # so does the release's fast plan
+
+The same checks run when wrapping; per ``plan`` the wrapper only merges the settings.
 
 Importing this package imports neither torch nor FlashInfer.
 """
@@ -41,9 +52,12 @@ Importing this package imports neither torch nor FlashInfer.
 from __future__ import annotations
 
 from fi_compat.attention._planner import AttentionPlanner, Layout, PlanArgs, PlanTarget
+from fi_compat.attention._reach import FamilyReach, Reach, Verdict, family_reach, measured_releases
+from fi_compat.attention._reach import reach as split_reach
 from fi_compat.attention._settings import (
     DEFAULT_DECODE_SPLIT_SIZE,
     DEFAULT_PREFILL_SPLIT_SIZE,
+    NO_FIXED_SIZE,
     SPLIT_KEYWORDS,
     Settings,
 )
@@ -55,23 +69,45 @@ from fi_compat.attention._spans import (
     window_decode_span,
     window_prefill_span,
 )
-from fi_compat.errors import PlannerConfigError, TensorCoresRequiredError
+from fi_compat.attention._wrapper import (
+    deterministic_wrapper,
+    fast_decode_plan,
+    is_deterministic_wrapper,
+)
+from fi_compat.errors import (
+    BackendNotDeterministicError,
+    DeterminismUnavailableError,
+    PlannerConfigError,
+    TensorCoresRequiredError,
+)
 
 __all__ = [
     "DEFAULT_DECODE_SPLIT_SIZE",
     "DEFAULT_PREFILL_SPLIT_SIZE",
+    "NO_FIXED_SIZE",
     "SPLIT_KEYWORDS",
     "AttentionPlanner",
+    "BackendNotDeterministicError",
+    "DeterminismUnavailableError",
+    "FamilyReach",
     "KvSpan",
     "Layout",
     "PlanArgs",
     "PlanTarget",
     "PlannerConfigError",
+    "Reach",
     "Settings",
     "TensorCoresRequiredError",
+    "Verdict",
     "cross_attention_decoder_span",
     "cross_attention_encoder_span",
+    "deterministic_wrapper",
+    "family_reach",
+    "fast_decode_plan",
     "full_span",
+    "is_deterministic_wrapper",
+    "measured_releases",
+    "split_reach",
     "window_decode_span",
     "window_prefill_span",
 ]

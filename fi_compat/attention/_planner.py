@@ -8,17 +8,15 @@ deterministic) and refuses what cannot be deterministic. Per step it does one th
 
 from __future__ import annotations
 
-import contextlib
 import enum
-import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from fi_compat import _surface
-from fi_compat._arguments import describe, require_instance
-from fi_compat._signature import Status, Support, inspect_callable
-from fi_compat._surface import GATES, PLAN
+from fi_compat._arguments import describe, require_bool, require_instance
+from fi_compat._surface import FAST_DECODE_PLAN, PLAN
+from fi_compat.attention import _reach, _vouch
 from fi_compat.attention._settings import SPLIT_KEYWORDS, Settings
 from fi_compat.attention._spans import (
     KvSpan,
@@ -31,12 +29,18 @@ from fi_compat.attention._spans import (
     check_ragged,
     check_window,
 )
-from fi_compat.errors import (
-    DeterminismUnavailableError,
-    PlannerConfigError,
-    TensorCoresRequiredError,
-    explain,
+from fi_compat.attention._vouch import (
+    backend_of,
+    check_options,
+    check_reach,
+    check_signature,
+    check_tensor_cores,
+    family_of,
+    flag,
+    refuse_reach,
+    release_of,
 )
+from fi_compat.errors import CapabilityMissingError, PlannerConfigError, explain
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -138,6 +142,11 @@ class PlanTarget:
 def _call_plan(slot: PlanTarget, request: PlanArgs) -> None:
     """The one call of ``plan`` in fi-compat: the engine's arguments plus the split settings."""
     slot.wrapper.plan(*request.args, **request.kwargs, **slot.split)
+
+
+def _call_fast_plan(fast: Callable[..., Any], slot: PlanTarget, request: PlanArgs) -> None:
+    """The one call of the release's ``fast_decode_plan``: as :func:`_call_plan`."""
+    fast(slot.wrapper, *request.args, **request.kwargs, **slot.split)
 
 
 # ---------------------------------------------------------------------------- argument checks
@@ -255,119 +264,6 @@ def _check_requests(
 # ---------------------------------------------------------------------------- build-time checks
 
 
-def _version(capabilities: Capabilities | None) -> str:
-    if capabilities is None:
-        from fi_compat.capabilities import get_capabilities
-
-        capabilities = get_capabilities()
-    return capabilities.flashinfer.version or "unknown"
-
-
-#: ``(class, plan function) -> answers``: engines build many planners over the same classes
-#: (one per captured batch size), and following ``**kwargs`` means parsing source.
-_SUPPORT_CACHE: dict[tuple[type[object], object], tuple[Support, ...]] = {}
-
-
-def _declared_support(owner: type[object], func: Callable[..., Any]) -> tuple[Support, ...]:
-    """Answers for :data:`SPLIT_KEYWORDS` on one ``plan``, computed once per function."""
-    try:
-        return _SUPPORT_CACHE[owner, func]
-    except (KeyError, TypeError):  # not seen yet, or an unhashable callable
-        pass
-    shape = inspect_callable(f"{owner.__name__}.plan", func, owner=owner)
-    answers = tuple(shape.support(keyword) for keyword in SPLIT_KEYWORDS)
-    with contextlib.suppress(TypeError):
-        _SUPPORT_CACHE[owner, func] = answers
-    return answers
-
-
-def _plan_support(wrapper: Any) -> dict[str, Support]:
-    """What the ``plan`` that will actually be called declares, following ``**kwargs``."""
-    owner: type[object] = type(wrapper)
-    name = f"{owner.__name__}.plan"
-    func: Any = inspect.getattr_static(wrapper, PLAN, None)
-    if func is None:
-        missing = Support(Status.UNSUPPORTED, f"{owner.__name__} has no plan method")
-        return dict.fromkeys(SPLIT_KEYWORDS, missing)
-    if isinstance(func, staticmethod | classmethod):
-        func = func.__func__
-    if not callable(func):
-        broken = Support(Status.UNKNOWN, f"{name} is not callable: {func!r}")
-        return dict.fromkeys(SPLIT_KEYWORDS, broken)
-    return dict(zip(SPLIT_KEYWORDS, _declared_support(owner, func), strict=True))
-
-
-def _check_split_support(slot: PlanTarget, capabilities: Capabilities | None) -> None:
-    answers = _plan_support(slot.wrapper)
-    missing = {keyword: support for keyword, support in answers.items() if not support.supported}
-    if not missing:
-        return
-    keyword, support = next(iter(missing.items()))
-    gate = GATES[keyword]
-    found = "; ".join(f"{k}: {s.status} ({s.reason})" for k, s in missing.items())
-    if support.status is Status.UNKNOWN:
-        fix = (
-            "install a flashinfer-python release whose plan declares the split settings "
-            f"(any release from {gate.introduced_in} on), or turn deterministic inference off; "
-            "fi-compat will not guess whether an unresolvable **kwargs honours them"
-        )
-    else:
-        fix = (
-            f"upgrade flashinfer-python to {gate.introduced_in} or later "
-            f"(pip install 'flashinfer-python>={gate.introduced_in}'), "
-            "or turn deterministic inference off"
-        )
-    raise DeterminismUnavailableError(
-        explain(
-            f"{slot.kind}.plan (the {slot.role} wrapper) to accept fixed_split_size= and "
-            "disable_split_kv= for deterministic attention",
-            f"{found} on flashinfer {_version(capabilities)}",
-            changed_in=gate.introduced_in,
-            fix=fix,
-        ),
-        feature=keyword,
-        introduced_in=gate.introduced_in,
-    )
-
-
-def _flag(wrapper: Any, names: tuple[str, ...]) -> bool | None:
-    """The first of ``names`` that reads as a bool on ``wrapper``; None when none does."""
-    for name in names:
-        try:
-            value = getattr(wrapper, name)
-        except Exception:  # a property that raises counts as unreadable
-            continue
-        if isinstance(value, bool):
-            return value
-    return None
-
-
-def _check_tensor_cores(slot: PlanTarget, capabilities: Capabilities | None) -> None:
-    # FlashInfer records use_tensor_cores= on the instance as ``_use_tensor_cores`` and
-    # exposes it as the read-only property ``use_tensor_cores`` (0.2.x to 0.7.x; in
-    # 0.7.x the trtllm-gen and cute-dsl backends switch it on too).
-    value = _flag(slot.wrapper, ("use_tensor_cores", "_use_tensor_cores"))
-    if value:
-        return
-    found = (
-        "use_tensor_cores=False"
-        if value is False
-        else "a wrapper whose use_tensor_cores cannot be read "
-        f"({type(slot.wrapper).__name__} has neither use_tensor_cores nor _use_tensor_cores)"
-    )
-    raise TensorCoresRequiredError(
-        explain(
-            f"the {slot.role} {DECODE} to be built with use_tensor_cores=True: FlashInfer "
-            "takes fixed_split_size only on tensor-core decode (plan raises ValueError "
-            "otherwise) and ignores disable_split_kv without tensor cores",
-            f"{found} on flashinfer {_version(capabilities)}",
-            fix=f"build the decode wrappers with {DECODE}(..., use_tensor_cores=True) when "
-            "deterministic inference is on (SGLang and vLLM both do)",
-        ),
-        feature="use_tensor_cores",
-    )
-
-
 def _check_kind(slot: PlanTarget) -> None:
     """Refuse a FlashInfer wrapper handed over in another wrapper's place."""
     names = {cls.__name__ for cls in type(slot.wrapper).__mro__}
@@ -402,7 +298,7 @@ def _check_distinct(slots: tuple[PlanTarget, ...]) -> None:
 def _check_graph_mode(slot: PlanTarget, settings: Settings) -> None:
     if settings.cuda_graph:
         return
-    if _flag(slot.wrapper, ("is_cuda_graph_enabled", "_use_cuda_graph")):
+    if flag(slot.wrapper, ("is_cuda_graph_enabled", "_use_cuda_graph")):
         raise PlannerConfigError(
             explain(
                 "an eager planner to drive eager wrappers; a CUDA-graph wrapper needs "
@@ -459,6 +355,43 @@ def _span_fn(layout: Layout, window_left: int | None) -> Callable[..., tuple[KvS
     return single
 
 
+def _fast_plan(
+    decode: tuple[PlanTarget, ...],
+    wanted: bool,
+    settings: Settings,
+    capabilities: Capabilities | None,
+) -> Callable[..., Any] | None:
+    """The release's ``fast_decode_plan`` for a planner built with ``fast_decode=True``."""
+    if not wanted:
+        return None
+    fast = _vouch.fast_plan_of_release()
+    if fast is None:
+        raise CapabilityMissingError(
+            explain(
+                f"{FAST_DECODE_PLAN.dotted} for fast_decode=True",
+                f"none in flashinfer {release_of(capabilities) or 'unknown'}",
+                changed_in=FAST_DECODE_PLAN.since,
+                fix=f"upgrade flashinfer-python to {FAST_DECODE_PLAN.since} or later, or "
+                "build the planner without fast_decode",
+            ),
+            feature=FAST_DECODE_PLAN.key,
+            introduced_in=FAST_DECODE_PLAN.since,
+        )
+    if settings.deterministic:
+        release = release_of(capabilities)
+        for slot in decode:
+            family = family_of(slot.wrapper) or slot.kind
+            backend = backend_of(slot.wrapper, family, release) or "unreadable"
+            answer = _reach.reach(release, _reach.FAST_DECODE_PLAN, backend)
+            if not answer.reaches:
+                raise refuse_reach(
+                    answer,
+                    f"{FAST_DECODE_PLAN.key} for the {slot.role} {family} (backend={backend!r})",
+                    f"the {slot.role} {family}",
+                )
+    return fast
+
+
 class AttentionPlanner:
     """Routes every FlashInfer attention ``plan`` call of an engine, adding the split settings.
 
@@ -486,13 +419,23 @@ class AttentionPlanner:
         Defaults to ``Settings()``: deterministic exactly when
         :func:`fi_compat.determinism.is_deterministic` says so now.
     capabilities
-        Used only for the release named in error messages; probed when needed.
+        Used for the installed release (its measurements, and error messages); probed when
+        needed.
+    fast_decode
+        The engine replays CUDA graphs through FlashInfer's ``fast_decode_plan``:
+        :meth:`plan_decode` with ``fast=True`` calls it (with the same settings as
+        ``plan``). Deterministic, a release whose fast plan was not measured to hand the
+        settings to the kernel for these decode wrappers is refused here.
 
     Raises
     ------
     DeterminismUnavailableError
         Deterministic, and some wrapper's ``plan`` does not take (``unsupported``) or may
-        not take (``unknown``) ``fixed_split_size`` and ``disable_split_kv``.
+        not take (``unknown``) ``fixed_split_size`` and ``disable_split_kv``; or (as
+        :class:`~fi_compat.errors.BackendNotDeterministicError`) its class and backend
+        were not measured to hand them to the kernel on the installed release (``fa3``,
+        ``cutlass``, ``cudnn``, ``auto`` where it may resolve to those, MLA, POD, ...), or
+        it is no FlashInfer wrapper at all.
     TensorCoresRequiredError
         Deterministic, and a decode wrapper was built without tensor cores.
     PlannerConfigError
@@ -506,7 +449,16 @@ class AttentionPlanner:
         CUDA-graph wrapper given to a planner built with ``Settings(cuda_graph=False)``.
     """
 
-    __slots__ = ("_decode", "_prefill", "_ragged", "_spans", "layout", "settings", "window_left")
+    __slots__ = (
+        "_decode",
+        "_fast",
+        "_prefill",
+        "_ragged",
+        "_spans",
+        "layout",
+        "settings",
+        "window_left",
+    )
 
     def __init__(
         self,
@@ -518,29 +470,11 @@ class AttentionPlanner:
         window_left: int | None = None,
         settings: Settings | None = None,
         capabilities: Capabilities | None = None,
+        fast_decode: bool = False,
     ) -> None:
         layout = _layout(layout)
-        require_instance(
-            "settings",
-            settings,
-            Settings,
-            "a fi_compat.attention.Settings",
-            optional=True,
-            error=PlannerConfigError,
-            fix="pass Settings(...) or leave settings out",
-        )
-        if capabilities is not None:
-            from fi_compat.capabilities import Capabilities
-
-            require_instance(
-                "capabilities",
-                capabilities,
-                Capabilities,
-                "a fi_compat.capabilities.Capabilities",
-                optional=True,
-                error=PlannerConfigError,
-                fix="pass fi_compat.capabilities.get_capabilities() or leave it out",
-            )
+        require_bool("fast_decode", fast_decode, error=PlannerConfigError)
+        check_options(settings, capabilities)
         prefill = _wrappers("prefill", prefill, PREFILL_PAGED, layout)
         decode = _wrappers("decode", decode, DECODE, layout)
         if ragged is not None:
@@ -579,11 +513,15 @@ class AttentionPlanner:
         for slot in self.targets:
             _check_kind(slot)
         if resolved.deterministic:
+            release = release_of(capabilities)
             for slot in self.targets:
-                _check_split_support(slot, capabilities)
+                check_signature(slot.wrapper, slot.kind, slot.role, release)
                 _check_graph_mode(slot, resolved)
             for slot in self._decode:
-                _check_tensor_cores(slot, capabilities)
+                check_tensor_cores(slot.wrapper, slot.role, release)
+            for slot in self.targets:
+                check_reach(slot.wrapper, slot.role, release)
+        self._fast = _fast_plan(self._decode, fast_decode, resolved, capabilities)
 
         self.layout = layout
         self.settings = resolved
@@ -599,6 +537,7 @@ class AttentionPlanner:
         decode: Any = None,
         settings: Settings | None = None,
         capabilities: Capabilities | None = None,
+        fast_decode: bool = False,
     ) -> AttentionPlanner:
         """A planner for one paged wrapper per phase (plus an optional ragged one).
 
@@ -612,6 +551,7 @@ class AttentionPlanner:
             decode=() if decode is None else (decode,),
             settings=settings,
             capabilities=capabilities,
+            fast_decode=fast_decode,
         )
 
     @classmethod
@@ -624,6 +564,7 @@ class AttentionPlanner:
         decode: tuple[Any, Any] | None = None,
         settings: Settings | None = None,
         capabilities: Capabilities | None = None,
+        fast_decode: bool = False,
     ) -> AttentionPlanner:
         """A planner for ``(window, full)`` wrapper pairs.
 
@@ -637,6 +578,7 @@ class AttentionPlanner:
             window_left=window_left,
             settings=settings,
             capabilities=capabilities,
+            fast_decode=fast_decode,
         )
 
     @classmethod
@@ -648,6 +590,7 @@ class AttentionPlanner:
         decode: tuple[Any, Any] | None = None,
         settings: Settings | None = None,
         capabilities: Capabilities | None = None,
+        fast_decode: bool = False,
     ) -> AttentionPlanner:
         """A planner for ``(self-attention, cross-attention)`` wrapper pairs.
 
@@ -660,6 +603,7 @@ class AttentionPlanner:
             decode=decode,
             settings=settings,
             capabilities=capabilities,
+            fast_decode=fast_decode,
         )
 
     # ------------------------------------------------------------------------ per step
@@ -771,23 +715,41 @@ class AttentionPlanner:
         for slot, request in zip(self._prefill, paged, strict=True):
             _call_plan(slot, request)
 
-    def plan_decode(self, decode: Sequence[PlanArgs]) -> None:
+    def plan_decode(self, decode: Sequence[PlanArgs], *, fast: bool = False) -> None:
         """Plan every decode wrapper.
 
         Parameters
         ----------
         decode
             One :class:`PlanArgs` per decode wrapper, in :attr:`Layout.roles` order.
+        fast
+            Plan through the release's ``flashinfer.decode.fast_decode_plan`` (a replay
+            after a capture), with the same settings; needs ``fast_decode=True`` at build.
 
         Raises
         ------
         PlannerConfigError
             ``decode`` is not a list or tuple of exactly one :class:`PlanArgs` per decode
-            wrapper. Raised before any wrapper is planned.
+            wrapper, ``fast`` is not a bool, or ``fast=True`` on a planner built without
+            ``fast_decode=True``. Raised before any wrapper is planned.
         """
         _check_requests("decode", self._decode, decode, self.layout)
+        if fast is False:
+            for slot, request in zip(self._decode, decode, strict=True):
+                _call_plan(slot, request)
+            return
+        require_bool("fast", fast, error=PlannerConfigError)
+        if self._fast is None:
+            raise PlannerConfigError(
+                explain(
+                    "a planner built with fast_decode=True for plan_decode(fast=True)",
+                    "a planner built without it",
+                    fix="build the planner with fast_decode=True (its release's fast plan is "
+                    "checked then)",
+                )
+            )
         for slot, request in zip(self._decode, decode, strict=True):
-            _call_plan(slot, request)
+            _call_fast_plan(self._fast, slot, request)
 
     def __repr__(self) -> str:
         return (

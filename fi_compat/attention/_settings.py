@@ -20,6 +20,7 @@ from fi_compat.errors import PlannerConfigError, explain
 __all__ = [
     "DEFAULT_DECODE_SPLIT_SIZE",
     "DEFAULT_PREFILL_SPLIT_SIZE",
+    "NO_FIXED_SIZE",
     "SPLIT_KEYWORDS",
     "Settings",
 ]
@@ -38,9 +39,24 @@ SPLIT_KEYWORDS: tuple[str, ...] = _surface.SPLIT_KEYWORDS
 _NOTHING: Mapping[str, object] = MappingProxyType({})
 
 
+#: What FlashInfer's ``plan`` reads as "no fixed split size": ``None`` becomes ``-1``.
+NO_FIXED_SIZE = -1
+
+
+def _size(value: int | None) -> int | None:
+    """``None`` and ``-1`` both mean "no fixed size" to FlashInfer; the planner says None."""
+    return None if value is None or value == NO_FIXED_SIZE else value
+
+
 @dataclass(frozen=True)
 class Settings:
     """How the planner fixes FlashInfer's split-KV reduction order.
+
+    Every ``plan`` of a deterministic planner or wrapper gets one pair
+    ``(fixed_split_size, disable_split_kv)``. FlashInfer's scheduler reads the fixed size only
+    when splitting is on, so a pair is deterministic when it disables splitting or fixes the
+    size; ``(None, False)`` (vLLM's ``(-1, False)``) lets FlashInfer pick the split per
+    batch and is refused when deterministic.
 
     Attributes
     ----------
@@ -50,40 +66,93 @@ class Settings:
         assertion, never a second switch (a deterministic planner next to an allowed
         allreduce fusion would not be deterministic).
     prefill_split_size
-        ``fixed_split_size`` for prefill plans (paged and ragged), in pages.
+        ``fixed_split_size`` for prefill plans (paged and ragged), in pages; ``None`` or
+        ``-1`` for no fixed size (then ``disable_split_kv`` must be True when deterministic).
     decode_split_size
-        ``fixed_split_size`` for decode plans, in pages.
+        ``fixed_split_size`` for decode plans, in pages; ``None`` or ``-1`` as above.
     cuda_graph
         The planner drives wrappers that are captured in and replayed from CUDA graphs:
         every plan gets ``fixed_split_size=None`` and ``disable_split_kv=True`` (a fixed
-        split size can change the number of launched CTAs between replays).
+        split size can change the number of launched CTAs between replays). The
+        deterministic wrapper defaults to this mode for a wrapper built with
+        ``use_cuda_graph=True``.
+    disable_split_kv
+        ``None`` (the default): True in CUDA-graph mode, False otherwise. An explicit value
+        gives the engine's own pair, e.g. vLLM's batch-invariant ``(4096, True)``; False is
+        refused in CUDA-graph mode.
 
     Raises
     ------
     PlannerConfigError
-        ``deterministic`` is neither ``None`` nor a bool, ``cuda_graph`` is not a bool
-        (``"false"`` would count as on), or a split size is not a positive int.
+        ``deterministic`` or ``disable_split_kv`` is neither ``None`` nor a bool,
+        ``cuda_graph`` is not a bool (``"false"`` would count as on), a split size is
+        neither ``None``, ``-1`` nor a positive int, or ``cuda_graph=True`` comes with
+        ``disable_split_kv=False``.
     """
 
     deterministic: bool | None = None
-    prefill_split_size: int = DEFAULT_PREFILL_SPLIT_SIZE
-    decode_split_size: int = DEFAULT_DECODE_SPLIT_SIZE
+    prefill_split_size: int | None = DEFAULT_PREFILL_SPLIT_SIZE
+    decode_split_size: int | None = DEFAULT_DECODE_SPLIT_SIZE
     cuda_graph: bool = False
+    disable_split_kv: bool | None = None
 
     def __post_init__(self) -> None:
         require_bool("deterministic", self.deterministic, optional=True, error=PlannerConfigError)
         require_bool("cuda_graph", self.cuda_graph, error=PlannerConfigError)
+        require_bool(
+            "disable_split_kv", self.disable_split_kv, optional=True, error=PlannerConfigError
+        )
         for name in ("prefill_split_size", "decode_split_size"):
+            value = getattr(self, name)
+            if value is None or (value == NO_FIXED_SIZE and type(value) is int):
+                object.__setattr__(self, name, None)
+                continue
             require_int(
                 name,
-                getattr(self, name),
+                value,
                 minimum=1,
-                detail="pages of the KV cache",
+                detail="pages of the KV cache; None or -1 for no fixed size",
                 error=PlannerConfigError,
                 fix="pass a positive page count, e.g. "
                 f"{DEFAULT_PREFILL_SPLIT_SIZE} for prefill, "
-                f"{DEFAULT_DECODE_SPLIT_SIZE} for decode",
+                f"{DEFAULT_DECODE_SPLIT_SIZE} for decode, or None",
             )
+        if self.cuda_graph and self.disable_split_kv is False:
+            raise PlannerConfigError(
+                explain(
+                    "disable_split_kv=True (or None) in CUDA-graph mode: a split chosen per "
+                    "batch can change the number of launched CTAs between replays",
+                    "Settings(cuda_graph=True, disable_split_kv=False)",
+                    fix="leave disable_split_kv at None, or use cuda_graph=False",
+                )
+            )
+
+    @classmethod
+    def from_split(
+        cls,
+        fixed_split_size: int | None,
+        disable_split_kv: bool,
+        *,
+        cuda_graph: bool = False,
+        deterministic: bool | None = None,
+    ) -> Settings:
+        """The settings an engine's own pair stands for, for both phases.
+
+        ``Settings.from_split(4096, True)`` is vLLM's batch-invariant pair,
+        ``Settings.from_split(None, True, cuda_graph=True)`` the CUDA-graph pair.
+
+        Raises
+        ------
+        PlannerConfigError
+            As the constructor.
+        """
+        return cls(
+            deterministic=deterministic,
+            prefill_split_size=fixed_split_size,
+            decode_split_size=fixed_split_size,
+            cuda_graph=cuda_graph,
+            disable_split_kv=disable_split_kv,
+        )
 
     def resolved(self) -> Settings:
         """These settings with ``deterministic`` read from the process-wide switch.
@@ -91,12 +160,12 @@ class Settings:
         Raises
         ------
         PlannerConfigError
-            ``deterministic`` was given and disagrees with the switch.
+            ``deterministic`` was given and disagrees with the switch, or deterministic
+            with a phase whose pair lets FlashInfer choose the split (no fixed size and
+            splitting not disabled).
         """
         switch = determinism.is_deterministic()
-        if self.deterministic is None:
-            return replace(self, deterministic=switch)
-        if self.deterministic != switch:
+        if self.deterministic is not None and self.deterministic != switch:
             raise PlannerConfigError(
                 explain(
                     f"Settings(deterministic={self.deterministic}) to agree with "
@@ -108,12 +177,34 @@ class Settings:
                     "at None",
                 )
             )
-        return self
+        settings = self if self.deterministic is not None else replace(self, deterministic=switch)
+        if switch and not self._disables():
+            for phase in ("prefill", "decode"):
+                if self._fixed(phase) is None:
+                    raise PlannerConfigError(
+                        explain(
+                            f"a deterministic {phase} pair: a fixed split size, or "
+                            "disable_split_kv=True",
+                            f"{phase}_split_size=None with disable_split_kv=False, which lets "
+                            "FlashInfer choose the split for each batch",
+                            fix=f"set {phase}_split_size to a page count (e.g. "
+                            f"{DEFAULT_PREFILL_SPLIT_SIZE}), or disable_split_kv=True",
+                        )
+                    )
+        return settings
+
+    def _disables(self) -> bool:
+        return self.cuda_graph if self.disable_split_kv is None else self.disable_split_kv
+
+    def _fixed(self, phase: str) -> int | None:
+        return self.prefill_split_size if phase == "prefill" else self.decode_split_size
 
     def split_kwargs(self, phase: str) -> Mapping[str, object]:
         """The keyword arguments every ``plan`` of ``phase`` gets; empty when not deterministic.
 
         Meant for :meth:`resolved` settings (``deterministic=None`` counts as off here).
+        CUDA-graph mode gives ``fixed_split_size=None, disable_split_kv=True``; otherwise the
+        phase's size and ``disable_split_kv``.
 
         Parameters
         ----------
@@ -125,5 +216,26 @@ class Settings:
             return _NOTHING
         if self.cuda_graph:
             return MappingProxyType({"fixed_split_size": None, "disable_split_kv": True})
-        size = self.prefill_split_size if phase == "prefill" else self.decode_split_size
-        return MappingProxyType({"fixed_split_size": size, "disable_split_kv": False})
+        return MappingProxyType(
+            {"fixed_split_size": self._fixed(phase), "disable_split_kv": self._disables()}
+        )
+
+
+def same_split(
+    fixed_split_size: object, disable_split_kv: object, split: Mapping[str, object]
+) -> bool:
+    """True when an engine's pair makes FlashInfer's scheduler do what ``split`` does.
+
+    The scheduler ignores the fixed size while splitting is disabled, so two pairs that both
+    disable it agree whatever their sizes; otherwise the sizes must be equal, ``None`` and
+    ``-1`` both meaning "none". A non-bool flag or a non-int size never agrees.
+    """
+    if type(disable_split_kv) is not bool:
+        return False
+    if fixed_split_size is not None and type(fixed_split_size) is not int:
+        return False
+    if disable_split_kv and split["disable_split_kv"] is True:
+        return True
+    return disable_split_kv == split["disable_split_kv"] and _size(fixed_split_size) == _size(
+        split["fixed_split_size"]  # type: ignore[arg-type]
+    )

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from fi_compat._arguments import require_strs
 from fi_compat._surface import (
+    ATTENTION_FAMILIES,
     COMM,
     DECODE,
     FLASHINFER,
@@ -18,10 +19,21 @@ from fi_compat._surface import (
 from fi_compat.errors import InvalidArgumentError, explain
 from fi_compat.testing._releases import ReleaseRecord, available_releases, load_release
 
-__all__ = ["CAPABILITIES", "TABLE_END", "TABLE_START", "Capability", "compat_table"]
+__all__ = [
+    "CAPABILITIES",
+    "REACH_END",
+    "REACH_START",
+    "TABLE_END",
+    "TABLE_START",
+    "Capability",
+    "compat_table",
+    "reach_table",
+]
 
 TABLE_START = "<!-- compat-table:start -->"
 TABLE_END = "<!-- compat-table:end -->"
+REACH_START = "<!-- reach-table:start -->"
+REACH_END = "<!-- reach-table:end -->"
 
 
 @dataclass(frozen=True)
@@ -156,4 +168,65 @@ def compat_table(releases: Sequence[str] | None = None) -> str:
         gaps = _runs([not flag for flag in flags[span]], names[span])
         note = "".join(f" (absent from {start} to {end})" for start, end in gaps)
         lines.append(f"| {capability.label} | {first} | {last}{note} |")
+    return "\n".join(lines) + "\n"
+
+
+def _spans(verdicts: Sequence[str | None], releases: Sequence[str]) -> str:
+    """``"reaches 0.4.0 to 0.5.3; dropped 0.6.0 to 0.6.3"``: runs of one verdict, absent skipped."""
+    parts: list[str] = []
+    start = 0
+    for index in range(1, len(verdicts) + 1):
+        if index < len(verdicts) and verdicts[index] == verdicts[start]:
+            continue
+        verdict = verdicts[start]
+        if verdict is not None:
+            first, last = releases[start], releases[index - 1]
+            parts.append(f"{verdict} {first}" + (f" to {last}" if last != first else ""))
+        start = index
+    return "; ".join(parts)
+
+
+def reach_table() -> str:
+    """The README's table of measured split-setting reach, per family and backend.
+
+    From ``fi_compat/attention/reach.json``: each cell lists runs of consecutive measured
+    releases with one verdict. A family refused on every backend of every release is one
+    row.
+    """
+    from fi_compat.attention import _reach
+
+    releases = _reach.measured_releases()
+    lines = [
+        f"Measured on {len(releases)} flashinfer-python releases ({releases[0]} to "
+        f"{releases[-1]}) by `make measure-reach`. Deterministic inference accepts only "
+        "*reaches*, and never `auto` (see above).",
+        "",
+        "| Family | Backend | Split settings at the kernel |",
+        "| --- | --- | --- |",
+    ]
+    for family in (*ATTENTION_FAMILIES, _reach.FAST_DECODE_PLAN):
+        facts = [_reach.family_reach(release, family) for release in releases]
+        backends = sorted(
+            {backend for fact in facts if fact is not None for backend in fact.backends},
+            key=lambda name: (name != "fa2", name == "auto", name),
+        )
+        rows = []
+        for backend in backends:
+            verdicts = [
+                None
+                if fact is None or backend not in fact.backends
+                else str(fact.backends[backend].verdict)
+                for fact in facts
+            ]
+            rows.append((backend, verdicts))
+        present = [verdict for _, verdicts in rows for verdict in verdicts if verdict is not None]
+        if present and set(present) == {"refused"}:
+            first = next(r for r, f in zip(releases, facts, strict=True) if f is not None)
+            lines.append(
+                f"| `{family}` | all | refused {first} to {releases[-1]}: its `plan` cannot "
+                "take the split settings |"
+            )
+            continue
+        for backend, verdicts in rows:
+            lines.append(f"| `{family}` | `{backend}` | {_spans(verdicts, releases)} |")
     return "\n".join(lines) + "\n"

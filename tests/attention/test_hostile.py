@@ -90,7 +90,11 @@ class Wrappers:
         assert record is not None
         init = record.method("__init__")
         assert init is not None
-        kwargs = {"use_tensor_cores": True} if "use_tensor_cores" in init.keyword_names else {}
+        kwargs: dict[str, Any] = {
+            name: value
+            for name, value in (("use_tensor_cores", True), ("backend", "fa2"))
+            if name in init.keyword_names
+        }  # fa2: the backend measured to hand the split settings to the kernel (0.4.0+)
         wrapper = getattr(self.kit.flashinfer, kind)(*required_positionals(init), **kwargs)
         wrapper._use_tensor_cores = True  # what FlashInfer's __init__ stores (0.2.x-0.7.x)
         return wrapper
@@ -298,11 +302,13 @@ BAD_SETTINGS: list[dict[str, Any]] = [
     {"cuda_graph": 1},
     {"cuda_graph": np.bool_(False)},
     {"prefill_split_size": 0},
-    {"prefill_split_size": -1},
+    {"prefill_split_size": -2},
     {"prefill_split_size": True},
     {"prefill_split_size": 2.0},
     {"prefill_split_size": "4096"},
-    {"prefill_split_size": None},
+    {"disable_split_kv": "true"},
+    {"disable_split_kv": 1},
+    {"cuda_graph": True, "disable_split_kv": False},
     {"decode_split_size": 0},
     {"decode_split_size": False},
     {"decode_split_size": "2048"},
@@ -413,7 +419,7 @@ def test_the_tables_count() -> None:
         "constructions": 55,
         "windows": 11,
         "classmethods": 13,
-        "settings": 21,
+        "settings": 23,
         "spans": 39,
     }
 

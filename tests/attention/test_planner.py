@@ -27,7 +27,7 @@ from fi_compat.attention import (
     PlannerConfigError,
     Settings,
     TensorCoresRequiredError,
-    _planner,
+    _vouch,
 )
 from fi_compat.capabilities import Capabilities, get_capabilities
 from fi_compat.errors import CapabilityMissingError, DeterminismUnavailableError
@@ -36,7 +36,17 @@ _UNSET: Any = object()
 
 
 class Spy:
-    """Stands in for a FlashInfer wrapper whose plan takes the split settings (0.4.0+)."""
+    """Stands in for a FlashInfer wrapper whose plan takes the split settings (0.4.0+).
+
+    The planner vouches only for FlashInfer's classes on backends measured to hand the
+    settings to the kernel, so the spies used in a slot are :data:`PagedSpy`,
+    :data:`RaggedSpy` and :data:`DecodeSpy`: subclasses named as FlashInfer's classes, in a
+    ``flashinfer`` module, on ``fa2``, which the installed release's measurement says reaches
+    the kernel for all three.
+    """
+
+    _backend = "fa2"
+    _requested_backend = "fa2"  # where 0.7.x ragged and decode keep the requested backend
 
     def __init__(self, *, use_tensor_cores: bool = True, use_cuda_graph: bool = False) -> None:
         self._use_tensor_cores = use_tensor_cores
@@ -65,6 +75,15 @@ class Spy:
         self.calls.append((args, kwargs))
 
 
+def _flashinfer_class(name: str, base: type[Any], module: str) -> type[Any]:
+    return type(name, (base,), {"__module__": module})
+
+
+PagedSpy = _flashinfer_class("BatchPrefillWithPagedKVCacheWrapper", Spy, "flashinfer.prefill")
+RaggedSpy = _flashinfer_class("BatchPrefillWithRaggedKVCacheWrapper", Spy, "flashinfer.prefill")
+DecodeSpy = _flashinfer_class("BatchDecodeWithPagedKVCacheWrapper", Spy, "flashinfer.decode")
+
+
 class OldSpy:
     """A wrapper from before 0.4.0: plan knows nothing of the split settings."""
 
@@ -83,14 +102,14 @@ class OpaqueSpy:
         self.saved = kwargs
 
 
-class NoFlagSpy(Spy):
+class NoFlagSpy(DecodeSpy):  # type: ignore[valid-type,misc]
     """A decode wrapper whose tensor-core setting cannot be read."""
 
-    use_tensor_cores = None  # type: ignore[assignment]
-    _use_tensor_cores = None  # type: ignore[assignment]
+    use_tensor_cores = None
+    _use_tensor_cores = None
 
     def __init__(self) -> None:
-        self.calls = []
+        self.calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
 
 
 LAYOUTS = [Layout.SINGLE, Layout.SLIDING_WINDOW, Layout.CROSS_ATTENTION]
@@ -117,9 +136,9 @@ def build(
 ) -> tuple[AttentionPlanner, list[Spy], Spy | None, list[Spy]]:
     n = len(layout.roles)
     graph = settings is not None and settings.cuda_graph
-    prefill = [Spy(use_cuda_graph=graph) for _ in range(n)]
-    decode = [Spy(use_cuda_graph=graph, **(decode_kwargs or {})) for _ in range(n)]
-    ragged_spy = Spy(use_cuda_graph=graph) if ragged else None
+    prefill = [PagedSpy(use_cuda_graph=graph) for _ in range(n)]
+    decode = [DecodeSpy(use_cuda_graph=graph, **(decode_kwargs or {})) for _ in range(n)]
+    ragged_spy = RaggedSpy(use_cuda_graph=graph) if ragged else None
     planner = AttentionPlanner(
         layout,
         prefill=prefill,
@@ -238,7 +257,7 @@ def test_per_step_path_inspects_nothing(monkeypatch: pytest.MonkeyPatch) -> None
 
     monkeypatch.setattr(inspect, "signature", forbidden)
     monkeypatch.setattr(inspect, "getattr_static", forbidden)
-    monkeypatch.setattr(_planner, "inspect_callable", forbidden)
+    monkeypatch.setattr(_vouch, "inspect_callable", forbidden)
     monkeypatch.setattr(determinism, "is_deterministic", forbidden)
     run_step(planner, "decode")
     run_step(planner, "prefill")
@@ -247,22 +266,26 @@ def test_per_step_path_inspects_nothing(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_signatures_are_inspected_once_per_class(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[str] = []
-    real = _planner.inspect_callable  # type: ignore[attr-defined]
+    real = _vouch.inspect_callable  # type: ignore[attr-defined]
 
     def counting(name: str, func: Any, **kwargs: Any) -> Any:
         seen.append(name)
         return real(name, func, **kwargs)
 
-    monkeypatch.setattr(_planner, "_SUPPORT_CACHE", {})
-    monkeypatch.setattr(_planner, "inspect_callable", counting)
+    monkeypatch.setattr(_vouch, "_SUPPORT_CACHE", {})
+    monkeypatch.setattr(_vouch, "inspect_callable", counting)
     with determinism.deterministic(True):
         for _ in range(3):  # e.g. one planner per captured batch size
-            AttentionPlanner.single(prefill=Spy(), decode=Spy())
+            AttentionPlanner.single(prefill=PagedSpy(), decode=DecodeSpy())
         with pytest.raises(DeterminismUnavailableError):
             AttentionPlanner.single(decode=OldSpy())
         with pytest.raises(DeterminismUnavailableError):
             AttentionPlanner.single(decode=OldSpy())
-    assert seen == ["Spy.plan", "OldSpy.plan"]
+    assert seen == [
+        "BatchPrefillWithPagedKVCacheWrapper.plan",
+        "BatchDecodeWithPagedKVCacheWrapper.plan",
+        "OldSpy.plan",
+    ]
 
 
 def test_settings_are_read_when_the_planner_is_built() -> None:
@@ -283,7 +306,7 @@ def test_off_adds_nothing_and_forwards_the_engines_own_arguments() -> None:
 
 
 def test_decode_only_planner() -> None:
-    decode = Spy()
+    decode = DecodeSpy()
     with determinism.deterministic(True):
         planner = AttentionPlanner.single(decode=decode)
     planner.plan_decode([PlanArgs("indptr")])
@@ -293,8 +316,12 @@ def test_decode_only_planner() -> None:
 
 def test_classmethod_constructors_match_the_layouts() -> None:
     with determinism.deterministic(True):
-        swa = AttentionPlanner.sliding_window(3, prefill=(Spy(), Spy()), decode=(Spy(), Spy()))
-        cross = AttentionPlanner.cross_attention(ragged=Spy(), decode=(Spy(), Spy()))
+        swa = AttentionPlanner.sliding_window(
+            3, prefill=(PagedSpy(), PagedSpy()), decode=(DecodeSpy(), DecodeSpy())
+        )
+        cross = AttentionPlanner.cross_attention(
+            ragged=RaggedSpy(), decode=(DecodeSpy(), DecodeSpy())
+        )
     assert (swa.layout, swa.window_left) == (Layout.SLIDING_WINDOW, 3)
     assert [t.role for t in swa.targets] == ["window", "full", "window", "full"]
     assert [t.role for t in cross.targets] == ["ragged", "self", "cross"]
@@ -305,7 +332,7 @@ def test_classmethod_constructors_match_the_layouts() -> None:
 
 @pytest.mark.parametrize("slot", ["prefill", "ragged", "decode"])
 def test_a_plan_without_split_settings_is_refused_up_front(slot: str, caps: Capabilities) -> None:
-    wrappers: dict[str, Any] = {"prefill": Spy(), "ragged": Spy(), "decode": Spy()}
+    wrappers: dict[str, Any] = {"prefill": PagedSpy(), "ragged": RaggedSpy(), "decode": DecodeSpy()}
     wrappers[slot] = OldSpy()
     with determinism.deterministic(True), pytest.raises(DeterminismUnavailableError) as info:
         AttentionPlanner.single(**wrappers, capabilities=caps)
@@ -336,6 +363,8 @@ def test_odd_plan_attributes() -> None:
         use_tensor_cores = True
 
     class StaticPlan:
+        __module__ = "flashinfer.decode"
+        _backend = _requested_backend = "fa2"
         use_tensor_cores = True
 
         @staticmethod
@@ -346,6 +375,7 @@ def test_odd_plan_attributes() -> None:
         use_tensor_cores = True
         plan = 42
 
+    StaticPlan.__name__ = "BatchDecodeWithPagedKVCacheWrapper"
     with determinism.deterministic(True):
         AttentionPlanner.single(decode=StaticPlan())
     for on in (True, False):  # a wrapper without a callable plan is refused either way
@@ -394,6 +424,9 @@ def test_an_unreadable_tensor_core_setting_is_refused() -> None:
 
 def test_tensor_cores_read_from_the_private_attribute_when_no_property() -> None:
     class PrivateOnly:
+        __module__ = "flashinfer.decode"
+        _backend = _requested_backend = "fa2"
+
         def __init__(self) -> None:
             self._use_tensor_cores = True
 
@@ -402,17 +435,20 @@ def test_tensor_cores_read_from_the_private_attribute_when_no_property() -> None
         ) -> None:
             pass
 
+    PrivateOnly.__name__ = "BatchDecodeWithPagedKVCacheWrapper"
     with determinism.deterministic(True):
         AttentionPlanner.single(decode=PrivateOnly())
 
 
 def test_a_cuda_graph_wrapper_needs_a_cuda_graph_planner() -> None:
     with determinism.deterministic(True), pytest.raises(PlannerConfigError, match="cuda_graph"):
-        AttentionPlanner.single(decode=Spy(use_cuda_graph=True))
+        AttentionPlanner.single(decode=DecodeSpy(use_cuda_graph=True))
     with determinism.deterministic(True):
-        AttentionPlanner.single(decode=Spy(use_cuda_graph=True), settings=Settings(cuda_graph=True))
+        AttentionPlanner.single(
+            decode=DecodeSpy(use_cuda_graph=True), settings=Settings(cuda_graph=True)
+        )
         # an eager wrapper under graph settings is deterministic too (no split at all)
-        AttentionPlanner.single(decode=Spy(), settings=Settings(cuda_graph=True))
+        AttentionPlanner.single(decode=DecodeSpy(), settings=Settings(cuda_graph=True))
 
 
 def test_wrappers_in_the_wrong_place_are_refused() -> None:
@@ -431,15 +467,15 @@ def test_wrappers_in_the_wrong_place_are_refused() -> None:
 
 def test_settings_that_disagree_with_the_switch_are_refused() -> None:
     with pytest.raises(PlannerConfigError, match="set_deterministic"):
-        AttentionPlanner.single(decode=Spy(), settings=Settings(deterministic=True))
+        AttentionPlanner.single(decode=DecodeSpy(), settings=Settings(deterministic=True))
     with determinism.deterministic(True), pytest.raises(PlannerConfigError):
-        AttentionPlanner.single(decode=Spy(), settings=Settings(deterministic=False))
+        AttentionPlanner.single(decode=DecodeSpy(), settings=Settings(deterministic=False))
     with determinism.deterministic(True):
-        planner = AttentionPlanner.single(decode=Spy(), settings=Settings(deterministic=True))
+        planner = AttentionPlanner.single(decode=DecodeSpy(), settings=Settings(deterministic=True))
     assert planner.settings.deterministic is True
 
 
-@pytest.mark.parametrize("bad", [0, -1, True, 2.0, "4096"])
+@pytest.mark.parametrize("bad", [0, -2, True, 2.0, "4096"])
 def test_split_sizes_must_be_positive_ints(bad: Any) -> None:
     with pytest.raises(PlannerConfigError, match="an int >= 1"):
         Settings(prefill_split_size=bad)
@@ -470,9 +506,9 @@ def test_plan_args_refuse_the_split_settings(keyword: str) -> None:
 
 def test_wrapper_counts_must_match_the_layout() -> None:
     with pytest.raises(PlannerConfigError, match="2 decode wrapper"):
-        AttentionPlanner(Layout.CROSS_ATTENTION, decode=[Spy()])
+        AttentionPlanner(Layout.CROSS_ATTENTION, decode=[DecodeSpy()])
     with pytest.raises(PlannerConfigError, match="1 prefill wrapper"):
-        AttentionPlanner(Layout.SINGLE, prefill=[Spy(), Spy()])
+        AttentionPlanner(Layout.SINGLE, prefill=[PagedSpy(), PagedSpy()])
     with pytest.raises(PlannerConfigError, match="at least one wrapper"):
         AttentionPlanner(Layout.SINGLE)
 
@@ -491,12 +527,14 @@ def test_per_step_requests_must_match_the_wrappers() -> None:
 @pytest.mark.parametrize("window", [None, -1, True, 2.5])
 def test_sliding_window_needs_a_window(window: Any) -> None:
     with pytest.raises(PlannerConfigError, match="window_left to be an int >= 0"):
-        AttentionPlanner(Layout.SLIDING_WINDOW, decode=[Spy(), Spy()], window_left=window)
+        AttentionPlanner(
+            Layout.SLIDING_WINDOW, decode=[DecodeSpy(), DecodeSpy()], window_left=window
+        )
 
 
 def test_window_only_for_the_sliding_window_layout() -> None:
     with pytest.raises(PlannerConfigError, match="no window_left"):
-        AttentionPlanner(Layout.SINGLE, decode=[Spy()], window_left=3)
+        AttentionPlanner(Layout.SINGLE, decode=[DecodeSpy()], window_left=3)
 
 
 def test_cross_attention_needs_encoder_lengths() -> None:

@@ -51,6 +51,7 @@ def flashinfer() -> Any:
 
 def bare(cls: type, *, tensor_cores: bool = True, cuda_graph: bool = False) -> Any:
     wrapper: Any = object.__new__(cls)
+    wrapper._backend = wrapper._requested_backend = "fa2"  # what __init__(backend="fa2") keeps
     wrapper._use_tensor_cores = tensor_cores
     wrapper._use_cuda_graph = cuda_graph
     return wrapper

@@ -69,7 +69,11 @@ def make_wrapper(fi: FakeFlashInfer, kind: str) -> Any:
     """Build a fake wrapper the way engines do; set what FlashInfer's __init__ would record."""
     init = fi.record.wrapper(kind).method("__init__")  # type: ignore[union-attr]
     assert init is not None
-    kwargs = {"use_tensor_cores": True} if "use_tensor_cores" in init.keyword_names else {}
+    kwargs: dict[str, Any] = {
+        name: value
+        for name, value in (("use_tensor_cores", True), ("backend", "fa2"))
+        if name in init.keyword_names
+    }  # fa2: the backend measured to hand the split settings to the kernel (0.4.0+)
     wrapper = getattr(fi.flashinfer, kind)(*required_positionals(init), **kwargs)
     wrapper._use_tensor_cores = True  # FlashInfer's __init__ stores it there (0.2.x-0.7.x)
     return wrapper

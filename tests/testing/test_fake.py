@@ -27,6 +27,7 @@ from fi_compat.testing import (
     pytest_plugin,
 )
 from fi_compat.testing import fake_flashinfer as make_fake
+from tests.support.installed import import_installed
 
 # The plugin's fixture, also offered to engines through the pytest11 entry point.
 fake_flashinfer = pytest_plugin.fake_flashinfer
@@ -314,17 +315,8 @@ def test_pytest_fixture_factory(fake_flashinfer: pytest_plugin.FakeFlashInferFac
 
 
 @pytest.fixture(scope="module")
-def real_072() -> tuple[ModuleType, ModuleType]:
-    try:
-        installed = importlib.metadata.version("flashinfer-python")
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip("flashinfer-python is not installed")
-    if installed != "0.7.2.post1":
-        pytest.skip(f"needs flashinfer-python 0.7.2.post1, found {installed}")
-    try:
-        return importlib.import_module("flashinfer"), importlib.import_module("flashinfer.comm")
-    except Exception as error:
-        pytest.skip(f"flashinfer not importable: {type(error).__name__}: {error}")
+def real_072() -> tuple[ModuleType, ...]:
+    return import_installed("flashinfer", "flashinfer.comm")
 
 
 @pytest.mark.real_flashinfer

@@ -38,6 +38,7 @@ from fi_compat.testing import (
     fake_flashinfer,
     load_release,
 )
+from tests.support.installed import import_installed
 
 FACTORY = "create_allreduce_fusion_workspace"
 DECODE = "BatchDecodeWithPagedKVCacheWrapper"
@@ -693,18 +694,9 @@ def test_a_workspace_outlives_its_fake_only_as_an_error() -> None:
 
 @pytest.fixture(scope="module")
 def real() -> ModuleType:
-    try:
-        installed = importlib.metadata.version("flashinfer-python")
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip("flashinfer-python is not installed")
-    if installed != "0.7.2.post1":
-        pytest.skip(f"needs flashinfer-python 0.7.2.post1, found {installed}")
-    try:
-        importlib.import_module("flashinfer.comm.trtllm_mnnvl_ar")
-        importlib.import_module("flashinfer.comm.mnnvl_cutedsl_ar")
-        return importlib.import_module("flashinfer.comm")
-    except Exception as error:
-        pytest.skip(f"flashinfer not importable: {type(error).__name__}: {error}")
+    return import_installed(
+        "flashinfer.comm.trtllm_mnnvl_ar", "flashinfer.comm.mnnvl_cutedsl_ar", "flashinfer.comm"
+    )[-1]
 
 
 def _twin(real_cls: type, **attributes: Any) -> Any:

@@ -34,6 +34,7 @@ from fi_compat.testing import (
     load_release,
 )
 from fi_compat.testing._fake_kernel import TENSOR_CORE_MESSAGE
+from tests.support.installed import import_installed
 
 FIRST = Version("0.4.0")
 RELEASES = [release for release in available_releases() if Version(release) >= FIRST]
@@ -567,16 +568,7 @@ def _shape(func: Any) -> list[tuple[str, str, bool]]:
 
 @pytest.fixture(scope="module")
 def real_flashinfer() -> Any:
-    try:
-        installed = importlib.metadata.version("flashinfer-python")
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip("flashinfer-python is not installed")
-    if installed != "0.7.2.post1":
-        pytest.skip(f"needs flashinfer-python 0.7.2.post1, found {installed}")
-    try:
-        return importlib.import_module("flashinfer")
-    except Exception as error:  # the real package may not import on this machine
-        pytest.skip(f"flashinfer not importable: {type(error).__name__}: {error}")
+    return import_installed("flashinfer")[0]
 
 
 @pytest.mark.real_flashinfer

@@ -8,7 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from fi_compat.testing._table import CAPABILITIES, TABLE_END, TABLE_START, _runs, compat_table
+from fi_compat._surface import ATTENTION_FAMILIES
+from fi_compat.attention import Verdict, measured_releases, split_reach
+from fi_compat.testing._table import (
+    CAPABILITIES,
+    REACH_END,
+    REACH_START,
+    TABLE_END,
+    TABLE_START,
+    _runs,
+    compat_table,
+    reach_table,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,7 +74,37 @@ def test_script_prints_the_table() -> None:
         text=True,
         check=True,
     )
-    assert done.stdout == compat_table()
+    assert done.stdout == compat_table() + "\n" + reach_table()
+
+
+def test_readme_reach_table_is_the_generated_one() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert text.count(REACH_START) == 1
+    assert text.count(REACH_END) == 1
+    block = text[text.index(REACH_START) + len(REACH_START) : text.index(REACH_END)]
+    assert block == "\n" + reach_table(), (
+        "README reach table drifted: run python scripts/gen_compat_table.py --write"
+    )
+
+
+def test_reach_table_rows_follow_the_data() -> None:
+    rows = {
+        tuple(cell.strip(" `|") for cell in line.split(" | ")[:2]): line.split(" | ")[2]
+        for line in reach_table().splitlines()
+        if line.startswith("| `")
+    }
+    releases = measured_releases()
+    span = f"{releases[0]} to {releases[-1]}"
+    for family in ATTENTION_FAMILIES[:3]:
+        assert rows[family, "fa2"] == f"reaches {span} |"
+    assert rows["BatchPrefillWithPagedKVCacheWrapper", "fa3"] == f"dropped {span} |"
+    for family, backend in rows:
+        for release in releases:
+            answer = split_reach(release, family, backend)
+            if answer.verdict is not Verdict.UNKNOWN and backend != "all":
+                assert str(answer.verdict) in rows[family, backend], (family, backend, release)
+    mla = rows["BatchMLAPagedAttentionWrapper", "all"]
+    assert mla.startswith("refused ")
 
 
 @pytest.mark.parametrize("releases", ["0.6.5", b"0.6.5", 5, [5], ["0.6.5", None], []])
