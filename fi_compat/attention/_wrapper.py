@@ -109,12 +109,14 @@ class _Settled:
         given = {k: kwargs.pop(k) for k in SPLIT_KEYWORDS if k in kwargs}
         if positional and len(args) > self.positional:
             cut = self.positional
-            for name, value in zip(self.names[cut:], args[cut:], strict=False):
+            named = self.names[cut:]
+            for name, value in zip(named, args[cut:], strict=False):
                 if name in SPLIT_KEYWORDS:
                     given[name] = value
                 else:
                     kwargs[name] = value
-            args = args[:cut]
+            # more arguments than plan has positional parameters: left for Python to refuse
+            args = args[:cut] + args[cut + len(named) :]
         fixed = given.get(_FIXED, self.split[_FIXED])
         disable = given.get(_DISABLE, self.split[_DISABLE])
         if not same_split(fixed, disable, self.split):
@@ -143,8 +145,12 @@ def _positional_names(signature: inspect.Signature | None) -> tuple[str, ...]:
 
 
 def _first_split_position(signature: inspect.Signature | None) -> int:
-    """How many positional arguments (after ``self``) ``plan`` takes before a split setting."""
-    if signature is None:
+    """How many positional arguments (after ``self``) ``plan`` takes before a split setting.
+
+    Unbounded when there is no signature or ``plan`` takes ``*args``: then no positional
+    argument can be a split setting.
+    """
+    if signature is None or any(p.kind is p.VAR_POSITIONAL for p in signature.parameters.values()):
         return 1 << 30
     positional = [
         p

@@ -276,6 +276,28 @@ def test_positional_split_settings_are_seen_too(on: None, caps: Capabilities) ->
     assert len(inner.plans) == 1
 
 
+def test_a_plan_taking_args_keeps_every_positional_argument(on: None, caps: Capabilities) -> None:
+    class VarArgs(BatchPrefillWithPagedKVCacheWrapper):
+        def plan(
+            self, *args: Any, fixed_split_size: Any = None, disable_split_kv: Any = False
+        ) -> None:
+            self.plans.append({"args": args, FIXED: fixed_split_size, DISABLE: disable_split_kv})
+
+    inner = VarArgs()
+    deterministic_wrapper(inner, capabilities=caps).plan(1, 2, 3, 4, 5, 6, 7, 8, 9)
+    assert inner.plans == [{"args": (1, 2, 3, 4, 5, 6, 7, 8, 9), FIXED: 4096, DISABLE: False}]
+
+
+def test_too_many_positional_arguments_are_refused_as_flashinfer_would(
+    on: None, caps: Capabilities
+) -> None:
+    inner = BatchPrefillWithPagedKVCacheWrapper()
+    wrapper = deterministic_wrapper(inner, capabilities=caps)
+    with pytest.raises(TypeError, match="argument"):
+        wrapper.plan(1, 2, 3, 4096, False, "bf16", 7)  # type: ignore[call-arg]
+    assert inner.plans == []
+
+
 # ---------------------------------------------------------------------------- refusals
 
 
