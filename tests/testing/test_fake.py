@@ -19,7 +19,6 @@ from fi_compat._signature import Status, inspect_callable
 from fi_compat.testing import (
     CUDART_MESSAGE,
     FakeUninstalledError,
-    FunctionRecord,
     StandIn,
     UnknownReleaseError,
     available_releases,
@@ -28,6 +27,7 @@ from fi_compat.testing import (
 )
 from fi_compat.testing import fake_flashinfer as make_fake
 from tests.support.installed import import_installed
+from tests.support.shapes import recorded_shape, shape
 
 # The plugin's fixture, also offered to engines through the pytest11 entry point.
 fake_flashinfer = pytest_plugin.fake_flashinfer
@@ -48,18 +48,6 @@ def _no_leak() -> Iterator[None]:
     yield
     assert _flashinfer_modules() == before
     assert sys.meta_path == meta_path
-
-
-def _shape(func: Callable[..., Any]) -> list[tuple[str, str, bool]]:
-    return [
-        (p.name, p.kind.name, p.default is not p.empty)
-        for p in inspect.signature(func).parameters.values()
-    ]
-
-
-def _recorded(func: FunctionRecord | None) -> list[tuple[str, str, bool]]:
-    assert func is not None
-    return [(p.name, p.kind, p.has_default) for p in func.parameters]
 
 
 # ------------------------------------------------------------------ signatures & calls
@@ -96,20 +84,20 @@ def test_every_release_fakes_its_recorded_signatures(version: str) -> None:
             assert cls.__module__ == wrapper.defined_in
             for method_name, method in wrapper.methods.items():
                 if method is not None:
-                    assert _shape(getattr(cls, method_name)) == _recorded(method)
+                    assert shape(getattr(cls, method_name)) == recorded_shape(method)
         if not record.comm_exists:
             return
         comm = fi.comm
         for name, func in record.comm_functions.items():
             assert hasattr(comm, name) is (func is not None), name
             if func is not None:
-                assert _shape(getattr(comm, name)) == _recorded(func), name
+                assert shape(getattr(comm, name)) == recorded_shape(func), name
                 assert getattr(comm, name).__module__ == func.defined_in
         backend = record.torch_dist_backend
         if backend is not None:
             assert backend.module is not None
             cls = importlib.import_module(backend.module).TorchDistBackend
-            assert _shape(cls.bcast) == _recorded(backend.method("bcast"))
+            assert shape(cls.bcast) == recorded_shape(backend.method("bcast"))
             assert ("get_global_rank" in inspect.getsource(cls.bcast)) is bool(
                 backend.bcast_root_is_group_local
             )
@@ -328,7 +316,7 @@ def test_fake_072_matches_the_real_signatures(real_072: tuple[ModuleType, Module
         assert fake is not real
         for name, func in record.comm_functions.items():
             assert func is not None
-            assert _shape(getattr(fake_comm, name)) == _shape(getattr(real_comm, name)), name
+            assert shape(getattr(fake_comm, name)) == shape(getattr(real_comm, name)), name
             deprecated = any(d.startswith("deprecated(") for d in func.decorators)
             with warnings.catch_warnings(record=True) as fake_warnings:
                 warnings.simplefilter("always")
@@ -346,7 +334,7 @@ def test_fake_072_matches_the_real_signatures(real_072: tuple[ModuleType, Module
         for name in record.attention:
             for method in ("__init__", "plan", "_plan_impl"):
                 if hasattr(getattr(real, name), method):
-                    assert _shape(getattr(getattr(fake, name), method)) == _shape(
+                    assert shape(getattr(getattr(fake, name), method)) == shape(
                         getattr(getattr(real, name), method)
                     ), f"{name}.{method}"
     assert sys.modules["flashinfer"] is real

@@ -16,7 +16,7 @@ import importlib
 import importlib.metadata
 import inspect
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -32,13 +32,13 @@ from fi_compat.errors import InvalidArgumentError
 from fi_compat.testing import (
     ClassRecord,
     FakeFlashInfer,
-    FunctionRecord,
     ReleaseRecord,
     available_releases,
     fake_flashinfer,
     load_release,
 )
 from tests.support.installed import import_installed
+from tests.support.shapes import recorded_shape, shape
 
 FACTORY = "create_allreduce_fusion_workspace"
 DECODE = "BatchDecodeWithPagedKVCacheWrapper"
@@ -58,18 +58,6 @@ SHAPE = {"world_size": 2, "rank": 0, "max_token_num": 128, "hidden_dim": 4096}
 
 def _at_least(version: str, release: str) -> bool:
     return Version(version) >= Version(release)
-
-
-def _shape(func: Callable[..., Any]) -> list[tuple[str, str, bool]]:
-    return [
-        (p.name, p.kind.name, p.default is not p.empty)
-        for p in inspect.signature(func).parameters.values()
-    ]
-
-
-def _recorded(func: FunctionRecord | None) -> list[tuple[str, str, bool]]:
-    assert func is not None
-    return [(p.name, p.kind, p.has_default) for p in func.parameters]
 
 
 def _class_record(record: ReleaseRecord, name: str) -> ClassRecord:
@@ -121,9 +109,9 @@ def _check_methods(cls: type, record: ClassRecord) -> None:
         if isinstance(static, staticmethod):
             assert "staticmethod" in method.decorators, name
         if isinstance(static, classmethod):
-            assert _shape(getattr(cls, name)) == _recorded(method)[1:], name
+            assert shape(getattr(cls, name)) == recorded_shape(method)[1:], name
         else:
-            assert _shape(getattr(cls, name)) == _recorded(method), f"{cls.__name__}.{name}"
+            assert shape(getattr(cls, name)) == recorded_shape(method), f"{cls.__name__}.{name}"
 
 
 # ------------------------------------------------------------------------- workspaces
@@ -449,7 +437,7 @@ def test_named_modules_have_exactly_the_recorded_names(version: str) -> None:
                     assert callable(value), name
                     assert not isinstance(value, type), name
                     if found.function is not None:
-                        assert _shape(value) == _recorded(found.function), name
+                        assert shape(value) == recorded_shape(found.function), name
                 elif found.kind == "class":
                     assert isinstance(value, type), name
                     if found.cls is not None:
@@ -590,7 +578,7 @@ def test_fast_decode_plan_exactly_where_recorded(version: str) -> None:
             return
         plan = decode.fast_decode_plan
         assert plan is fi.flashinfer.fast_decode_plan
-        assert _shape(plan) == _recorded(record.fast_decode_plan)
+        assert shape(plan) == recorded_shape(record.fast_decode_plan)
         wrapper = getattr(fi.flashinfer, DECODE)(torch.empty(16, dtype=torch.uint8))
         wrapper.begin_forward = functools.partial(plan, wrapper)  # SGLang's replay swap
         split = {
@@ -795,11 +783,11 @@ def test_workspace_methods_have_the_real_072_signatures(real: ModuleType) -> Non
             fake_cls = type(fi.comm.create_allreduce_fusion_workspace(**_create_args(backend)))
             real_cls = getattr(real, name, None) or getattr(cutedsl_module, name)
             for method in ("__init__", "is_buffer_size_sufficient", "destroy"):
-                assert _shape(getattr(fake_cls, method)) == _shape(getattr(real_cls, method))
+                assert shape(getattr(fake_cls, method)) == shape(getattr(real_cls, method))
             for method in ("checkpoint_prepare", "checkpoint_restore"):
                 assert hasattr(fake_cls, method) is hasattr(real_cls, method), (name, method)
                 if hasattr(real_cls, method):
-                    assert _shape(getattr(fake_cls, method)) == _shape(getattr(real_cls, method))
+                    assert shape(getattr(fake_cls, method)) == shape(getattr(real_cls, method))
             assert isinstance(inspect.getattr_static(fake_cls, "backend"), property)
 
 
@@ -817,11 +805,11 @@ def test_public_names_match_the_real_072(real: ModuleType) -> None:
                 real_value = getattr(reals[module_name], name)
                 value = getattr(fake, name)
                 if found.kind == "function":
-                    assert _shape(value) == _shape(real_value), name
+                    assert shape(value) == shape(real_value), name
                 elif found.kind == "class" and found.cls is not None:
                     for method, recorded in found.cls.methods.items():
                         if recorded is not None and not recorded.is_property:
-                            assert _shape(getattr(value, method)) == _shape(
+                            assert shape(getattr(value, method)) == shape(
                                 getattr(real_value, method)
                             ), f"{name}.{method}"
                 elif found.kind == "enum" and found.enum is not None:

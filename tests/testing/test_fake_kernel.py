@@ -35,6 +35,7 @@ from fi_compat.testing import (
 )
 from fi_compat.testing._fake_kernel import TENSOR_CORE_MESSAGE
 from tests.support.installed import import_installed
+from tests.support.shapes import shape
 
 FIRST = Version("0.4.0")
 RELEASES = [release for release in available_releases() if Version(release) >= FIRST]
@@ -559,13 +560,6 @@ def test_families_are_where_the_release_has_them(release: str) -> None:
 # --------------------------------------------------------------- the real 0.7.2.post1
 
 
-def _shape(func: Any) -> list[tuple[str, str, bool]]:
-    return [
-        (p.name, p.kind.name, p.default is not p.empty)
-        for p in inspect.signature(func).parameters.values()
-    ]
-
-
 @pytest.fixture(scope="module")
 def real_flashinfer() -> Any:
     return import_installed("flashinfer")[0]
@@ -591,8 +585,8 @@ def test_recorded_families_match_the_real_072(real_flashinfer: Any) -> None:
                 if real_method is None or method is None:
                     continue
                 recorded = [(p.name, p.kind, p.has_default) for p in method.parameters]
-                assert recorded == _shape(real_method), (family, name)
-                assert _shape(getattr(getattr(fake, family), name)) == recorded, (family, name)
+                assert recorded == shape(real_method), (family, name)
+                assert shape(getattr(getattr(fake, family), name)) == recorded, (family, name)
                 assert real_method.__name__ == method.name, (family, name)
             real_aliases = {
                 name: target
