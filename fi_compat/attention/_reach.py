@@ -12,6 +12,15 @@ the wheel tests re-measure the real releases and compare.
 
 The file is read once, on the first question, and only the asked release's entry is
 turned into objects (cached); the per-``plan`` path never comes here.
+
+:func:`family_reach` and :func:`reach` are public (``fi_compat.attention.family_reach`` and
+``split_reach``) and check their arguments before anything else: ``release`` is a str or
+None, ``family`` a non-empty str, ``backend`` a str; anything else raises
+:class:`~fi_compat.errors.InvalidArgumentError`. A str that names nothing measured (an
+unmeasured or unparsable release, an unknown family or backend) is no error: it answers
+"nothing measured", since the installed FlashInfer's own ``__version__`` and a wrapper's
+backend attribute arrive here as they are. A str subclass is read as a copy of its
+characters, so none of its methods runs.
 """
 
 from __future__ import annotations
@@ -28,6 +37,9 @@ from typing import Any
 from packaging.version import Version
 
 from fi_compat import _surface
+from fi_compat._arguments import describe
+from fi_compat._signature import exact_text
+from fi_compat.errors import InvalidArgumentError, explain
 
 __all__ = ["FamilyReach", "Reach", "Verdict", "family_reach", "measured_releases", "reach"]
 
@@ -140,8 +152,70 @@ def _release(release: str) -> Mapping[str, FamilyReach]:
     return MappingProxyType(families)
 
 
+def _refuse(name: str, expected: str, value: object, fix: str) -> InvalidArgumentError:
+    return InvalidArgumentError(explain(f"{name} to be {expected}", describe(value), fix=fix))
+
+
+def _release_argument(release: object) -> str | None:
+    """``release`` as an exact str or None; anything else is refused."""
+    if release is None:
+        return None
+    text = exact_text(release)
+    if text is None:
+        raise _refuse(
+            "release",
+            "None or a str (the FlashInfer version, e.g. '0.7.2.post1'; None when it could "
+            "not be read)",
+            release,
+            "pass the version string FlashInfer reports "
+            "(fi_compat.get_capabilities().flashinfer.version; str(v) for a packaging "
+            "Version), or None",
+        )
+    return text
+
+
+def _family_argument(family: object) -> str:
+    """``family`` as an exact, non-empty str; anything else is refused."""
+    text = exact_text(family)
+    if not text:
+        raise _refuse(
+            "family",
+            "a non-empty str (a FlashInfer attention wrapper class name, e.g. "
+            f"'BatchPrefillWithPagedKVCacheWrapper', or {FAST_DECODE_PLAN!r})",
+            family,
+            "pass the name of the FlashInfer class the wrapper is an instance of, as a str",
+        )
+    return text
+
+
+def _backend_argument(backend: object) -> str:
+    """``backend`` as an exact str; anything else is refused."""
+    text = exact_text(backend)
+    if text is None:
+        raise _refuse(
+            "backend",
+            "a str (the backend the wrapper was built with, e.g. 'fa2'; "
+            f"{DEFAULT_BACKEND!r} for a class that takes no backend=)",
+            backend,
+            f"pass the backend name as a str, e.g. 'fa2', or {DEFAULT_BACKEND!r}",
+        )
+    return text
+
+
 def family_reach(release: str | None, family: str) -> FamilyReach | None:
-    """What was measured for ``family`` in ``release``; None when nothing was."""
+    """What was measured for ``family`` in ``release``; None when nothing was.
+
+    ``release`` None (FlashInfer's version could not be read), a release that was not
+    measured, and a family that was not measured in it all answer None.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``release`` is neither None nor a str, or ``family`` is not a non-empty str
+        (checked before anything is read).
+    """
+    if not ((release is None or type(release) is str) and type(family) is str and family):
+        release, family = _release_argument(release), _family_argument(family)
     if release is None:
         return None
     return _release(release).get(family)
@@ -150,8 +224,24 @@ def family_reach(release: str | None, family: str) -> FamilyReach | None:
 def reach(release: str | None, family: str, backend: str) -> Reach:
     """The measured answer for one (release, family, backend); :attr:`Verdict.UNKNOWN` if none.
 
-    ``release`` None (FlashInfer's version could not be read) is unknown as well.
+    ``release`` None (FlashInfer's version could not be read) is unknown as well, and so
+    are a release, a family or a backend (``""`` included) that was not measured.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``release`` is neither None nor a str, ``family`` is not a non-empty str, or
+        ``backend`` is not a str (checked before anything is read).
     """
+    if not (
+        (release is None or type(release) is str)
+        and type(family) is str
+        and family
+        and type(backend) is str
+    ):
+        release = _release_argument(release)
+        family = _family_argument(family)
+        backend = _backend_argument(backend)
     facts = family_reach(release, family)
     if facts is None:
         what = (
