@@ -181,7 +181,7 @@ def _family_argument(family: object) -> str:
         raise _refuse(
             "family",
             "a non-empty str (a FlashInfer attention wrapper class name, e.g. "
-            f"'BatchPrefillWithPagedKVCacheWrapper', or {FAST_DECODE_PLAN!r})",
+            f"{_surface.PREFILL_PAGED.key!r}, or {FAST_DECODE_PLAN!r})",
             family,
             "pass the name of the FlashInfer class the wrapper is an instance of, as a str",
         )
