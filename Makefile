@@ -9,7 +9,7 @@ VENV310 := .venv310
 STAMP310 := $(VENV310)/.installed
 
 .PHONY: setup report test test-py310 lint bench clean record record-all compare-griffe \
-	measure-reach
+	measure-reach measure-layers
 
 $(STAMP): pyproject.toml constraints/dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -70,6 +70,13 @@ record-all: $(STAMP)
 # fi_compat/attention/reach.json (about 2.5 min; `V=0.7.3` measures one release).
 measure-reach: $(STAMP)
 	$(BIN)/python -m tools.reach $(V)
+
+# `make measure-layers` re-measures, for every recorded release from 0.6.0, what the public
+# allreduce_fusion passes to the legacy trtllm_allreduce_fusion on a TRT-LLM workspace and
+# what it checks on the way, into fi_compat/comm/layers.json (about 4 min; `V=0.7.3` measures
+# one release).
+measure-layers: $(STAMP)
+	$(BIN)/python -m tools.layers $(V)
 
 # Prints how griffe's reading of every recorded release compares with the recorded JSON.
 compare-griffe: $(STAMP)

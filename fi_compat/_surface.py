@@ -52,8 +52,12 @@ __all__ = [
     "PLAN_IMPL",
     "PREFILL_PAGED",
     "PREFILL_RAGGED",
+    "RESIDUAL_RMSNORM",
     "SPLIT_KEYWORDS",
+    "SYMMETRIC_HANDLE",
     "TORCH_DIST_BACKEND",
+    "TRTLLM_MODULE_LOADER",
+    "TRTLLM_WORKSPACE",
     "UNIFIED_FACTORY",
     "UNIFIED_FUSION",
     "WORKSPACE",
@@ -195,6 +199,15 @@ LEGACY_DESTROY = _comm("trtllm_destroy_ipc_workspace_for_all_reduce_fusion", "fu
 PATTERN = _comm("AllReduceFusionPattern", "enum", "0.2.9")
 #: The base class of the unified API's workspaces.
 WORKSPACE = _comm("AllReduceFusionWorkspace", "class", "0.6.0")
+#: What the unified fused call runs on a TRT-LLM workspace, below its public name (the
+#: lower launch layer a workspace binds to, ``comm/_layers.py``; measured by
+#: ``tools/layers.py``): the workspace class it dispatches on, the class of the
+#: symmetric-memory handles it checks, and the compiled module's loader the legacy call uses.
+TRTLLM_WORKSPACE = "TRTLLMAllReduceFusionWorkspace"
+SYMMETRIC_HANDLE = "SymmDeviceMemory"
+TRTLLM_MODULE_LOADER = "get_trtllm_comm_module"
+#: The pattern every bound call runs: all-reduce, residual add, RMSNorm.
+RESIDUAL_RMSNORM = "kARResidualRMSNorm"
 #: The torch.distributed communication backend a unified workspace can be given.
 TORCH_DIST_BACKEND = Symbol(
     "TorchDistBackend",

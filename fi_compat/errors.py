@@ -31,6 +31,7 @@ __all__ = [
     "UnknownReleaseError",
     "UnknownRequirementError",
     "WorkspaceDestroyedError",
+    "WorkspaceDetachedError",
     "WorkspaceMismatchError",
     "explain",
 ]
@@ -173,6 +174,13 @@ class WorkspaceMismatchError(InvalidArgumentError):
 
 class WorkspaceDestroyedError(FiCompatError, RuntimeError):
     """A fusion workspace was used after ``destroy()``."""
+
+
+class WorkspaceDetachedError(FiCompatError, RuntimeError):
+    """A fusion workspace was used while its memory is detached (``checkpoint_prepare()``).
+
+    A ``RuntimeError``, as FlashInfer's own refusal in the same case.
+    """
 
 
 class PlannerConfigError(InvalidArgumentError):

@@ -1,0 +1,419 @@
+"""The lowest public launch layer: the unified fused call without the work fi-compat has done.
+
+On a TRT-LLM workspace and the residual RMSNorm pattern, FlashInfer's public
+``allreduce_fusion`` (0.6.0+) runs, on every call: its API wrapper (0.6.10+, for trace
+dumping), the dispatch on the workspace's class and the pattern, a check that the
+workspace's symmetric-memory handles are attached (0.7.x), the input's shape, a new
+``allreduce_out`` tensor, a contiguity check and a flat view of each tensor, and a call of
+the legacy public ``trtllm_allreduce_fusion`` through its ``@deprecated`` wrapper, which
+calls ``warnings.warn`` every time. The legacy function then checks the token count, world
+size, hidden size and dtype against the workspace's metadata, picks one-shot or two-shot,
+and calls the compiled module.
+
+fi-compat has done most of that when the workspace was created (the workspace class and the
+pattern are fixed) or does it on every call anyway (shape, dtype, device, contiguity and the
+token limit, in its validator). So a workspace binds its calls to the legacy function below
+its deprecation wrapper, with the arguments the public function would have passed
+(:func:`lowest_layer`), and adds the one check it does not otherwise make: that the handles
+are attached (where the release checks it). Where the binding is not known to be exact, the
+workspace stays on the public call, with the reason in its ``decisions``.
+
+What the public function passes, and what it checks, is measured per release by
+``tools/layers.py`` (the release run on the CPU, its legacy function and compiled module
+replaced by recorders, its lines traced) into ``layers.json``: the legacy function's every
+parameter and where its value comes from (:data:`SOURCES`), the checks fi-compat must add,
+and a SHA-256 of both functions' source. The runtime binds lower only when:
+
+* the installed release has a ``legacy`` entry, and both functions' sources hash as
+  measured (a patched or rebuilt FlashInfer stays on the public call);
+* the public name reaches FlashInfer's function through nothing but FlashInfer's trace
+  wrapper, with trace dumping off (``FLASHINFER_TRACE_DUMP``, read when the workspace is
+  created); with API logging on (``FLASHINFER_LOGLEVEL``), or anything else wrapped or
+  patched in, the public call is kept, so FlashInfer's logging keeps working;
+* the legacy function is FlashInfer's, under ``@deprecated`` alone;
+* the workspace is FlashInfer's TRT-LLM workspace.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import json
+import operator
+import os
+from collections.abc import Callable, Mapping
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from fi_compat._surface import (
+    LEGACY_FUSION,
+    SYMMETRIC_HANDLE,
+    TRTLLM_WORKSPACE,
+    UNIFIED_FUSION,
+)
+from fi_compat.comm._call import Launcher
+from fi_compat.comm._checks import Spec
+from fi_compat.errors import WorkspaceDetachedError
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["HANDLES_ATTACHED", "PER_CALL", "SOURCES", "lowest_layer", "measured"]
+
+#: Sources of a legacy argument that change per call, in the order the launch computes them:
+#: the flat view of a caller tensor, the weight as given, a new flat tensor like the input,
+#: the token count and the per-call switches.
+PER_CALL: tuple[str, ...] = (
+    "view:input",
+    "view:residual_in",
+    "view:residual_out",
+    "view:norm_out",
+    "rms_gamma",
+    "scratch",
+    "tokens",
+    "launch_with_pdl",
+    "trigger_completion_at_end",
+    "fp32_acc",
+    "use_oneshot",
+    "rms_eps",
+)
+#: Sources fixed when the workspace is created: FlashInfer workspace attributes (read then),
+#: the pattern, the hidden size, and the legacy parameter's own default.
+FIXED: tuple[str, ...] = (
+    "workspace.world_size",
+    "workspace.rank",
+    "workspace.workspace_tensor",
+    "workspace.metadata",
+    "pattern",
+    "hidden",
+    "default",
+)
+#: Every source a ``layers.json`` argument may name (or ``{"constant": value}``).
+SOURCES: frozenset[str] = frozenset(PER_CALL + FIXED)
+#: The check fi-compat adds per call where the public function makes it.
+HANDLES_ATTACHED = "handles_attached"
+_CHECKS = frozenset({HANDLES_ATTACHED})
+#: Where FlashInfer's trace wrapper is defined, and its name.
+_TRACE_WRAPPER = ("api_logging.py", "_auto_dump_wrapper")
+#: Where the ``@deprecated`` wrapper of each Python is defined, and its name.
+_DEPRECATION_FILES = ("typing_extensions.py", "warnings.py")
+
+
+@functools.cache
+def measured() -> Mapping[str, Any]:
+    """``layers.json``'s ``releases``: release -> its measured entry."""
+    text = resources.files("fi_compat.comm").joinpath("layers.json").read_text("utf-8")
+    releases: Mapping[str, Any] = json.loads(text)["releases"]
+    return releases
+
+
+@functools.lru_cache(maxsize=64)
+def _digest(code: Any) -> str | None:
+    """SHA-256 of the source of a code object's function, or None when it has none."""
+    try:
+        source = inspect.getsource(code)
+    except (OSError, TypeError):
+        return None
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+def _code_is(function: Any, where: tuple[str, ...], name: str) -> bool:
+    code = getattr(function, "__code__", None)
+    return code is not None and code.co_name == name and os.path.basename(code.co_filename) in where
+
+
+def _trace_dumping(wrapper: Any) -> bool | None:
+    """Whether FlashInfer's trace wrapper would dump now (its own switch), None if unknown."""
+    code, closure = wrapper.__code__, wrapper.__closure__ or ()
+    cells = dict(zip(code.co_freevars, closure, strict=False))
+    cell = cells.get("_is_trace_dump_enabled")
+    if cell is None:
+        return None
+    try:
+        return bool(cell.cell_contents())
+    except Exception:  # its answer cannot be read: assume it would dump
+        return None
+
+
+def _function_below(public: Any) -> tuple[Any, str | None]:
+    """The function the public name reaches, or None and why not."""
+    layer = public
+    for _ in range(4):
+        below = getattr(layer, "__wrapped__", None)
+        if below is None:
+            return layer, None
+        if not _code_is(layer, (_TRACE_WRAPPER[0],), _TRACE_WRAPPER[1]):
+            return None, (
+                f"{UNIFIED_FUSION.key} is wrapped by {getattr(layer, '__qualname__', layer)!r} "
+                "(FlashInfer API logging on, or patched): its public call keeps it working"
+            )
+        if _trace_dumping(layer) is not False:
+            return None, (
+                "FlashInfer's trace dumping is on (FLASHINFER_TRACE_DUMP): the public call "
+                "dumps the traces"
+            )
+        layer = below
+    return None, f"{UNIFIED_FUSION.key} is wrapped more than four times"
+
+
+def _legacy_below(legacy: Any) -> Any:
+    """The legacy function below its ``@deprecated`` wrapper, or None if it is other."""
+    below = getattr(legacy, "__wrapped__", None)
+    if below is None:
+        return legacy if inspect.isfunction(legacy) else None
+    if (
+        hasattr(legacy, "__deprecated__")
+        and _code_is(legacy, _DEPRECATION_FILES, "wrapper")
+        and inspect.isfunction(below)
+        and getattr(below, "__wrapped__", None) is None
+    ):
+        return below
+    return None
+
+
+def lowest_layer(
+    version: str | None,
+    spec: Spec,
+    *,
+    fusion: Callable[..., Any],
+    native: Any,
+    pattern: int,
+) -> tuple[Launcher | None, str]:
+    """The launch below the public fused call for this workspace, and the decision.
+
+    Returns ``(launcher, decision)``: the launcher is None when the workspace stays on the
+    public call, and the decision says why, in a sentence for ``FusionWorkspace.decisions``.
+    """
+    entry = measured().get(version) if version is not None else None
+    public = f"the public {UNIFIED_FUSION.key}"
+    if entry is None:
+        return None, f"{public}: flashinfer {version}'s layering was not measured"
+    if entry["layer"] != "legacy":
+        return None, f"{public}: {entry['detail']}"
+    function, why = _function_below(fusion)
+    if function is None:
+        return None, f"{public}: {why}"
+    if _digest(getattr(function, "__code__", None)) != entry["fusion_source"]:
+        return None, f"{public}: its source differs from flashinfer {version}'s as measured"
+    namespace = function.__globals__
+    workspace_class = namespace.get(TRTLLM_WORKSPACE)
+    if not (isinstance(workspace_class, type) and isinstance(native, workspace_class)):
+        return None, f"{public}: the workspace is not a {TRTLLM_WORKSPACE}"
+    raw = _legacy_below(namespace.get(LEGACY_FUSION.key))
+    if raw is None or _digest(raw.__code__) != entry["legacy_source"]:
+        return None, (
+            f"{public}: the {LEGACY_FUSION.key} it calls is not flashinfer {version}'s as measured"
+        )
+    checks = set(entry["checks"])
+    if not checks <= _CHECKS:
+        return None, f"{public}: checks fi-compat does not make: {sorted(checks - _CHECKS)}"
+    handles: tuple[Any, ...] = ()
+    if HANDLES_ATTACHED in checks:
+        handle_class = namespace.get(SYMMETRIC_HANDLE)
+        if not isinstance(handle_class, type):
+            return None, f"{public}: {SYMMETRIC_HANDLE} is not where it was measured"
+        handles = tuple(
+            handle
+            for handle in getattr(native, "mem_handles", ())
+            if isinstance(handle, handle_class)
+        )
+    recipe = _recipe(raw, entry["arguments"], spec, native, pattern)
+    if isinstance(recipe, str):
+        return None, f"{public}: {recipe}"
+    fixed, pick, allocate = recipe
+    launcher = _launcher(raw, fixed, pick, allocate, handles, version)
+    return launcher, (
+        f"calls go to {LEGACY_FUSION.key} below its deprecation wrapper with the arguments "
+        f"{public} passes (measured for flashinfer {version}), skipping only what fi-compat "
+        "fixed at creation or checks on every call"
+        + ("; the symmetric-memory handles are checked on every call" if handles else "")
+    )
+
+
+Recipe = tuple[tuple[Any, ...], Callable[[tuple[Any, ...]], tuple[Any, ...]], bool]
+
+
+def _recipe(
+    raw: Callable[..., Any],
+    arguments: Mapping[str, Any],
+    spec: Spec,
+    native: Any,
+    pattern: int,
+) -> Recipe | str:
+    """``(fixed values, picker, allocate)``: the positional call of ``raw`` per call is
+    ``raw(*pick(fixed + per_call))`` with ``per_call`` in :data:`PER_CALL` order; or why
+    the measured arguments cannot be placed."""
+    parameters = list(inspect.signature(raw).parameters.values())
+    if [parameter.name for parameter in parameters] != list(arguments):
+        return f"{LEGACY_FUSION.key}'s parameters are not those measured"
+    fixed: list[Any] = []
+    indices: list[int] = []
+    per_call = {name: position for position, name in enumerate(PER_CALL)}
+    for parameter in parameters:
+        if parameter.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD:
+            return f"{LEGACY_FUSION.key}'s {parameter.name} cannot be passed by position"
+        source = arguments[parameter.name]
+        if isinstance(source, dict):
+            value = source["constant"]
+        elif source in per_call:
+            indices.append(-1 - per_call[source])  # resolved below, after the fixed part
+            continue
+        elif source == "default":
+            if parameter.default is inspect.Parameter.empty:
+                return f"{LEGACY_FUSION.key}'s {parameter.name} has no default"
+            value = parameter.default
+        elif source == "pattern":
+            value = pattern
+        elif source == "hidden":
+            value = spec.hidden_dim
+        elif source.startswith("workspace."):
+            attribute = source.removeprefix("workspace.")
+            if not hasattr(native, attribute):
+                return f"the workspace has no {attribute}"
+            value = getattr(native, attribute)
+        else:
+            return f"unknown source {source!r} for {parameter.name}"
+        indices.append(len(fixed))
+        fixed.append(value)
+    # Per-call sources come after the fixed values in the tuple the picker reads.
+    resolved = [index if index >= 0 else len(fixed) + (-1 - index) for index in indices]
+    if len(resolved) < 2:  # itemgetter of one index returns the item, not a tuple
+        return f"{LEGACY_FUSION.key} takes fewer than two parameters"
+    pick = operator.itemgetter(*resolved)
+    allocate = "scratch" in arguments.values()
+    return tuple(fixed), pick, allocate
+
+
+def _launcher(
+    raw: Callable[..., Any],
+    fixed: tuple[Any, ...],
+    pick: Callable[[tuple[Any, ...]], tuple[Any, ...]],
+    allocate: bool,
+    handles: tuple[Any, ...],
+    version: str | None,
+) -> Launcher:
+    """The launch and the frozen launch on ``raw``."""
+    import torch
+
+    empty_like = torch.empty_like
+
+    def arguments(  # what launch passes, for freeze (launch spells it out: one call less)
+        input: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        eps: float,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
+        use_oneshot: bool | None,
+        fp32_acc: bool,
+        trigger_completion_at_end: bool,
+        launch_with_pdl: bool,
+        tokens: int,
+        /,
+    ) -> tuple[Any, ...]:
+        flat = input.view(-1)
+        return pick(
+            (
+                *fixed,
+                flat,
+                residual.view(-1),
+                residual_out.view(-1),
+                norm_out.view(-1),
+                weight,
+                empty_like(flat) if allocate else None,
+                tokens,
+                launch_with_pdl,
+                trigger_completion_at_end,
+                fp32_acc,
+                use_oneshot,
+                eps,
+            )
+        )
+
+    def attached() -> None:
+        for handle in handles:
+            if not handle.mapped:
+                raise WorkspaceDetachedError(
+                    "expected the workspace's symmetric-memory handles to be attached, found "
+                    f"them detached (checkpoint_prepare(), flashinfer {version}): call "
+                    "checkpoint_restore(comm_backend) before the next allreduce"
+                )
+
+    def launch(
+        input: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        eps: float,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
+        use_oneshot: bool | None,
+        fp32_acc: bool,
+        trigger_completion_at_end: bool,
+        launch_with_pdl: bool,
+        tokens: int,
+        /,
+    ) -> None:
+        if handles:
+            attached()
+        flat = input.view(-1)
+        raw(
+            *pick(
+                (
+                    *fixed,
+                    flat,
+                    residual.view(-1),
+                    residual_out.view(-1),
+                    norm_out.view(-1),
+                    weight,
+                    empty_like(flat) if allocate else None,
+                    tokens,
+                    launch_with_pdl,
+                    trigger_completion_at_end,
+                    fp32_acc,
+                    use_oneshot,
+                    eps,
+                )
+            )
+        )
+
+    def freeze(
+        input: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        eps: float,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
+        use_oneshot: bool | None,
+        fp32_acc: bool,
+        trigger_completion_at_end: bool,
+        launch_with_pdl: bool,
+        tokens: int,
+        /,
+    ) -> Callable[[], Any]:
+        call = functools.partial(
+            raw,
+            *arguments(
+                input,
+                residual,
+                weight,
+                eps,
+                norm_out,
+                residual_out,
+                use_oneshot,
+                fp32_acc,
+                trigger_completion_at_end,
+                launch_with_pdl,
+                tokens,
+            ),
+        )
+        if not handles:
+            return call
+
+        def checked() -> Any:
+            attached()
+            return call()
+
+        return checked
+
+    return Launcher(launch, freeze)

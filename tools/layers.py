@@ -1,0 +1,413 @@
+"""Measure, per FlashInfer release, what the unified fused call runs below its public name.
+
+A fi-compat workspace on FlashInfer's TRT-LLM backend may call the legacy
+``trtllm_allreduce_fusion`` below its ``@deprecated`` wrapper instead of the public
+``allreduce_fusion`` (``fi_compat/comm/_layers.py``), but only with exactly the arguments
+the public function passes, and only where fi-compat makes every check the public function
+makes on the way. Both are measured here. For each release from 0.6.0 one subprocess of
+this interpreter imports the release for real (the CPU workarounds of the real-release
+harness; the ``triton`` wheel on the path when ``flashinfer.comm`` asks for it) and runs
+:mod:`tools.layers_probe`: the public call in three runs with different switches, the
+legacy call and the compiled module recorded, the public function's lines traced.
+
+:func:`classify` turns that into the release's entry of ``fi_compat/comm/layers.json``:
+
+``layer``
+    ``legacy`` when every run reached the kernel through one legacy call, every legacy
+    parameter has exactly one source the runtime knows (:data:`fi_compat.comm._layers.SOURCES`
+    or a constant), every statement the public function ran is in :data:`CATALOGUE`, and
+    the wrappers are FlashInfer's trace wrapper and ``@deprecated``; ``public`` otherwise,
+    ``detail`` saying why.
+``arguments``
+    Legacy parameter -> source, in the legacy function's order.
+``checks``
+    What fi-compat must add per call (``handles_attached`` where the release checks it).
+``fusion_source``, ``legacy_source``
+    SHA-256 of each function's source; the runtime binds lower only when they match.
+``statements``
+    The public function's statements run on this path, in the order they first ran, for
+    review.
+
+Run from the repository root (``make measure-layers``)::
+
+    python -m tools.layers                  # every recorded release from 0.6.0
+    python -m tools.layers 0.7.2.post1 ...  # these releases (the others' entries are kept)
+    python -m tools.layers --check [VERSION ...]  # compare with the shipped file
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from packaging.version import Version
+
+from fi_compat._surface import (
+    COMM,
+    LEGACY_FUSION,
+    PATTERN,
+    RESIDUAL_RMSNORM,
+    SYMMETRIC_HANDLE,
+    TRTLLM_MODULE_LOADER,
+    TRTLLM_WORKSPACE,
+    UNIFIED_FUSION,
+)
+from fi_compat.comm._layers import HANDLES_ATTACHED, SOURCES
+from fi_compat.testing import listed_releases
+from tools.reach import ProbeError, ReleaseEnvironment, parse_probe_output, release_environment
+from tools.releases import ReleaseCache
+
+__all__ = [
+    "CATALOGUE",
+    "FIRST_RELEASE",
+    "OUTPUT",
+    "build_document",
+    "classify",
+    "dump_document",
+    "main",
+    "measure_all",
+    "measure_release",
+    "run_probe",
+]
+
+ROOT = Path(__file__).resolve().parent.parent
+#: The file the runtime reads.
+OUTPUT = ROOT / "fi_compat" / "comm" / "layers.json"
+PROBE = Path(__file__).resolve().parent / "layers_probe.py"
+#: The first release with the unified API.
+FIRST_RELEASE = Version("0.6.0")
+TRITON = "triton==3.6.0"
+TIMEOUT = 180.0
+SCHEMA = 1
+TOOL = "tools/layers.py"
+
+#: What each statement the public function runs on the measured path is, and how fi-compat
+#: covers it: ``fixed`` (decided once when the workspace is created: the workspace class,
+#: the pattern, keywords fi-compat never passes), ``validated`` (fi-compat's own per-call
+#: validator checks the same: 2-D shape of the workspace's hidden size, contiguity),
+#: ``argument`` (how an argument of the legacy call is made, measured in ``arguments``),
+#: ``result`` (what the public function returns; fi-compat returns its outputs itself), or
+#: a check name fi-compat adds per call. A statement matching none is not understood.
+CATALOGUE: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern), meaning)
+    for pattern, meaning in (
+        (rf"^if isinstance\(workspace, {TRTLLM_WORKSPACE}\)$", "fixed"),
+        (
+            rf"^if moe_finalize_backend == 'cake' and \(not isinstance\(workspace, "
+            rf"{TRTLLM_WORKSPACE}\)\)$",
+            "fixed",
+        ),
+        (rf"^if pattern == {PATTERN.key}\.k\w+$", "fixed"),
+        (rf"^if pattern in \[{PATTERN.key}\.k\w+(, {PATTERN.key}\.k\w+)*\]$", "fixed"),
+        (
+            rf"^dynamic_fp8_patterns = \({PATTERN.key}\.k\w+(, {PATTERN.key}\.k\w+)*\)$",
+            "fixed",
+        ),
+        (r"^if pattern in dynamic_fp8_patterns$", "fixed"),
+        (
+            rf"^if any\(\(isinstance\(handle, {SYMMETRIC_HANDLE}\) and \(not handle\.mapped\) "
+            r"for handle in workspace\.mem_handles\)\)$",
+            HANDLES_ATTACHED,
+        ),
+        (r"^token_num, hidden_dim = input\.shape$", "validated"),
+        (r"^def _flatten_checked\(t, name\)$", "argument"),
+        (r"^if not t\.is_contiguous\(\)$", "validated"),
+        (r"^return t\.view\(-1\)$", "argument"),
+        (r"^if output is None( and pattern not in dynamic_fp8_patterns)?$", "argument"),
+        (r"^output = torch\.empty_like\(input\)$", "argument"),
+        (
+            r"^(\w+)_flat = _flatten_checked\(\1, '\1'\)"
+            r"( if \1 is not None else None)?$",
+            "argument",
+        ),
+        (rf"^{LEGACY_FUSION.key}\(.*\)$", "argument"),
+        (r"^if norm_out is not None$", "result"),
+        (r"^return norm_out$", "result"),
+    )
+)
+
+_DEPRECATION_FILES = ("typing_extensions.py", "warnings.py")
+
+
+def _names() -> dict[str, str]:
+    """The names the probe looks up, from ``fi_compat._surface`` (one spelling)."""
+    return {
+        "comm": COMM,
+        "fusion": UNIFIED_FUSION.key,
+        "legacy": LEGACY_FUSION.key,
+        "workspace": TRTLLM_WORKSPACE,
+        "pattern_class": PATTERN.key,
+        "pattern": RESIDUAL_RMSNORM,
+        "kernel_getter": TRTLLM_MODULE_LOADER,
+    }
+
+
+# ------------------------------------------------------------------------ classification
+
+
+def _meaning(statement: str) -> str | None:
+    for pattern, meaning in CATALOGUE:
+        if pattern.match(statement):
+            return meaning
+    return None
+
+
+def _public(document: Mapping[str, Any], detail: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {"layer": "public", "detail": detail}
+    for key in ("fusion_source", "legacy_source"):
+        if key in document:
+            entry[key] = document[key]
+    return entry
+
+
+def _wrappers_known(document: Mapping[str, Any]) -> str | None:
+    """Why the wrappers are not the ones the runtime sees through, or None."""
+    chain = document["chain"]
+    for layer in chain[:-1]:
+        if (layer["code_file"], layer["code_name"]) != ("api_logging.py", "_auto_dump_wrapper"):
+            return f"{UNIFIED_FUSION.key} is wrapped by {layer['code_name']} ({layer['code_file']})"
+    legacy = document["legacy_chain"]
+    if len(legacy) > 2:
+        return f"{LEGACY_FUSION.key} is wrapped more than once"
+    if len(legacy) == 2 and not (
+        legacy[0]["deprecated"]
+        and legacy[0]["code_file"] in _DEPRECATION_FILES
+        and legacy[0]["code_name"] == "wrapper"
+    ):
+        return f"{LEGACY_FUSION.key} is wrapped by {legacy[0]['code_name']}, not @deprecated"
+    return None
+
+
+def _arguments(document: Mapping[str, Any]) -> dict[str, Any] | str:
+    """Legacy parameter -> its one source or constant, or why one has none."""
+    arguments: dict[str, Any] = {}
+    for name in document["legacy_parameters"]:
+        sources = document["sources"].get(name)
+        values = document["values"].get(name, [])
+        if sources and len(sources) == 1 and sources[0] in SOURCES:
+            arguments[name] = sources[0]
+        elif sources and len(sources) == 1:
+            return f"{LEGACY_FUSION.key}'s {name} comes from {sources[0]!r}, unknown to the runtime"
+        elif sources:
+            return f"{LEGACY_FUSION.key}'s {name} comes from any of {sources}"
+        elif (
+            values
+            and all(value == values[0] and type(value) is type(values[0]) for value in values)
+            and (values[0] is None or isinstance(values[0], (bool, int, float)))
+        ):
+            arguments[name] = {"constant": values[0]}
+        else:
+            return f"{LEGACY_FUSION.key}'s {name} has no source the runtime knows ({values})"
+    return arguments
+
+
+def classify(document: Mapping[str, Any]) -> dict[str, Any]:
+    """One release's ``layers.json`` entry from the probe's document."""
+    if "error" in document:
+        return _public(document, f"not measured: {document['error']}")
+    runs = document["runs"]
+    for run in runs:
+        if run["error"] is not None:
+            return _public(document, f"the public call failed on the CPU: {run['error']}")
+        if run["legacy_calls"] != 1 or run["kernel_calls"] != [LEGACY_FUSION.key]:
+            return _public(
+                document,
+                f"the public call made {run['legacy_calls']} {LEGACY_FUSION.key} call(s) and "
+                f"kernel calls {run['kernel_calls']}",
+            )
+    wrappers = _wrappers_known(document)
+    if wrappers is not None:
+        return _public(document, wrappers)
+    statements: list[str] = []
+    for run in runs:
+        statements.extend(text for text in run["statements"] if text not in statements)
+    checks: set[str] = set()
+    for statement in statements:
+        meaning = _meaning(statement)
+        if meaning is None:
+            return _public(document, f"a statement fi-compat does not account for: {statement}")
+        if meaning not in ("fixed", "validated", "argument", "result"):
+            checks.add(meaning)
+    arguments = _arguments(document)
+    if isinstance(arguments, str):
+        return _public(document, arguments)
+    return {
+        "layer": "legacy",
+        "detail": (
+            f"{UNIFIED_FUSION.key} calls {LEGACY_FUSION.key} on a {TRTLLM_WORKSPACE} for "
+            f"{RESIDUAL_RMSNORM}"
+            + (f"; it also checks {', '.join(sorted(checks))}" if checks else "")
+        ),
+        "fusion_source": document["fusion_source"],
+        "legacy_source": document["legacy_source"],
+        "arguments": arguments,
+        "checks": sorted(checks),
+        "statements": statements,
+    }
+
+
+# ---------------------------------------------------------------------------- measuring
+
+
+def run_probe(
+    environment: ReleaseEnvironment,
+    *,
+    triton_dir: Path | None = None,
+    timeout: float = TIMEOUT,
+    command: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """The probe's document for one release (raises :class:`ProbeError` on failure)."""
+    path = [environment.site_dir, environment.release_dir]
+    if triton_dir is not None:
+        path.append(triton_dir)
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("PYTHON", "FI_COMPAT_HARNESS_", "FLASHINFER_"))
+    }
+    env.update(
+        PYTHONPATH=os.pathsep.join(str(entry) for entry in path),
+        PYTHONNOUSERSITE="1",
+        FI_COMPAT_HARNESS_STUB_GPU="1",
+        FI_COMPAT_LAYERS_NAMES=json.dumps(_names()),
+    )
+    if environment.cudart is not None:
+        env["FI_COMPAT_HARNESS_CUDART"] = str(environment.cudart)
+    argv = list(command) if command is not None else [sys.executable, str(PROBE)]
+    with tempfile.TemporaryDirectory(prefix="fi-compat-layers-") as scratch:
+        try:
+            done = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                check=False,
+                cwd=scratch,
+                env=env,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            raise ProbeError(
+                f"flashinfer-python {environment.version}: the probe timed out after {timeout:g} s"
+            ) from None
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-15:])
+        raise ProbeError(
+            f"flashinfer-python {environment.version}: the probe exited {done.returncode}\n{tail}"
+        )
+    return parse_probe_output(environment.version, done.stdout)
+
+
+def measure_release(version: str, cache: ReleaseCache | None = None) -> dict[str, Any]:
+    """One release's entry; the triton wheel joins the path when the import asks for it."""
+    cache = cache or ReleaseCache()
+    environment = release_environment(version, cache)
+    document = run_probe(environment)
+    if "No module named 'triton'" in str(document.get("error", "")):
+        triton = cache.extract(cache.download(TRITON, wheel_only=True))
+        document = run_probe(environment, triton_dir=triton)
+    return classify(document)
+
+
+def recorded_releases() -> list[str]:
+    """Every recorded release from :data:`FIRST_RELEASE` on, oldest first."""
+    return [name for name in listed_releases() if Version(name) >= FIRST_RELEASE]
+
+
+def measure_all(
+    versions: Iterable[str],
+    *,
+    workers: int = 2,
+    measure: Callable[[str], dict[str, Any]] | None = None,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Each release's entry, and the error of each release that could not be measured."""
+    run = measure or measure_release
+
+    def attempt(version: str) -> tuple[str, dict[str, Any] | None, str | None]:
+        try:
+            return version, run(version), None
+        except Exception as error:  # one release's failure never stops the others
+            return version, None, f"{type(error).__name__}: {error}"
+
+    measured: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for version, entry, error in pool.map(attempt, list(versions)):
+            if entry is not None:
+                measured[version] = entry
+            else:
+                errors[version] = error or "unknown error"
+    return measured, errors
+
+
+# -------------------------------------------------------------------------- the file
+
+
+def build_document(releases: Mapping[str, Any]) -> dict[str, Any]:
+    """The whole ``layers.json`` document."""
+    return {"schema": SCHEMA, "tool": TOOL, "releases": dict(releases)}
+
+
+def dump_document(document: Mapping[str, Any]) -> str:
+    """Deterministic text: releases sorted by version, each entry's keys in the order
+    :func:`classify` writes them, its arguments in the legacy function's parameter order."""
+    releases = {
+        version: document["releases"][version]
+        for version in sorted(document["releases"], key=Version)
+    }
+    return json.dumps({**document, "releases": releases}, indent=1, ensure_ascii=True) + "\n"
+
+
+def _load(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    releases: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))["releases"]
+    return releases
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    output: Path = OUTPUT,
+    measure: Callable[[str], dict[str, Any]] | None = None,
+) -> int:
+    """Measure the releases, then write ``layers.json`` (or compare it, with ``--check``)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.layers",
+        description=f"Measure what {UNIFIED_FUSION.key} runs below its public name, per release.",
+    )
+    parser.add_argument("versions", nargs="*", help="releases (default: every one from 0.6.0)")
+    parser.add_argument("--check", action="store_true", help="compare with the shipped file")
+    parser.add_argument("--workers", type=int, default=2, help="subprocesses at once")
+    args = parser.parse_args(argv)
+    versions = list(args.versions) or recorded_releases()
+    measured, errors = measure_all(versions, workers=args.workers, measure=measure)
+    for version, error in sorted(errors.items()):
+        print(f"error: flashinfer-python {version} not measured: {error}", file=sys.stderr)
+    shipped = _load(output)
+    if args.check:
+        differences = [
+            f"{version}: shipped {shipped.get(version)!r}, measured {entry!r}"
+            for version, entry in sorted(measured.items())
+            if shipped.get(version) != entry
+        ]
+        for line in differences:
+            print(f"differs: {line}", file=sys.stderr)
+        return 1 if differences or errors else 0
+    text = dump_document(build_document({**shipped, **measured}))
+    if not output.is_file() or output.read_text(encoding="utf-8") != text:
+        output.write_text(text, encoding="utf-8")
+    print(f"measured {len(measured)} release(s) into {output}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
