@@ -13,11 +13,15 @@ recorded release's exact ``allreduce_fusion`` signature (generated from
 * dict per call: a kwargs dict built on every call and splatted, with the keyword added
   when a capability flag says so (the pattern of SGLang's ``flashinfer_comm_fusion``).
 
-Part 2, for scale: the installed FlashInfer's real ``allreduce_fusion`` (0.7.x), its whole
-Python path run on the CPU, with only the workspace allocation and the CUDA kernel
-replaced by stand-ins. Skipped, with the reason, when the installed release differs.
+Part 2, the installed FlashInfer's real ``allreduce_fusion`` (0.7.x), its whole Python path
+run on the CPU, with only the workspace allocation and the CUDA kernel replaced by
+stand-ins. There the workspace binds to the lowest public launch layer (the legacy
+``trtllm_allreduce_fusion`` below its deprecation wrapper, ``fi_compat/comm/_layers.py``),
+which the script says, with the workspace's decision. Skipped, with the reason, when the
+installed release differs.
 
-Target (issue 4): at most 1.2x the direct call.
+Targets: part 1, at most 1.2x the direct call (issue 4); part 2, the checked call at most
+0.5x and the prepared call at most 0.3x FlashInfer's own call (issue 14).
 
 Run: ``.venv/bin/python bench/bench_comm_facade.py``
 """
@@ -27,6 +31,7 @@ from __future__ import annotations
 import importlib
 import timeit
 import types
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -228,14 +233,17 @@ def against_real_python_path() -> tuple[str, dict[str, float]] | str:
         workspace = create_workspace(2, 0, TOKENS, HIDDEN, torch.bfloat16, device="cpu")
         calls = _calls(real.allreduce_fusion, native, workspace, _tensors())
         try:
-            for call in calls.values():
-                call()
+            with warnings.catch_warnings():  # the direct call's per-call DeprecationWarning
+                warnings.simplefilter("ignore", DeprecationWarning)
+                for call in calls.values():
+                    call()
         except Exception as error:
             return f"flashinfer {flashinfer.__version__} differs from 0.7.x here ({error!r})"
         if len(launches) != 3:
             return f"expected 3 stand-in kernel launches, saw {len(launches)}"
         # Each call costs about 100 times part 1's: fewer calls per round.
         figures = best_ns(calls, number=NUMBER // 20)
+        print(f"Part 2 workspace: {workspace.decisions[-1]}")
         return flashinfer.__version__, figures
     finally:
         trtllm_ar.get_trtllm_comm_module, real.create_allreduce_fusion_workspace = originals
@@ -267,8 +275,8 @@ def main() -> None:
         "(kernel and workspace allocation stubbed)"
     )
     print(f"{'direct allreduce_fusion call:':40s} {figures['direct']:9.1f} ns")
-    _ratio(figures, "checked", "allreduce_residual_rmsnorm (checked):", "  (target <= 1.2x)")
-    _ratio(figures, "prepared", "prepared call (checked once):", "  (target <= 1.2x)")
+    _ratio(figures, "checked", "allreduce_residual_rmsnorm (checked):", "  (target <= 0.5x)")
+    _ratio(figures, "prepared", "prepared call (checked once):", "  (target <= 0.3x)")
 
 
 if __name__ == "__main__":

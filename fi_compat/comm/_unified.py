@@ -29,7 +29,7 @@ from fi_compat._surface import (
 )
 from fi_compat.capabilities import Capabilities, get_capabilities
 from fi_compat.comm._binding import freeze_call
-from fi_compat.comm._call import Bound, Launcher, preparer
+from fi_compat.comm._call import Bound, Launcher, bind, preparer
 from fi_compat.comm._checks import Spec, make_validator
 from fi_compat.comm._creation import (
     Created,
@@ -43,6 +43,7 @@ from fi_compat.comm._creation import (
     trtllm_ranks_error,
 )
 from fi_compat.comm._group import GroupSpan, group_backend
+from fi_compat.comm._layers import lowest_layer
 from fi_compat.comm._legacy import LEGACY_CALL, legacy_launch
 
 if TYPE_CHECKING:
@@ -175,6 +176,10 @@ def create_unified(
         except BaseException:
             native.destroy()  # do not leak the buffers of a workspace nobody will hold
             raise
+    lowest, decision = lowest_layer(
+        caps.flashinfer.version, spec, fusion=fusion, native=native, pattern=pattern
+    )
+    decisions.append(decision)
     bound = bind_unified(
         spec,
         function=fusion,
@@ -182,6 +187,7 @@ def create_unified(
         pattern=pattern,
         pass_trigger=pass_trigger,
         early_trigger=early,
+        lowest=lowest,
     )
     return Created(
         backend=native_backend if isinstance(native_backend, str) else backend,
@@ -252,6 +258,7 @@ def bind_unified(
     pattern: int,
     pass_trigger: bool,
     early_trigger: Launcher | None,
+    lowest: Launcher | None = None,
 ) -> Bound:
     """The paths into the unified fused call.
 
@@ -271,7 +278,13 @@ def bind_unified(
         Only where it does not: what runs a call with ``launch_with_pdl=True`` and
         ``trigger_completion_at_end=False`` (the release itself would signal completion
         at the end). None means the release's behaviour is the same either way.
+    lowest
+        The launch below the public call (``_layers.lowest_layer``), or None to call
+        ``function``. It passes what ``function`` would, so the early-trigger case keeps
+        going to ``early_trigger``.
     """
+    if lowest is not None:
+        return bind(spec, lowest if early_trigger is None else _either(early_trigger, lowest))
     validate = make_validator(spec)
 
     def run(
@@ -385,6 +398,70 @@ def bind_unified(
         return freeze_call(function, arguments)
 
     return Bound(run, preparer(validate, freeze))
+
+
+def _either(early: Launcher, usual: Launcher) -> Launcher:
+    """``early`` for ``launch_with_pdl=True, trigger_completion_at_end=False``, else ``usual``."""
+
+    def launch(
+        input: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        eps: float,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
+        use_oneshot: bool | None,
+        fp32_acc: bool,
+        trigger_completion_at_end: bool,
+        launch_with_pdl: bool,
+        tokens: int,
+        /,
+    ) -> None:
+        chosen = early if launch_with_pdl and not trigger_completion_at_end else usual
+        chosen.launch(
+            input,
+            residual,
+            weight,
+            eps,
+            norm_out,
+            residual_out,
+            use_oneshot,
+            fp32_acc,
+            trigger_completion_at_end,
+            launch_with_pdl,
+            tokens,
+        )
+
+    def freeze(
+        input: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        eps: float,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
+        use_oneshot: bool | None,
+        fp32_acc: bool,
+        trigger_completion_at_end: bool,
+        launch_with_pdl: bool,
+        tokens: int,
+        /,
+    ) -> Callable[[], Any]:
+        chosen = early if launch_with_pdl and not trigger_completion_at_end else usual
+        return chosen.freeze(
+            input,
+            residual,
+            weight,
+            eps,
+            norm_out,
+            residual_out,
+            use_oneshot,
+            fp32_acc,
+            trigger_completion_at_end,
+            launch_with_pdl,
+            tokens,
+        )
+
+    return Launcher(launch, freeze)
 
 
 # ---------------------------------------------------------------------------- drop-in
