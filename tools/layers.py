@@ -39,11 +39,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -63,7 +60,7 @@ from fi_compat._surface import (
 )
 from fi_compat.comm._layers import HANDLES_ATTACHED, SOURCES
 from fi_compat.testing import listed_releases
-from tools.reach import ProbeError, ReleaseEnvironment, parse_probe_output, release_environment
+from tools.reach import ReleaseEnvironment, release_environment, run_in_release
 from tools.releases import ReleaseCache
 
 __all__ = [
@@ -265,45 +262,14 @@ def run_probe(
     timeout: float = TIMEOUT,
     command: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """The probe's document for one release (raises :class:`ProbeError` on failure)."""
-    path = [environment.site_dir, environment.release_dir]
-    if triton_dir is not None:
-        path.append(triton_dir)
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("PYTHON", "FI_COMPAT_HARNESS_", "FLASHINFER_"))
-    }
-    env.update(
-        PYTHONPATH=os.pathsep.join(str(entry) for entry in path),
-        PYTHONNOUSERSITE="1",
-        FI_COMPAT_HARNESS_STUB_GPU="1",
-        FI_COMPAT_LAYERS_NAMES=json.dumps(_names()),
+    """The probe's document for one release (raises :class:`tools.reach.ProbeError` on failure)."""
+    return run_in_release(
+        environment,
+        list(command) if command is not None else [sys.executable, str(PROBE)],
+        env={"FI_COMPAT_LAYERS_NAMES": json.dumps(_names())},
+        path=() if triton_dir is None else (triton_dir,),
+        timeout=timeout,
     )
-    if environment.cudart is not None:
-        env["FI_COMPAT_HARNESS_CUDART"] = str(environment.cudart)
-    argv = list(command) if command is not None else [sys.executable, str(PROBE)]
-    with tempfile.TemporaryDirectory(prefix="fi-compat-layers-") as scratch:
-        try:
-            done = subprocess.run(
-                argv,
-                capture_output=True,
-                text=True,
-                check=False,
-                cwd=scratch,
-                env=env,
-                timeout=timeout,
-            )
-        except subprocess.TimeoutExpired:
-            raise ProbeError(
-                f"flashinfer-python {environment.version}: the probe timed out after {timeout:g} s"
-            ) from None
-    if done.returncode != 0:
-        tail = "\n".join(done.stderr.strip().splitlines()[-15:])
-        raise ProbeError(
-            f"flashinfer-python {environment.version}: the probe exited {done.returncode}\n{tail}"
-        )
-    return parse_probe_output(environment.version, done.stdout)
 
 
 def measure_release(version: str, cache: ReleaseCache | None = None) -> dict[str, Any]:

@@ -79,6 +79,7 @@ __all__ = [
     "parse_probe_output",
     "recorded_releases",
     "release_environment",
+    "run_in_release",
     "run_probe",
 ]
 
@@ -451,36 +452,60 @@ def run_probe(
     ProbeError
         The subprocess failed, timed out, or printed no usable report.
     """
-    env = {
+    names = {
+        "decode_module": FAST_DECODE_PLAN.module,
+        "fast_plan": FAST_PLAN,
+        "families": list(ATTENTION_FAMILIES),
+        "plan_impl": PLAN_IMPL,
+    }
+    return run_in_release(
+        environment,
+        list(command) if command is not None else [sys.executable, str(PROBE)],
+        env={"FI_COMPAT_REACH_NAMES": json.dumps(names)},
+        timeout=timeout,
+    )
+
+
+def run_in_release(
+    environment: ReleaseEnvironment,
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    path: Sequence[Path] = (),
+    timeout: float = TIMEOUT,
+) -> dict[str, Any]:
+    """Run ``argv`` with one release first on ``PYTHONPATH`` (then ``path``), the harness's
+    CPU workarounds on, FlashInfer's own switches off and ``env`` added, in a scratch
+    directory; the probe document it prints (see :func:`parse_probe_output`).
+
+    Raises
+    ------
+    ProbeError
+        The subprocess failed, timed out, or printed no usable report.
+    """
+    entries = [environment.site_dir, environment.release_dir, *path]
+    variables = {
         key: value
         for key, value in os.environ.items()
         if not key.startswith(("PYTHON", "FI_COMPAT_HARNESS_", "FLASHINFER_"))
     }
-    env.update(
-        PYTHONPATH=os.pathsep.join((str(environment.site_dir), str(environment.release_dir))),
+    variables.update(
+        PYTHONPATH=os.pathsep.join(str(entry) for entry in entries),
         PYTHONNOUSERSITE="1",
         FI_COMPAT_HARNESS_STUB_GPU="1",
-        FI_COMPAT_REACH_NAMES=json.dumps(
-            {
-                "decode_module": FAST_DECODE_PLAN.module,
-                "fast_plan": FAST_PLAN,
-                "families": list(ATTENTION_FAMILIES),
-                "plan_impl": PLAN_IMPL,
-            }
-        ),
+        **(env or {}),
     )
     if environment.cudart is not None:
-        env["FI_COMPAT_HARNESS_CUDART"] = str(environment.cudart)
-    argv = list(command) if command is not None else [sys.executable, str(PROBE)]
-    with tempfile.TemporaryDirectory(prefix="fi-compat-reach-") as scratch:
+        variables["FI_COMPAT_HARNESS_CUDART"] = str(environment.cudart)
+    with tempfile.TemporaryDirectory(prefix="fi-compat-release-") as scratch:
         try:
             done = subprocess.run(
-                argv,
+                list(argv),
                 capture_output=True,
                 text=True,
                 check=False,
                 cwd=scratch,
-                env=env,
+                env=variables,
                 timeout=timeout,
             )
         except subprocess.TimeoutExpired:
