@@ -9,13 +9,13 @@ VENV310 := .venv310
 STAMP310 := $(VENV310)/.installed
 
 .PHONY: setup report test test-py310 lint bench clean record record-all compare-griffe \
-	measure-reach measure-layers
+	measure-reach measure-layers release-check dist
 
 $(STAMP): pyproject.toml constraints/dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
-		-c constraints/dev.txt -e '.[flashinfer,test,tools]'
+		-c constraints/dev.txt -e '.[flashinfer,test,tools,release]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -51,6 +51,21 @@ $(STAMP310): pyproject.toml constraints/dev.txt scripts/find_python310.sh
 test-py310: $(STAMP310)
 	$(VENV310)/bin/python -m pytest -p no:cacheprovider
 
+# The release check alone (tests/release/, marker `release`, also part of `make test`): builds
+# the sdist and the wheel into a temporary directory with `python -m build`, runs
+# `twine check --strict` and `check-wheel-contents`, checks both file lists, installs the
+# wheel into a fresh venv (pytest and torch pinned by constraints/dev.txt, no FlashInfer) and
+# runs `fi-compat report --json` and the pytest plugin from there (about a minute).
+release-check: $(STAMP)
+	$(BIN)/python -m pytest -p no:cacheprovider -m release tests/release
+
+# The distributions to upload, in dist/, after the release check passed.
+dist: release-check
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/python -m twine check --strict dist/*
+	$(BIN)/python -m check_wheel_contents dist/*.whl
+
 bench: $(STAMP)
 	for script in bench/*.py; do $(BIN)/python $$script || exit 1; done
 
@@ -83,4 +98,4 @@ compare-griffe: $(STAMP)
 	$(BIN)/python -m tools.compare_griffe
 
 clean:
-	rm -rf $(VENV) $(VENV310) .coverage .coverage.* .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) $(VENV310) .coverage .coverage.* .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info
