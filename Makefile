@@ -9,13 +9,13 @@ VENV310 := .venv310
 STAMP310 := $(VENV310)/.installed
 
 .PHONY: setup report test test-py310 lint bench clean record record-all compare-griffe \
-	measure-reach measure-layers release-check dist
+	measure-reach measure-layers release-check dist docs
 
 $(STAMP): pyproject.toml constraints/dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
-		-c constraints/dev.txt -e '.[flashinfer,test,tools,release]'
+		-c constraints/dev.txt -e '.[flashinfer,test,tools,release,docs]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -31,7 +31,7 @@ lint: $(STAMP)
 # The Python 3.10 run, then the whole suite under branch coverage of fi_compat, reported with
 # the missing lines and failing under the floor ([tool.coverage] in pyproject.toml). A plain
 # `pytest` measures nothing and stays fast for targeted runs.
-test: lint test-py310
+test: lint docs test-py310
 	$(BIN)/python -m coverage run -m pytest
 	$(BIN)/python -m coverage report
 
@@ -45,7 +45,7 @@ $(STAMP310): pyproject.toml constraints/dev.txt scripts/find_python310.sh
 		python310=$$(sh scripts/find_python310.sh) && "$$python310" -m venv $(VENV310); }
 	$(VENV310)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(VENV310)/bin/python -m pip install --quiet --disable-pip-version-check \
-		-c constraints/dev.txt -e . pytest hypothesis
+		-c constraints/dev.txt -e . pytest hypothesis pytest-examples
 	touch $(STAMP310)
 
 test-py310: $(STAMP310)
@@ -65,6 +65,11 @@ dist: release-check
 	$(BIN)/python -m build --outdir dist .
 	$(BIN)/python -m twine check --strict dist/*
 	$(BIN)/python -m check_wheel_contents dist/*.whl
+
+# The documentation site, built into a temporary directory: fails on a broken link or
+# reference, or a generated release table that drifted from the recorded data.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict -d $$(mktemp -d)/site
 
 bench: $(STAMP)
 	for script in bench/*.py; do $(BIN)/python $$script || exit 1; done

@@ -1,14 +1,17 @@
-"""Print (or write into README.md) the FlashInfer compatibility and split-reach tables.
+"""Print the FlashInfer compatibility and split-reach tables, or write them into the docs.
 
 The compatibility table is generated from the recorded release signatures in
 ``fi_compat/testing/signatures/``, the split-reach table from the measurements in
-``fi_compat/attention/reach.json``; ``tests/testing/test_table.py`` fails when the README's
-copy of either (between its ``<!-- ...:start -->`` and ``<!-- ...:end -->`` markers) drifts.
+``fi_compat/attention/reach.json``. Copies live in the files of :data:`TARGETS`, between
+``<!-- compat-table:start -->`` / ``<!-- compat-table:end -->`` (and ``reach-table``)
+markers. ``tests/testing/test_table.py`` fails when a copy drifts, and so does
+``mkdocs build`` (``docs/hooks.py``).
 
 Usage::
 
-    python scripts/gen_compat_table.py           # print the table
-    python scripts/gen_compat_table.py --write   # replace the block in README.md
+    python scripts/gen_compat_table.py           # print the tables
+    python scripts/gen_compat_table.py --write   # regenerate every copy in TARGETS
+    python scripts/gen_compat_table.py --check   # exit 1 naming the copies that drifted
 """
 
 from __future__ import annotations
@@ -17,42 +20,45 @@ import argparse
 import sys
 from pathlib import Path
 
-from fi_compat.testing._table import (
-    REACH_END,
-    REACH_START,
-    TABLE_END,
-    TABLE_START,
-    compat_table,
-    reach_table,
-)
+from fi_compat.testing._table import compat_table, reach_table, refresh
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Every file that holds a generated table, relative to the repository root.
+TARGETS = ("README.md", "docs/releases.md", "docs/guide/attention.md")
 
 
-def replace_block(
-    text: str, table: str, start_marker: str = TABLE_START, end_marker: str = TABLE_END
-) -> str:
-    """``text`` with the content between the markers replaced by ``table``."""
-    start = text.index(start_marker) + len(start_marker)
-    end = text.index(end_marker)
-    return text[:start] + "\n" + table + text[end:]
+def stale(root: Path = ROOT) -> list[str]:
+    """The files of :data:`TARGETS` whose generated blocks differ from the current tables."""
+    return [
+        name
+        for name in TARGETS
+        if refresh(text := (root / name).read_text(encoding="utf-8")) != text
+    ]
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point."""
+def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
+    """Entry point; ``root`` is the repository whose :data:`TARGETS` are read and written."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="update README.md in place")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--write", action="store_true", help="regenerate every copy in place")
+    mode.add_argument("--check", action="store_true", help="exit 1 when a copy drifted")
     args = parser.parse_args(argv)
-    table = compat_table()
-    reach = reach_table()
+    if args.check:
+        drifted = stale(root)
+        for name in drifted:
+            print(f"{name}: generated table drifted", file=sys.stderr)
+        return 1 if drifted else 0
     if not args.write:
-        sys.stdout.write(table + "\n" + reach)
+        sys.stdout.write(compat_table() + "\n" + reach_table())
         return 0
-    text = README.read_text(encoding="utf-8")
-    text = replace_block(text, table)
-    text = replace_block(text, reach, REACH_START, REACH_END)
-    README.write_text(text, encoding="utf-8")
-    print(f"updated {README}")
+    for name in TARGETS:
+        path = root / name
+        text = path.read_text(encoding="utf-8")
+        new = refresh(text)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            print(f"updated {path}")
     return 0
 
 

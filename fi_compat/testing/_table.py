@@ -1,4 +1,10 @@
-"""The README's FlashInfer compatibility table, generated from the recorded releases."""
+"""The FlashInfer compatibility and split-reach tables, generated from the recorded data.
+
+README.md and the documentation pages hold copies between ``<!-- compat-table:start -->`` /
+``<!-- compat-table:end -->`` (and ``reach-table``) markers; :func:`refresh` regenerates
+them, ``scripts/gen_compat_table.py --write`` writes the result, and a test and the
+documentation build (``docs/hooks.py``) fail when a copy differs from it.
+"""
 
 from __future__ import annotations
 
@@ -28,6 +34,7 @@ __all__ = [
     "Capability",
     "compat_table",
     "reach_table",
+    "refresh",
 ]
 
 TABLE_START = "<!-- compat-table:start -->"
@@ -230,3 +237,36 @@ def reach_table() -> str:
         for backend, verdicts in rows:
             lines.append(f"| `{family}` | `{backend}` | {_spans(verdicts, releases)} |")
     return "\n".join(lines) + "\n"
+
+
+def refresh(text: str) -> str:
+    """``text`` with every generated block between its markers replaced by the current table.
+
+    A block is the text between a start marker and the next end marker of its kind; the
+    content becomes a newline followed by the table. Text without markers is returned as is.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A start marker without its end marker after it, or an end marker without a start.
+    """
+    for start_marker, end_marker, make in (
+        (TABLE_START, TABLE_END, compat_table),
+        (REACH_START, REACH_END, reach_table),
+    ):
+        if start_marker not in text and end_marker not in text:
+            continue
+        head, *blocks = text.split(start_marker)
+        if end_marker in head or any(block.count(end_marker) != 1 for block in blocks):
+            raise InvalidArgumentError(
+                explain(
+                    f"{start_marker} and {end_marker} in pairs, in that order",
+                    "an unpaired or misordered marker",
+                    fix="give every start marker one end marker after it",
+                )
+            )
+        table = make()
+        text = head + "".join(
+            start_marker + "\n" + table + block[block.index(end_marker) :] for block in blocks
+        )
+    return text

@@ -1,4 +1,4 @@
-"""README's FlashInfer table must equal the table generated from the recorded releases."""
+"""The generated tables: their content, and every copy in README.md and docs/ is current."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from fi_compat._surface import ATTENTION_FAMILIES
 from fi_compat.attention import Verdict, measured_releases, split_reach
+from fi_compat.errors import InvalidArgumentError
 from fi_compat.testing._table import (
     CAPABILITIES,
     REACH_END,
@@ -19,24 +20,97 @@ from fi_compat.testing._table import (
     _runs,
     compat_table,
     reach_table,
+    refresh,
 )
+from scripts.gen_compat_table import TARGETS, main, stale
 
 ROOT = Path(__file__).resolve().parents[2]
+MARKERS = (TABLE_START, TABLE_END, REACH_START, REACH_END)
 
 
-def _readme_block() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert text.count(TABLE_START) == 1
-    assert text.count(TABLE_END) == 1
-    section = text[text.index("## FlashInfer releases") :]
-    assert section.index(TABLE_START) < section.index("\n## ")
-    return text[text.index(TABLE_START) + len(TABLE_START) : text.index(TABLE_END)]
+def _block(text: str, start: str, end: str) -> str:
+    assert text.count(start) == 1
+    assert text.count(end) == 1
+    return text[text.index(start) + len(start) : text.index(end)]
 
 
-def test_readme_table_is_the_generated_one() -> None:
-    assert _readme_block() == "\n" + compat_table(), (
-        "README table drifted: run python scripts/gen_compat_table.py --write"
+def _marked_files() -> list[str]:
+    """Every Markdown file of the README and docs/ that holds a table marker."""
+    paths = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    return [
+        path.relative_to(ROOT).as_posix()
+        for path in paths
+        if any(marker in path.read_text(encoding="utf-8") for marker in MARKERS)
+    ]
+
+
+def test_every_file_with_a_table_is_a_target() -> None:
+    assert _marked_files() == sorted(TARGETS, key=lambda name: (name != "README.md", name))
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_every_copy_is_the_generated_one(name: str) -> None:
+    text = (ROOT / name).read_text(encoding="utf-8")
+    assert refresh(text) == text, (
+        f"{name}: generated table drifted: run python scripts/gen_compat_table.py --write"
     )
+    assert stale() == []
+
+
+def test_each_table_is_where_the_docs_say() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## FlashInfer releases") :]
+    assert section.index(TABLE_START) < section.index("\n## ")
+    assert _block(readme, TABLE_START, TABLE_END) == "\n" + compat_table()
+    releases = (ROOT / "docs" / "releases.md").read_text(encoding="utf-8")
+    assert _block(releases, TABLE_START, TABLE_END) == "\n" + compat_table()
+    attention = (ROOT / "docs" / "guide" / "attention.md").read_text(encoding="utf-8")
+    section = attention[attention.index("## What reaches the kernel, measured") :]
+    assert REACH_START in section
+    assert _block(attention, REACH_START, REACH_END) == "\n" + reach_table()
+
+
+def test_refresh_rewrites_a_stale_block_and_keeps_the_rest() -> None:
+    text = f"before\n{TABLE_START}\nold\n{TABLE_END}\nafter {REACH_START}x{REACH_END}\n"
+    assert refresh(text) == (
+        f"before\n{TABLE_START}\n{compat_table()}{TABLE_END}\n"
+        f"after {REACH_START}\n{reach_table()}{REACH_END}\n"
+    )
+    assert refresh("no markers") == "no markers"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        TABLE_START,
+        TABLE_END,
+        f"{TABLE_END}{TABLE_START}",
+        f"{TABLE_START}{TABLE_START}{TABLE_END}",
+        f"{TABLE_START}{TABLE_END}{TABLE_END}",
+        f"{REACH_START}{TABLE_END}",
+    ],
+)
+def test_refresh_refuses_unpaired_markers(text: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="in pairs"):
+        refresh(text)
+
+
+def test_write_and_check_modes(tmp_path: Path) -> None:
+    for name in TARGETS:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(f"{TABLE_START}\nold\n{TABLE_END}\n", encoding="utf-8")
+    assert stale(tmp_path) == list(TARGETS)
+    assert main(["--check"], root=tmp_path) == 1
+    assert main(["--write"], root=tmp_path) == 0
+    assert stale(tmp_path) == []
+    assert main(["--check"], root=tmp_path) == 0
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_compat_table.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
 
 
 def test_table_rows_name_the_first_release() -> None:
@@ -77,16 +151,6 @@ def test_script_prints_the_table() -> None:
     assert done.stdout == compat_table() + "\n" + reach_table()
 
 
-def test_readme_reach_table_is_the_generated_one() -> None:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert text.count(REACH_START) == 1
-    assert text.count(REACH_END) == 1
-    block = text[text.index(REACH_START) + len(REACH_START) : text.index(REACH_END)]
-    assert block == "\n" + reach_table(), (
-        "README reach table drifted: run python scripts/gen_compat_table.py --write"
-    )
-
-
 def test_reach_table_rows_follow_the_data() -> None:
     rows = {
         tuple(cell.strip(" `|") for cell in line.split(" | ")[:2]): line.split(" | ")[2]
@@ -109,7 +173,5 @@ def test_reach_table_rows_follow_the_data() -> None:
 
 @pytest.mark.parametrize("releases", ["0.6.5", b"0.6.5", 5, [5], ["0.6.5", None], []])
 def test_compat_table_refuses_malformed_releases(releases: object) -> None:
-    from fi_compat.errors import InvalidArgumentError
-
     with pytest.raises(InvalidArgumentError, match=r"^expected "):
         compat_table(releases)  # type: ignore[arg-type]

@@ -1,0 +1,133 @@
+"""The documentation's non-Python parts: fence languages, the report's JSON, the navigation.
+
+Runs without torch and without the documentation tools (Python 3.10 too).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = sorted((ROOT / "docs").rglob("*.md"))
+FENCE = re.compile(r"^ *```(\S*)", re.MULTILINE)
+
+#: Fence languages that are not run as Python: shell commands, output, data.
+NOT_PYTHON = {"sh", "console", "json", "text"}
+
+
+def _name(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def _fenced(path: Path, language: str) -> list[str]:
+    text = path.read_text(encoding="utf-8")
+    return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
+
+
+@pytest.mark.parametrize("path", [ROOT / "README.md", *PAGES], ids=_name)
+def test_every_code_block_names_a_known_language(path: Path) -> None:
+    """A block is ``python`` (run by test_examples.py) or one of NOT_PYTHON (not Python)."""
+    languages = FENCE.findall(path.read_text(encoding="utf-8"))[::2]
+    for language in languages:
+        assert language in NOT_PYTHON | {"python"}, language
+
+
+def test_the_documented_report_json_matches_the_real_report() -> None:
+    (documented,) = _fenced(ROOT / "docs" / "guide" / "report.md", "json")
+    shape: dict[str, Any] = json.loads(documented)
+    done = subprocess.run(
+        [sys.executable, "-m", "fi_compat", "report", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    report: dict[str, Any] = json.loads(done.stdout)
+    assert set(shape) <= set(report)
+    for section, fields in shape.items():
+        if isinstance(fields, dict) and isinstance(report[section], dict):
+            named = {key for key in fields if key != "..."}
+            if section in ("fi_compat", "flashinfer", "torch", "comm"):
+                assert named <= set(report[section]), section
+    assert shape["comm"]["kwargs"].keys() <= report["comm"]["kwargs"].keys()
+
+
+def _console_sessions() -> list[tuple[str, list[str], str]]:
+    """``(page, arguments, output)`` for every ``$ fi-compat ...`` line of a console block."""
+    sessions = []
+    for path in PAGES:
+        for block in _fenced(path, "console"):
+            for command in re.split(r"^\$ ", block, flags=re.MULTILINE)[1:]:
+                line, _, output = command.partition("\n")
+                arguments = shlex.split(line)
+                assert arguments[0] == "fi-compat", line
+                sessions.append((_name(path), arguments[1:], output))
+    return sessions
+
+
+@pytest.mark.parametrize(("page", "arguments", "output"), _console_sessions())
+def test_console_sessions_print_what_they_show(
+    page: str, arguments: list[str], output: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "fi_compat", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, (page, done.stderr)
+    assert done.stdout == output, page
+
+
+def test_every_page_is_in_the_navigation() -> None:
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    for page in PAGES:
+        assert page.relative_to(ROOT / "docs").as_posix() in config, _name(page)
+
+
+def test_api_reference_covers_every_public_module() -> None:
+    reference = "".join(
+        path.read_text(encoding="utf-8") for path in (ROOT / "docs" / "reference").glob("*.md")
+    )
+    for module in (
+        "fi_compat",
+        "fi_compat.capabilities",
+        "fi_compat.errors",
+        "fi_compat.determinism",
+        "fi_compat.comm",
+        "fi_compat.comm.mnnvl",
+        "fi_compat.attention",
+        "fi_compat.policy",
+        "fi_compat.testing",
+        "fi_compat.report",
+        "fi_compat.hazards",
+    ):
+        assert f"::: {module}\n" in reference, module
+
+
+def test_no_benchmark_figures_in_prose() -> None:
+    """Figures come from `make bench` on the reader's machine; only targets (< or ≤) are typed."""
+    figure = re.compile(r"(?<![<≤\d.] )(?<![<≤\d.])\d+(\.\d+)? ?(µs|us|ns|ms|x)\b")
+    for path in [ROOT / "README.md", *PAGES]:
+        found = figure.findall(path.read_text(encoding="utf-8"))
+        assert not found, (_name(path), found)
+
+
+def test_readme_links_point_at_files() -> None:
+    """README.md is read outside the site (GitHub, the sdist): its relative links must resolve.
+
+    The pages' own links are checked by `mkdocs build --strict`.
+    """
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    assert links
+    for link in links:
+        assert "://" in link or (ROOT / link).is_file(), link
