@@ -46,6 +46,7 @@ from collections.abc import Callable, Mapping
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from fi_compat._signature import describe_error
 from fi_compat._surface import (
     LEGACY_FUSION,
     SYMMETRIC_HANDLE,
@@ -184,7 +185,29 @@ def lowest_layer(
 
     Returns ``(launcher, decision)``: the launcher is None when the workspace stays on the
     public call, and the decision says why, in a sentence for ``FusionWorkspace.decisions``.
+    Whatever FlashInfer's objects raise while they are inspected here (a raising
+    attribute, an unreadable source) keeps the public call and is said in the decision.
     """
+    try:
+        return _decide(version, spec, fusion=fusion, native=native, pattern=pattern)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # FlashInfer's objects, inspected: a finding, never a crash
+        return None, (
+            f"the public {UNIFIED_FUSION.key}: inspecting FlashInfer's functions and "
+            f"workspace raised {describe_error(error)}"
+        )
+
+
+def _decide(
+    version: str | None,
+    spec: Spec,
+    *,
+    fusion: Callable[..., Any],
+    native: Any,
+    pattern: int,
+) -> tuple[Launcher | None, str]:
+    """:func:`lowest_layer` without its guard."""
     entry = measured().get(version) if version is not None else None
     public = f"the public {UNIFIED_FUSION.key}"
     if entry is None:

@@ -262,3 +262,119 @@ def test_the_shipped_data_names_only_known_sources_and_checks() -> None:
                 source in SOURCES
             ), (version, name, source)
         assert len(entry["fusion_source"]) == len(entry["legacy_source"]) == 64
+
+
+# ------------------------------------------------ a FlashInfer that raises while inspected
+#
+# The binder resolves the workspace class and the legacy function in the fused function's
+# module globals: for ``fusion_double`` that is this module, so these two names stand in
+# for FlashInfer's.
+
+
+class TRTLLMAllReduceFusionWorkspace:
+    world_size = 4
+    rank = 1
+    workspace_tensor = "pointers"
+    metadata = ("the", "metadata")
+
+
+def trtllm_allreduce_fusion(
+    allreduce_in: Any, world_size: Any, token_num: Any, metadata: Any = None
+) -> None:
+    return None
+
+
+def fusion_double(**kwargs: Any) -> None:
+    return None
+
+
+def _double_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    entry = {
+        "layer": "legacy",
+        "detail": "",
+        "fusion_source": _sha(fusion_double),
+        "legacy_source": _sha(trtllm_allreduce_fusion),
+        "arguments": {
+            "allreduce_in": "view:input",
+            "world_size": "workspace.world_size",
+            "token_num": "tokens",
+            "metadata": "workspace.metadata",
+        },
+        "checks": [],
+    }
+    monkeypatch.setattr(_layers, "measured", lambda: {"1.0": entry})
+
+
+def test_the_doubles_are_bound_lower(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The control: with nothing raising, the doubles pass every check."""
+    pytest.importorskip("torch", reason="the launch needs torch")
+    _double_entry(monkeypatch)
+    launcher, decision = _layers.lowest_layer(
+        "1.0", _spec(), fusion=fusion_double, native=TRTLLMAllReduceFusionWorkspace(), pattern=1
+    )
+    assert launcher is not None, decision
+    assert decision.startswith("calls go to trtllm_allreduce_fusion")
+
+
+class RaisingWorkspace(TRTLLMAllReduceFusionWorkspace):
+    @property
+    def world_size(self) -> int:  # type: ignore[override]
+        raise RuntimeError("CUDA driver not loaded")
+
+
+class RaisingClass:
+    @property  # type: ignore[misc]  # read-only on purpose: reading it raises
+    def __class__(self) -> type:
+        raise OSError("no device")
+
+
+class RaisingWrapped:
+    def __call__(self, **kwargs: Any) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        raise ValueError(f"cannot read {name}")
+
+
+class UnprintableError(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+class RaisingUnprintably(TRTLLMAllReduceFusionWorkspace):
+    @property
+    def metadata(self) -> tuple[str, str]:  # type: ignore[override]
+        raise UnprintableError
+
+
+@pytest.mark.parametrize(
+    ("fusion", "native", "raised"),
+    [
+        (lambda: fusion_double, RaisingWorkspace, "RuntimeError: CUDA driver not loaded"),
+        (lambda: fusion_double, RaisingClass, "OSError: no device"),
+        (RaisingWrapped, TRTLLMAllReduceFusionWorkspace, "ValueError: cannot read"),
+        (lambda: fusion_double, RaisingUnprintably, "UnprintableError"),
+    ],
+    ids=["attribute", "class", "wrapped", "unprintable"],
+)
+def test_whatever_flashinfer_raises_while_inspected_keeps_the_public_call(
+    monkeypatch: pytest.MonkeyPatch, fusion: Any, native: Any, raised: str
+) -> None:
+    _double_entry(monkeypatch)
+    launcher, decision = _layers.lowest_layer(
+        "1.0", _spec(), fusion=fusion(), native=native(), pattern=1
+    )
+    assert launcher is None
+    assert decision.startswith("the public allreduce_fusion: inspecting FlashInfer")
+    assert raised in decision
+
+
+def test_an_interrupt_is_not_swallowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    def interrupted() -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_layers, "measured", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _layers.lowest_layer(
+            "1.0", _spec(), fusion=fusion_double, native=TRTLLMAllReduceFusionWorkspace(), pattern=1
+        )

@@ -184,7 +184,7 @@ def test_an_unmeasured_release_keeps_the_public_call(
 def test_a_workspace_of_another_class_keeps_the_public_call(staged: Stage) -> None:
     _measured_here()
     _launcher, why = _layers.lowest_layer(
-        staged.comm.__version__ if hasattr(staged.comm, "__version__") else _version(),
+        _version(),
         _spec(),
         fusion=staged.public,
         native=object(),
@@ -325,4 +325,28 @@ def test_hostile_tensors_are_refused_before_the_lower_layer(staged: Stage, name:
         comm.allreduce_residual_rmsnorm(x, residual, weight, workspace=workspace)
     with pytest.raises(WorkspaceMismatchError):
         workspace.prepare(x, residual, weight)
+    assert staged.calls == [], "nothing reached the kernel"
+
+
+@pytest.mark.parametrize("aliased", ["norm_out is residual_out", "norm_out is weight", "None"])
+def test_aliased_outputs_and_wrong_types_are_refused_before_the_lower_layer(
+    staged: Stage, aliased: str
+) -> None:
+    from fi_compat.errors import WorkspaceMismatchError
+
+    _measured_here()
+    workspace = _workspace()
+    assert any(LOWER in decision for decision in workspace.decisions)
+    x, residual, weight = _tensors()
+    out = torch.empty_like(x)
+    options: dict[str, Any] = {
+        "norm_out is residual_out": {"norm_out": out, "residual_out": out},
+        "norm_out is weight": {"norm_out": weight},
+        "None": {},
+    }[aliased]
+    first: Any = None if aliased == "None" else x
+    with pytest.raises(WorkspaceMismatchError):
+        comm.allreduce_residual_rmsnorm(first, residual, weight, workspace=workspace, **options)
+    with pytest.raises(WorkspaceMismatchError):
+        workspace.prepare(first, residual, weight, **options)
     assert staged.calls == [], "nothing reached the kernel"
