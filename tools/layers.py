@@ -42,7 +42,6 @@ import json
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +59,7 @@ from fi_compat._surface import (
 )
 from fi_compat.comm._layers import HANDLES_ATTACHED, SOURCES
 from fi_compat.testing import listed_releases
+from tools import reach
 from tools.reach import ReleaseEnvironment, release_environment, run_in_release
 from tools.releases import ReleaseCache
 
@@ -294,24 +294,9 @@ def measure_all(
     workers: int = 2,
     measure: Callable[[str], dict[str, Any]] | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """Each release's entry, and the error of each release that could not be measured."""
-    run = measure or measure_release
-
-    def attempt(version: str) -> tuple[str, dict[str, Any] | None, str | None]:
-        try:
-            return version, run(version), None
-        except Exception as error:  # one release's failure never stops the others
-            return version, None, f"{type(error).__name__}: {error}"
-
-    measured: dict[str, Any] = {}
-    errors: dict[str, str] = {}
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        for version, entry, error in pool.map(attempt, list(versions)):
-            if entry is not None:
-                measured[version] = entry
-            else:
-                errors[version] = error or "unknown error"
-    return measured, errors
+    """Each release's entry, and the error of each release that could not be measured
+    (:func:`tools.reach.measure_all` with this tool's :func:`measure_release`)."""
+    return reach.measure_all(versions, workers=workers, measure=measure or measure_release)
 
 
 # -------------------------------------------------------------------------- the file

@@ -176,9 +176,12 @@ def source_of(value: Any, given: dict[str, Any], workspace: Any) -> set[str]:
     return found
 
 
-def statements(function: Any) -> Callable[[set[int]], list[str]]:
-    """Line numbers of ``function``'s file -> the statements starting there, as source."""
-    lines, first = inspect.getsourcelines(function)
+def statements(lines: list[str], first: int) -> Callable[[set[int]], list[str]]:
+    """Line numbers of a function's file -> the statements starting there, as source.
+
+    ``lines`` and ``first`` are the function's source lines and first line number, as
+    :func:`inspect.getsourcelines` gives them.
+    """
     tree = ast.parse(textwrap.dedent("".join(lines)))
     starts: dict[int, str] = {}
     for node in ast.walk(tree):
@@ -204,11 +207,9 @@ def statements(function: Any) -> Callable[[set[int]], list[str]]:
     return texts
 
 
-def trace_lines(function: Any, executed: set[int]) -> Callable[..., Any]:
-    """A ``sys.settrace`` function recording the lines run in ``function``'s file range."""
-    code = function.__code__
-    lines, first = inspect.getsourcelines(function)
-    last = first + len(lines)
+def trace_lines(filename: str, first: int, last: int, executed: set[int]) -> Callable[..., Any]:
+    """A ``sys.settrace`` function recording into ``executed`` the lines run by code of
+    ``filename`` that starts in lines ``first`` to ``last`` (excluded)."""
 
     def local(frame: types.FrameType, event: str, arg: Any) -> Any:
         if event == "line":
@@ -219,7 +220,7 @@ def trace_lines(function: Any, executed: set[int]) -> Callable[..., Any]:
         if event != "call":
             return None
         frame_code = frame.f_code
-        if frame_code.co_filename == code.co_filename and first <= frame_code.co_firstlineno < last:
+        if frame_code.co_filename == filename and first <= frame_code.co_firstlineno < last:
             return local
         return None
 
@@ -261,8 +262,8 @@ def measure() -> dict[str, Any]:
     raw = legacy_layers[-1]
     document["legacy_chain"] = [describe(layer) for layer in legacy_layers]
     document["legacy_source"] = sha256(inspect.getsource(raw))
-    document["legacy_parameters"] = list(inspect.signature(raw).parameters)
     signature = inspect.signature(raw)
+    document["legacy_parameters"] = list(signature.parameters)
     takes = inspect.signature(original).parameters
     pattern = getattr(namespace[names["pattern_class"]], names["pattern"])
     document["pattern"] = pattern
@@ -279,7 +280,9 @@ def measure() -> dict[str, Any]:
         return legacy(*args, **kwargs)
 
     namespace[names["legacy"]] = recording_legacy
-    texts = statements(original)
+    lines, first = inspect.getsourcelines(original)
+    texts = statements(lines, first)
+    span = (original.__code__.co_filename, first, first + len(lines))
     runs: list[dict[str, Any]] = []
     candidates: dict[str, set[str] | None] = dict.fromkeys(signature.parameters)
     constants: dict[str, list[Any]] = {name: [] for name in signature.parameters}
@@ -318,7 +321,7 @@ def measure() -> dict[str, Any]:
             kernel.calls.clear()
             run: dict[str, Any] = {"switches": dict(switches), "error": None}
             previous = sys.gettrace()
-            sys.settrace(trace_lines(original, executed))
+            sys.settrace(trace_lines(*span, executed))
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
