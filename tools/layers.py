@@ -60,7 +60,7 @@ from fi_compat._surface import (
 from fi_compat.comm._layers import HANDLES_ATTACHED, SOURCES
 from fi_compat.testing import listed_releases
 from tools import reach
-from tools.reach import ReleaseEnvironment, release_environment, run_in_release
+from tools.reach import ProbeError, ReleaseEnvironment, release_environment, run_in_release
 from tools.releases import ReleaseCache
 
 __all__ = [
@@ -74,6 +74,7 @@ __all__ = [
     "measure_all",
     "measure_release",
     "run_probe",
+    "run_release",
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -272,15 +273,32 @@ def run_probe(
     )
 
 
-def measure_release(version: str, cache: ReleaseCache | None = None) -> dict[str, Any]:
-    """One release's entry; the triton wheel joins the path when the import asks for it."""
+_NO_TRITON = "No module named 'triton'"
+
+
+def run_release(
+    version: str, cache: ReleaseCache | None = None, command: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """:func:`run_probe` (or ``command``) against one release, downloaded once; run again
+    with the triton wheel on the path when the import asks for it (0.6.10 to 0.6.13), said
+    either in the document's ``error`` or in the failed subprocess's output."""
     cache = cache or ReleaseCache()
     environment = release_environment(version, cache)
-    document = run_probe(environment)
-    if "No module named 'triton'" in str(document.get("error", "")):
-        triton = cache.extract(cache.download(TRITON, wheel_only=True))
-        document = run_probe(environment, triton_dir=triton)
-    return classify(document)
+    try:
+        document = run_probe(environment, command=command)
+    except ProbeError as error:
+        if _NO_TRITON not in str(error):
+            raise
+    else:
+        if _NO_TRITON not in str(document.get("error", "")):
+            return document
+    triton = cache.extract(cache.download(TRITON, wheel_only=True))
+    return run_probe(environment, triton_dir=triton, command=command)
+
+
+def measure_release(version: str, cache: ReleaseCache | None = None) -> dict[str, Any]:
+    """One release's entry."""
+    return classify(run_release(version, cache))
 
 
 def recorded_releases() -> list[str]:

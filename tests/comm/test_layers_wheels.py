@@ -28,15 +28,12 @@ from packaging.version import Version
 pytest.importorskip("torch", reason="needs torch")
 
 from fi_compat.comm._layers import measured
-from tools.layers import TRITON, measure_release, run_probe
-from tools.reach import release_environment
+from tools.layers import measure_release, run_release
 from tools.releases import RegistryUnreachableError, ReleaseCache
 
 pytestmark = pytest.mark.release_matrix
 
 SCRIPT = Path(__file__).resolve().parent.parent / "support" / "layers_equivalence.py"
-#: ``flashinfer.comm`` imports triton in these releases (the harness's ReleaseNeeds).
-NEEDS_TRITON = (Version("0.6.10"), Version("0.6.14"))
 
 
 def _paths() -> dict[tuple[str, str], str]:
@@ -59,14 +56,7 @@ def _cache() -> ReleaseCache:
 
 
 def _equivalence(version: str) -> dict[str, Any]:
-    cache = _cache()
-    environment = release_environment(version, cache)
-    triton = None
-    if NEEDS_TRITON[0] <= Version(version) < NEEDS_TRITON[1]:
-        triton = cache.extract(cache.download(TRITON, wheel_only=True))
-    return run_probe(
-        environment, triton_dir=triton, command=[sys.executable, str(SCRIPT)], timeout=600
-    )
+    return run_release(version, _cache(), command=[sys.executable, str(SCRIPT)])
 
 
 @pytest.fixture(scope="module")
