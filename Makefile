@@ -71,8 +71,11 @@ dist: release-check
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict -d $$(mktemp -d)/site
 
+# Every bench/bench_*.py in a fresh interpreter, one after the other (on an otherwise idle
+# machine); their figures go to bench/results.json and bench/results.md, which
+# docs/benchmarks.md includes. Commit both: the docs show the last run's figures.
 bench: $(STAMP)
-	for script in bench/*.py; do $(BIN)/python $$script || exit 1; done
+	$(BIN)/python -m tools.bench --write
 
 # Maintainer tooling (tools/, not in the wheel). Releases are downloaded once into
 # ~/.cache/fi-compat/releases (set FI_COMPAT_RELEASE_CACHE to move it).

@@ -3,7 +3,8 @@
 Targets (issue 2): ``import fi_compat`` under 10 ms of its own, the probe under 5 ms once
 FlashInfer is imported, the cached ``get_capabilities()`` under 1 us.
 
-Run: ``.venv/bin/python bench/bench_capabilities.py``
+Run: ``.venv/bin/python bench/bench_capabilities.py`` (``make bench`` runs every script and
+writes their figures to ``bench/results.md``)
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import subprocess
 import sys
 import time
 import timeit
+
+from _figures import Figure, report
 
 
 def import_time_ms(runs: int = 15) -> float:
@@ -63,9 +66,12 @@ def main() -> None:
     imported = import_time_ms()
     probe, what = probe_time_ms()
     cached = cached_call_ns()
-    print(f"import fi_compat, cumulative, median of 15 interpreters: {imported:8.2f} ms  (< 10 ms)")
-    print(f"probe once flashinfer is imported: {probe:8.2f} ms  (< 5 ms)  [{what}]")
-    print(f"cached get_capabilities(), best of 5 x 1e6 calls: {cached:8.1f} ns  (< 1000 ns)")
+    figures = [
+        Figure("import fi_compat, cumulative, median of 15 interpreters", imported, "ms", 10),
+        Figure("probe once flashinfer is imported", probe, "ms", 5),
+        Figure("cached get_capabilities(), best of 5 x 1e6 calls", cached, "ns", 1000),
+    ]
+    report("bench_capabilities.py", figures, [f"the probe ran on: {what}"])
 
 
 if __name__ == "__main__":

@@ -11,14 +11,16 @@ named ``flashinfer.prefill``, which is what fi-compat checks): its ``plan`` take
 * ``wrapped, engine passes agreeing settings``: the slow path, the engine passes its own
   pair and fi-compat checks it.
 
-Run: ``.venv/bin/python bench/bench_deterministic_wrapper.py``
+Run: ``.venv/bin/python bench/bench_deterministic_wrapper.py`` (``make bench`` runs every
+script and writes their figures to ``bench/results.md``)
 """
 
 from __future__ import annotations
 
 import dataclasses
-import timeit
 from typing import Any
+
+from _figures import Figure, best_ns, report
 
 from fi_compat import determinism
 from fi_compat.attention import deterministic_wrapper, measured_releases, split_reach
@@ -74,10 +76,6 @@ class BatchPrefillWithPagedKVCacheWrapper:
         return None
 
 
-def per_call_ns(call: Any, number: int = 200_000) -> float:
-    return min(timeit.repeat(call, number=number, repeat=7)) / number * 1e9
-
-
 def main() -> None:
     release = measured_releases()[-1]
     real = get_capabilities()
@@ -111,18 +109,20 @@ def main() -> None:
             disable_split_kv=False,
         )
 
-    base = per_call_ns(direct)
-    ours = per_call_ns(through)
-    slow = per_call_ns(agreeing)
-    print(f"deterministic wrapper, plan per call (measurements of flashinfer {release}):")
-    print(f"  direct plan (engine passes the settings)        {base:8.0f} ns")
-    print(
-        f"  wrapped plan (fi-compat adds them)              {ours:8.0f} ns  (+{ours - base:.0f} ns)"
+    best = best_ns({"direct": direct, "through": through, "agreeing": agreeing}, 200_000)
+    base, ours, slow = best["direct"], best["through"], best["agreeing"]
+    figures = [
+        Figure("direct plan (the engine passes the settings)", base, "ns"),
+        Figure("wrapped plan (fi-compat adds them)", ours, "ns"),
+        Figure("  added per plan", ours - base, "ns", 1000),
+        Figure("wrapped plan, the engine passes an agreeing pair", slow, "ns"),
+        Figure("  added per plan (the slower path that checks the pair)", slow - base, "ns"),
+    ]
+    report(
+        "bench_deterministic_wrapper.py",
+        figures,
+        [f"plan parameters and split reach of flashinfer {release}"],
     )
-    print(
-        f"  wrapped plan, engine passes an agreeing pair    {slow:8.0f} ns  (+{slow - base:.0f} ns)"
-    )
-    print("  target: under 1000 ns added")
 
 
 if __name__ == "__main__":
