@@ -1,13 +1,17 @@
-"""MkDocs hook: fail the build when a page's generated table differs from the recorded data.
+"""MkDocs hooks: fail the build on a stale generated table or a Sphinx role left in a page.
 
 The compatibility and split-reach tables are generated from the data fi-compat ships
 (``fi_compat.testing._table``) and written into the pages by
 ``python scripts/gen_compat_table.py --write``. A page whose copy drifted fails the build,
 so the site never shows a table that the data no longer supports.
+
+Docstrings' Sphinx roles (``:class:`X```) are turned into links by ``docs/griffe_roles.py``;
+a role that reaches a rendered page (a pattern the extension does not know) fails the build.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from mkdocs.exceptions import PluginError
@@ -23,3 +27,15 @@ def on_page_markdown(markdown: str, *, page: Any, **_: Any) -> str:
             "run python scripts/gen_compat_table.py --write"
         )
     return markdown
+
+
+ROLE_LEFT = re.compile(r":(?:py:)?[a-z]+:`")
+
+
+def on_page_content(html: str, *, page: Any, **_: Any) -> str:
+    """Return the page's HTML unchanged; raise when a Sphinx role was rendered literally."""
+    left = ROLE_LEFT.search(html)
+    if left is not None:
+        context = html[max(0, left.start() - 60) : left.end() + 60]
+        raise PluginError(f"{page.file.src_uri}: a Sphinx role is shown literally: {context!r}")
+    return html

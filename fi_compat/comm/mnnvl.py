@@ -3,7 +3,7 @@
 Every public name of the installed release's ``flashinfer.comm.mnnvl`` (``CommBackend``,
 ``MnnvlConfig``, ``McastGPUBuffer``, ``is_mnnvl_fabric_supported``, ...) is handed through
 as it is, except :data:`TorchDistBackend`: where the installed release's ``bcast(data,
-root)`` reads ``root`` as a global rank (before 0.6.10.post1), a subclass is returned whose
+root)`` reads ``root`` as a global rank (before 0.6.13), a subclass is returned whose
 ``bcast`` maps the group-local root MPI defines to the global rank first, so a
 ``TorchDistBackend(group=...)`` over a group whose ranks are not ``0..n-1`` broadcasts from
 the right process instead of hanging. A name the release lacks raises
@@ -21,9 +21,16 @@ from fi_compat._surface import MNNVL_MODULE, TORCH_DIST_BACKEND
 
 __all__ = ["TorchDistBackend"]
 
-#: The installed class, adapted to a group-local ``bcast`` root where needed (looked up on
-#: each access by ``__getattr__``; declared here for type checkers and ``__all__``).
 TorchDistBackend: type
+"""The installed release's ``flashinfer.comm.mnnvl.TorchDistBackend``, as a class.
+
+Where that class's ``bcast(data, root)`` reads ``root`` as a global rank (0.6.0 to 0.6.12;
+the probe's ``bcast_root_is_group_local`` finding), this is a subclass whose ``bcast`` maps
+the group-local root to the global rank with ``torch.distributed.get_global_rank`` first;
+from 0.6.13, whose class does that itself, it is FlashInfer's class unchanged.
+Looked up on each access (declared here for type checkers, ``__all__`` and this reference);
+raises :class:`~fi_compat.errors.NameUnavailableError` where the release has no such class.
+"""
 
 
 def __getattr__(name: str) -> Any:
