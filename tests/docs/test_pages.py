@@ -19,8 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted((ROOT / "docs").rglob("*.md"))
 FENCE = re.compile(r"^ *```(\S*)", re.MULTILINE)
 
-#: Fence languages that are not run as Python: shell commands, output, data.
-NOT_PYTHON = {"sh", "console", "json", "text"}
+#: Fence languages that are not run as Python: shell commands, output, data, and the
+#: migration guides' one-line import changes (``diff``).
+NOT_PYTHON = {"sh", "console", "json", "text", "diff"}
 
 
 def _name(path: Path) -> str:
@@ -85,6 +86,33 @@ def test_console_sessions_print_what_they_show(
     )
     assert done.returncode == 0, (page, done.stderr)
     assert done.stdout == output, page
+
+
+def _shell_commands() -> list[tuple[str, list[str]]]:
+    """``(pages, arguments)`` for every distinct ``fi-compat ...`` line of an ``sh`` block."""
+    commands: dict[tuple[str, ...], list[str]] = {}
+    for path in [ROOT / "README.md", *PAGES]:
+        for block in _fenced(path, "sh"):
+            for line in block.splitlines():
+                command = line.partition(" #")[0].strip()
+                if command.startswith("fi-compat "):
+                    commands.setdefault(tuple(shlex.split(command)[1:]), []).append(_name(path))
+    return [(", ".join(pages), list(arguments)) for arguments, pages in commands.items()]
+
+
+@pytest.mark.parametrize(("page", "arguments"), _shell_commands())
+def test_documented_commands_run(page: str, arguments: list[str]) -> None:
+    """Each ``fi-compat`` command a page shows is accepted and runs; ``--require`` may exit 1
+    (something required is missing here), nothing else may fail."""
+    done = subprocess.run(
+        [sys.executable, "-m", "fi_compat", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    allowed = {0, 1} if "--require" in arguments else {0}
+    assert done.returncode in allowed, (page, arguments, done.stderr)
+    assert done.stdout, (page, arguments)
 
 
 def test_every_page_is_in_the_navigation() -> None:
