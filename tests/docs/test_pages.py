@@ -142,9 +142,9 @@ def test_api_reference_covers_every_public_module() -> None:
 
 
 def test_no_benchmark_figures_in_prose() -> None:
-    """Figures come from `make bench` on the reader's machine; only targets (< or ≤) are typed."""
+    """Figures come from `make bench` (bench/results.md); only targets (< or ≤) are typed."""
     figure = re.compile(r"(?<![<≤\d.] )(?<![<≤\d.])\d+(\.\d+)? ?(µs|us|ns|ms|x)\b")
-    for path in [ROOT / "README.md", *PAGES]:
+    for path in [ROOT / "README.md", ROOT / "CHANGELOG.md", *PAGES]:
         found = figure.findall(path.read_text(encoding="utf-8"))
         assert not found, (_name(path), found)
 
@@ -159,3 +159,24 @@ def test_readme_links_point_at_files() -> None:
     assert links
     for link in links:
         assert "://" in link or (ROOT / link).is_file(), link
+
+
+def test_the_changelog_has_a_dated_section_for_this_version() -> None:
+    """Keep a Changelog: ``[Unreleased]`` first, then one dated section per release, newest
+    first, the newest being the version the package says it is."""
+    from fi_compat import __version__
+
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^## (.*)$", text, flags=re.MULTILINE)
+    assert headings[0] == "[Unreleased]"
+    released = [re.fullmatch(r"\[(\d+\.\d+\.\d+)\] - (\d{4}-\d{2}-\d{2})", h) for h in headings[1:]]
+    assert released
+    assert all(released), headings
+    versions = [
+        tuple(int(part) for part in match.group(1).split(".")) for match in released if match
+    ]
+    assert versions == sorted(versions, reverse=True)
+    assert released[0] is not None
+    assert released[0].group(1) == __version__
+    kinds = set(re.findall(r"^### (.*)$", text, flags=re.MULTILINE))
+    assert kinds <= {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}, kinds
