@@ -22,7 +22,7 @@ from fi_compat._surface import MNNVL_MODULE, TORCH_DIST_BACKEND
 __all__ = ["TorchDistBackend"]
 
 TorchDistBackend: type
-"""The installed release's ``flashinfer.comm.mnnvl.TorchDistBackend``, as a class.
+"""The installed release's class of this name, adapted where its ``bcast`` needs it.
 
 Where that class's ``bcast(data, root)`` reads ``root`` as a global rank (0.6.0 to 0.6.12;
 the probe's ``bcast_root_is_group_local`` finding), this is a subclass whose ``bcast`` maps
