@@ -14,9 +14,8 @@ import statistics
 import subprocess
 import sys
 import time
-import timeit
 
-from _figures import Figure, report
+from _figures import Figure, best_ns, report
 
 
 def import_time_ms(runs: int = 15) -> float:
@@ -58,8 +57,7 @@ def cached_call_ns(number: int = 1_000_000) -> float:
     from fi_compat import get_capabilities
 
     get_capabilities()
-    best = min(timeit.repeat(get_capabilities, number=number, repeat=5))
-    return best / number * 1e9
+    return best_ns({"cached": get_capabilities}, number, repeat=5)["cached"]
 
 
 def main() -> None:

@@ -115,9 +115,7 @@ def _commit(root: Path) -> str:
 
     try:
         commit = git("rev-parse", "--short=12", "HEAD")
-        changed = git(
-            "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results.*"
-        )
+        changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", RESULTS)
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"
     return commit + ("+changes" if changed else "")
