@@ -706,7 +706,7 @@ def test_fake_forwarder_reproduces_recorded_drops(tmp_path: Path) -> None:
     plan = record.function(f"{WRAPPER}.plan")
     assert plan is not None
     assert plan.forwards_kwargs_drops == ("fixed_split_size",)
-    generated = _generate(record, "token", cuda_runtime=True, errors={})["flashinfer.decode"]
+    generated = _generate(record, str(tmp_path), cuda_runtime=True)["flashinfer.decode"]
     path = tmp_path / "fake_decode.py"
     path.write_text(generated, encoding="utf-8")
     cls = _import(path).BatchDecodeWithPagedKVCacheWrapper

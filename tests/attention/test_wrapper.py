@@ -385,7 +385,9 @@ def test_a_graph_wrapper_with_eager_settings_is_refused(on: None, caps: Capabili
 
 
 @pytest.mark.parametrize(
-    "wrapper", [None, BatchPrefillWithPagedKVCacheWrapper, object(), "fa2", 3], ids=repr
+    "wrapper",
+    [None, BatchPrefillWithPagedKVCacheWrapper, object(), "fa2", 3],
+    ids=["None", "class", "object", "'fa2'", "3"],
 )
 def test_hostile_wrappers_are_refused_whatever_the_switch(wrapper: Any, caps: Capabilities) -> None:
     for switch in (False, True):

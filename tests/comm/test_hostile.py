@@ -14,6 +14,7 @@ to, on three fakes: the newest release (unified API, ``trigger_completion_at_end
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -723,8 +724,14 @@ def test_dropin_on_a_native_workspace_passes_through(kit: FakeFlashInfer) -> Non
 # -------------------------------------------------------------------------------- creation
 
 
+def _stable_id(change: Args) -> str:
+    """The case's repr without memory addresses: pytest-xdist's workers must collect the
+    same ids."""
+    return re.sub(r" at 0x[0-9a-f]+", "", repr(change))
+
+
 @pytest.mark.parametrize(
-    ("change", "error"), CREATE_CASES, ids=[repr(change) for change, _ in CREATE_CASES]
+    ("change", "error"), CREATE_CASES, ids=[_stable_id(change) for change, _ in CREATE_CASES]
 )
 def test_create_workspace_refuses(
     kit: FakeFlashInfer, change: Args, error: type[FiCompatError]
@@ -735,7 +742,7 @@ def test_create_workspace_refuses(
 @pytest.mark.parametrize(
     ("change", "error"),
     DROPIN_CREATE_CASES,
-    ids=[repr(change) for change, _ in DROPIN_CREATE_CASES],
+    ids=[_stable_id(change) for change, _ in DROPIN_CREATE_CASES],
 )
 def test_dropin_create_refuses(
     kit: FakeFlashInfer, change: Args, error: type[FiCompatError]
