@@ -350,6 +350,53 @@ def test_submodules_the_release_lacks_are_missing() -> None:
         assert backend(group=None).bcast("payload", 0) == "payload"
 
 
+def test_a_later_fake_of_the_release_reuses_its_package_with_fresh_state() -> None:
+    with make_fake("0.6.5") as first:
+        comm = first.comm
+        comm.stray_state = "first"
+        comm.trtllm_destroy_ipc_workspace_for_all_reduce_fusion([])
+        destroy = comm.trtllm_destroy_ipc_workspace_for_all_reduce_fusion
+    with make_fake("0.6.5") as second:
+        assert second.directory == first.directory
+        assert second.comm is not comm
+        assert not hasattr(second.comm, "stray_state")
+        assert second.calls == []
+        # The first fake's function still belongs to the first fake, which has ended.
+        with pytest.raises(FakeUninstalledError, match="has ended"):
+            destroy([])
+        second.comm.trtllm_destroy_ipc_workspace_for_all_reduce_fusion([])
+        assert [call.name for call in second.calls] == [
+            "trtllm_destroy_ipc_workspace_for_all_reduce_fusion"
+        ]
+    assert [call.name for call in first.calls] == [
+        "trtllm_destroy_ipc_workspace_for_all_reduce_fusion"
+    ]
+
+
+def test_live_fakes_of_one_release_get_packages_of_their_own() -> None:
+    with make_fake("0.6.5") as outer, make_fake("0.6.5") as inner:
+        assert inner.directory != outer.directory
+        inner.comm.trtllm_destroy_ipc_workspace_for_all_reduce_fusion([])
+        assert len(inner.calls) == 1
+        assert outer.calls == []
+
+
+def test_failure_modes_get_packages_of_their_own() -> None:
+    with make_fake("0.6.5") as plain:
+        pass
+    with make_fake("0.6.5", cuda_runtime=False) as no_runtime:
+        assert no_runtime.directory != plain.directory
+        with pytest.raises(AssertionError, match="libcudart"):
+            importlib.import_module("flashinfer.comm")
+    with make_fake("0.6.5", comm_import_error=OSError("planned")) as failing:
+        assert failing.directory not in (plain.directory, no_runtime.directory)
+        with pytest.raises(OSError, match="planned"):
+            importlib.import_module("flashinfer.comm")
+    with make_fake("0.6.5") as again:
+        assert again.directory == plain.directory
+        assert again.comm.__name__ == "flashinfer.comm"
+
+
 def test_calling_a_fake_after_its_block_ended_is_a_clear_error() -> None:
     with make_fake("0.6.5") as fi:
         destroy = fi.comm.trtllm_destroy_ipc_workspace_for_all_reduce_fusion
