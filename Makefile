@@ -8,8 +8,13 @@ STAMP := $(VENV)/.installed
 VENV310 := .venv310
 STAMP310 := $(VENV310)/.installed
 
-.PHONY: setup report test test-py310 lint bench clean record record-all compare-griffe \
-	measure-reach measure-layers release-check dist docs
+.PHONY: setup report test test-fast test-all test-suite test-py310 lint bench clean record \
+	record-all compare-griffe measure-reach measure-layers release-check dist docs
+
+# pytest-xdist workers for the test runs (both cores of the project's machines).
+WORKERS ?= 2
+# Extra pytest arguments for every run of the suite (`make test-all` adds --all-releases).
+PYTEST_ARGS ?=
 
 $(STAMP): pyproject.toml constraints/dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,12 +33,41 @@ lint: $(STAMP)
 	$(BIN)/python -m ruff format --check .
 	$(BIN)/python -m mypy
 
-# The Python 3.10 run, then the whole suite under branch coverage of fi_compat, reported with
-# the missing lines and failing under the floor ([tool.coverage] in pyproject.toml). A plain
-# `pytest` measures nothing and stays fast for targeted runs.
-test: lint docs test-py310
-	$(BIN)/python -m coverage run -m pytest
+# The one command CI and the README name. Each stage prints its wall time, and a table of all
+# of them closes the run (scripts/stage.sh): the set-up of both venvs, lint, the docs build,
+# the Python 3.10 run, then the whole suite on Python 3.11 under branch coverage of fi_compat
+# (release check included), reported with the missing lines and failing under the floor
+# ([tool.coverage] in pyproject.toml). Release-parametrized tests run the first and last
+# release of each release class (tests/support/release_classes.py); `make test-all` runs
+# every one.
+test:
+	@rm -f .stages
+	@sh scripts/stage.sh setup $(MAKE) --no-print-directory $(STAMP) $(STAMP310)
+	@sh scripts/stage.sh lint $(MAKE) --no-print-directory lint
+	@sh scripts/stage.sh docs $(MAKE) --no-print-directory docs
+	@sh scripts/stage.sh py310 $(MAKE) --no-print-directory test-py310
+	@sh scripts/stage.sh suite $(MAKE) --no-print-directory test-suite
+	@sh scripts/stage.sh --summary
+
+# `make test` with the full release sweep: every release-parametrized test on every release.
+test-all:
+	@$(MAKE) --no-print-directory test PYTEST_ARGS="--all-releases $(PYTEST_ARGS)"
+
+# The whole Python 3.11 suite under branch coverage, on $(WORKERS) pytest-xdist workers; each
+# worker (and every Python subprocess a test starts) writes its own coverage data, combined
+# before the report.
+test-suite: $(STAMP)
+	rm -f .coverage .coverage.*
+	$(BIN)/python -m coverage run -m pytest -p no:cacheprovider -n $(WORKERS) $(PYTEST_ARGS)
+	$(BIN)/python -m coverage combine --quiet
 	$(BIN)/python -m coverage report
+
+# The inner loop (well under 2 minutes): the Python 3.11 suite on $(WORKERS) workers without
+# coverage, the release check, the real-release matrix, the docs build or Python 3.10.
+# Plain `pytest tests/...` stays the way to run a few tests.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -p no:cacheprovider -n $(WORKERS) \
+		-m "not release and not release_matrix" $(PYTEST_ARGS)
 
 # Python 3.10, the oldest Python fi-compat claims, in a second venv (.venv310) with pytest and
 # hypothesis but neither torch nor FlashInfer (flashinfer-python needs torch, and torch 2.13.0
@@ -45,11 +79,11 @@ $(STAMP310): pyproject.toml constraints/dev.txt scripts/find_python310.sh
 		python310=$$(sh scripts/find_python310.sh) && "$$python310" -m venv $(VENV310); }
 	$(VENV310)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(VENV310)/bin/python -m pip install --quiet --disable-pip-version-check \
-		-c constraints/dev.txt -e . pytest hypothesis pytest-examples
+		-c constraints/dev.txt -e . pytest hypothesis pytest-examples pytest-xdist
 	touch $(STAMP310)
 
 test-py310: $(STAMP310)
-	$(VENV310)/bin/python -m pytest -p no:cacheprovider
+	$(VENV310)/bin/python -m pytest -p no:cacheprovider -n $(WORKERS) $(PYTEST_ARGS)
 
 # The release check alone (tests/release/, marker `release`, also part of `make test`): builds
 # the sdist and the wheel into a temporary directory with `python -m build`, runs
@@ -106,4 +140,4 @@ compare-griffe: $(STAMP)
 	$(BIN)/python -m tools.compare_griffe
 
 clean:
-	rm -rf $(VENV) $(VENV310) .coverage .coverage.* .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info
+	rm -rf $(VENV) $(VENV310) .stages .coverage .coverage.* .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info

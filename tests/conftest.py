@@ -1,7 +1,9 @@
-"""Shared fixtures: hand-written fake ``flashinfer`` packages put on ``sys.path``."""
+"""Shared fixtures (hand-written fake ``flashinfer`` packages put on ``sys.path``) and the
+``--all-releases`` option (:mod:`tests.support.release_classes`)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import sys
 import textwrap
 from collections.abc import Iterator, Mapping
@@ -10,7 +12,48 @@ from pathlib import Path
 import pytest
 
 from fi_compat import capabilities
+from tests.support import release_classes
 from tests.support.fakes import FakePackage
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--all-releases",
+        action="store_true",
+        help="run every release-parametrized test on every release it names, not once per "
+        "release class (tests/support/release_classes.py; make test-all)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    release_classes.sweep(bool(config.getoption("--all-releases")))
+
+
+def _flashinfer_missing() -> str | None:
+    """Why the release matrix cannot run here, or None."""
+    try:
+        importlib.metadata.version("flashinfer-python")
+    except importlib.metadata.PackageNotFoundError:
+        return (
+            "the release matrix imports downloaded flashinfer-python releases with "
+            "flashinfer-python's own dependencies (apache-tvm-ffi, nvidia-cutlass-dsl, ...) "
+            "from this venv, and flashinfer-python is not installed here: "
+            "pip install 'fi-compat[flashinfer]'"
+        )
+    return None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("release_matrix") is not None:
+        missing = _flashinfer_missing()
+        if missing is not None:
+            pytest.skip(missing)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if config.getoption("--all-releases"):
+        return "releases: every recorded release (--all-releases)"
+    return "releases: first and last of each release class (--all-releases for every one)"
 
 
 def _drop_flashinfer_modules() -> dict[str, object]:

@@ -19,6 +19,7 @@ import pytest
 pytest.importorskip("torch", reason="needs torch")
 
 from fi_compat.testing import load_release
+from tests.support import release_classes
 from tests.support.release_harness import (
     RELEASES,
     DownloadError,
@@ -178,7 +179,8 @@ def test_recorded_comm_import_hazards_match_the_real_release(
     assert record.import_queries_gpu.value is needs.gpu_query
 
 
-@releases
+#: What a release does without the CUDA runtime follows its import hazards: one run per class.
+@pytest.mark.parametrize("version", release_classes.releases("imports", list(RELEASES)))
 def test_comm_without_the_cuda_runtime(session: _Session, version: str) -> None:
     run = session.report(version, False)
     assert run.returncode == 0, run.describe()

@@ -23,6 +23,7 @@ from fi_compat.testing import (
     listed_releases,
     load_release,
 )
+from tests.support import release_classes
 from tests.support.release_harness import (
     NINE,
     expected_answers,
@@ -58,6 +59,9 @@ def _forwards(version: str) -> bool:
 
 
 RELEASES = available_releases()
+#: The releases the tests below run on: the first and last of each 'everything' class
+#: (tests/support/release_classes.py; every one with --all-releases).
+SWEPT = release_classes.releases("everything", RELEASES)
 #: Releases whose ``import flashinfer.comm`` asserts that libcudart is loaded.
 NEEDS_CUDA_RUNTIME = [
     version for version in RELEASES if load_release(version).comm_requires_cuda_runtime.value
@@ -65,7 +69,7 @@ NEEDS_CUDA_RUNTIME = [
 #: Releases whose decode ``plan(**kwargs)`` forwards to another method.
 FORWARDING = [version for version in RELEASES if _forwards(version)]
 
-every_release = pytest.mark.parametrize("version", RELEASES)
+every_release = pytest.mark.parametrize("version", SWEPT)
 
 
 def _answers(capabilities: Capabilities) -> dict[tuple[str, str, str], str]:

@@ -27,8 +27,12 @@ from fi_compat.testing import (
     fake_flashinfer,
     load_release,
 )
+from tests.support import release_classes
 
 RELEASES = available_releases()
+#: The releases the tests below run on: the first and last of each 'attention' class
+#: (tests/support/release_classes.py; every one with --all-releases).
+SWEPT = release_classes.releases("attention", RELEASES)
 PAGED, RAGGED, DECODE = (
     "BatchPrefillWithPagedKVCacheWrapper",
     "BatchPrefillWithRaggedKVCacheWrapper",
@@ -95,7 +99,7 @@ def test_the_matrix_covers_both_sides_of_the_gate() -> None:
     assert any(Version(r) >= gate for r in RELEASES)
 
 
-@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("release", SWEPT)
 def test_recorded_support_matches_the_gate(release: str) -> None:
     """The release named in messages (``_gates``) agrees with every recorded release."""
     record = load_release(release)
@@ -107,7 +111,7 @@ def test_recorded_support_matches_the_gate(release: str) -> None:
 
 @pytest.mark.parametrize("graph", [False, True], ids=["eager", "cuda_graph"])
 @pytest.mark.parametrize("layout", list(Layout), ids=str)
-@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("release", SWEPT)
 def test_deterministic_planning_binds_or_is_refused(
     release: str, layout: Layout, graph: bool
 ) -> None:
@@ -163,7 +167,7 @@ def test_deterministic_planning_binds_or_is_refused(
             assert seen == [expected] * count, kind
 
 
-@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("release", SWEPT)
 def test_planning_off_binds_on_every_release_and_adds_nothing(release: str) -> None:
     record = load_release(release)
     with fake_flashinfer(release) as fi:

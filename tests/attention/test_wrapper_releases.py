@@ -34,14 +34,18 @@ from fi_compat.attention import (
 )
 from fi_compat.testing import FakeFlashInfer, available_releases, fake_flashinfer
 from fi_compat.testing._releases import ClassRecord, FunctionRecord
+from tests.support import release_classes
 
 RELEASES = [r for r in available_releases() if Version(r) >= Version("0.4.0")]
+#: The releases the tests below run on: the first and last of each 'attention' class
+#: (tests/support/release_classes.py; every one with --all-releases).
+SWEPT = release_classes.releases("attention", RELEASES)
 FAMILIES_OF = {
     release: [f for f in ATTENTION_FAMILIES if family_reach(release, f) is not None]
     for release in RELEASES
 }
 #: (release, family): each case builds one fake and checks every backend measured for it.
-CASES = [(release, family) for release in RELEASES for family in FAMILIES_OF[release]]
+CASES = [(release, family) for release in SWEPT for family in FAMILIES_OF[release]]
 EAGER = Settings(prefill_split_size=7919, decode_split_size=7907)
 DECODE_FAMILIES = {DECODE.key, "CUDAGraphBatchDecodeWithPagedKVCacheWrapper"}
 
@@ -129,7 +133,7 @@ def test_every_family_and_backend_is_served_or_refused(release: str, family: str
             assert set(pairs) == {expected_pair(family, graph)}, backend
 
 
-@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("release", SWEPT)
 def test_decode_fast_plans_carry_the_settings_or_are_refused(release: str) -> None:
     with fake_flashinfer(release) as fi:
         decode = fi.flashinfer.decode
@@ -147,7 +151,7 @@ def test_decode_fast_plans_carry_the_settings_or_are_refused(release: str) -> No
 
 @pytest.mark.parametrize("graph", [False, True], ids=["eager", "cuda_graph"])
 @pytest.mark.parametrize("layout", list(Layout), ids=str)
-@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("release", SWEPT)
 def test_every_layout_through_the_wrapper_and_the_planner(
     release: str, layout: Layout, graph: bool
 ) -> None:
@@ -197,7 +201,7 @@ def test_every_layout_through_the_wrapper_and_the_planner(
         assert kernel_pairs(fi) == [prefill_pair] * (n + 1) + [decode_pair] * n
 
 
-@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("release", SWEPT)
 def test_auto_is_refused_on_every_release(release: str) -> None:
     with fake_flashinfer(release) as fi:
         for family in (PREFILL_PAGED.key, PREFILL_RAGGED.key, DECODE.key):

@@ -56,6 +56,7 @@ from fi_compat.testing import (
     introduced_in,
     load_release,
 )
+from tests.support import release_classes
 from tests.support.engine_shapes import (
     OUTCOMES,
     SHAPES,
@@ -72,6 +73,9 @@ from tests.support.ranks import run_ranks
 #: The oldest release the promise covers (the issue's floor).
 FLOOR = Version("0.5.3")
 RELEASES = [v for v in available_releases() if Version(v) >= FLOOR]
+#: The releases the tests below run on: the first and last of each 'comm' class
+#: (tests/support/release_classes.py; every one with --all-releases).
+SWEPT = release_classes.releases("comm", RELEASES)
 NEWEST = RELEASES[-1]
 TRTLLM_WORKSPACE = "TRTLLMAllReduceFusionWorkspace"
 MNNVL_WORKSPACE = "MNNVLAllReduceFusionWorkspace"
@@ -240,7 +244,7 @@ def release_run(version: str) -> ReleaseRun:
 
 
 def _shape_ids() -> list[tuple[str, str]]:
-    return [(shape, version) for version in RELEASES for shape in SHAPES]
+    return [(shape, version) for version in SWEPT for shape in SHAPES]
 
 
 # ------------------------------------------------------------------------------- assertions
@@ -394,7 +398,7 @@ def test_shape_on_release(shape: str, version: str) -> None:
     _check_destroyed(outcome)
 
 
-@pytest.mark.parametrize("version", RELEASES)
+@pytest.mark.parametrize("version", SWEPT)
 def test_sglang_probe_sees_the_newest_signatures(version: str) -> None:
     """fi-compat's drop-ins carry the newest signature on every release, so SGLang's
     feature flags read True everywhere; the subclasses build on what the release has."""
@@ -415,7 +419,7 @@ def test_sglang_probe_sees_the_newest_signatures(version: str) -> None:
     assert not outcome.calls  # probing calls nothing
 
 
-@pytest.mark.parametrize("version", RELEASES)
+@pytest.mark.parametrize("version", SWEPT)
 @pytest.mark.parametrize("shape", ["sglang_workspace", "sglang_workspace_mnnvl"])
 def test_sglang_reads_the_workspace_interface(shape: str, version: str) -> None:
     run = release_run(version)
@@ -445,7 +449,7 @@ def test_sglang_reads_the_workspace_interface(shape: str, version: str) -> None:
         assert any("comm_backend not passed" in d for d in workspace.decisions)
 
 
-@pytest.mark.parametrize("version", RELEASES)
+@pytest.mark.parametrize("version", SWEPT)
 @pytest.mark.parametrize("shape", ["vllm_workspace", "vllm_workspace_mnnvl"])
 def test_vllm_reads_the_workspace_interface(shape: str, version: str) -> None:
     run = release_run(version)
@@ -478,7 +482,7 @@ def test_vllm_reads_the_workspace_interface(shape: str, version: str) -> None:
         assert type(restore.arguments["comm_backend"]).__name__.endswith(TORCH_DIST_BACKEND.key)
 
 
-@pytest.mark.parametrize("version", RELEASES)
+@pytest.mark.parametrize("version", SWEPT)
 def test_sglang_with_separate_device_and_cpu_groups(version: str) -> None:
     """SGLang on a GPU node: NCCL device group and gloo CPU group, two objects over the same
     ranks. With no torch.distributed to compare them, fi-compat may refuse on the legacy API
@@ -498,7 +502,7 @@ def test_sglang_with_separate_device_and_cpu_groups(version: str) -> None:
             assert call.arguments["group"] is factory.kwargs["group"]
 
 
-@pytest.mark.parametrize("version", RELEASES)
+@pytest.mark.parametrize("version", SWEPT)
 def test_engine_import_lines(version: str) -> None:
     """``from fi_compat.comm.mnnvl import X`` fails where ``from flashinfer.comm.mnnvl import
     X`` fails, with the ImportError engines catch; the attribute names the release."""

@@ -25,9 +25,13 @@ from fi_compat.comm._checks import Spec
 from fi_compat.comm._interface import buffer_check, checkpoint_unsupported, legacy_metadata
 from fi_compat.errors import CapabilityMissingError, InvalidArgumentError
 from fi_compat.testing import available_releases, fake_flashinfer, load_release
+from tests.support import release_classes
 
 LEGACY_FACTORY = "trtllm_create_ipc_workspace_for_all_reduce_fusion"
 RELEASES = [v for v in available_releases() if load_release(v).legacy_api]
+#: The releases the tests below run on: the first and last of each 'comm' class
+#: (tests/support/release_classes.py; every one with --all-releases).
+SWEPT = release_classes.releases("comm", RELEASES)
 LEGACY_ONLY = [v for v in RELEASES if not load_release(v).unified_api]
 WITH_METADATA = [
     v for v in LEGACY_ONLY if load_release(v).accepts(LEGACY_FACTORY, "create_metadata")
@@ -41,7 +45,7 @@ class Group:
     """Stands in for a torch.distributed ProcessGroup (only its identity matters)."""
 
 
-@pytest.fixture(params=RELEASES)
+@pytest.fixture(params=SWEPT)
 def workspace(request: pytest.FixtureRequest) -> Iterator[comm.FusionWorkspace]:
     with fake_flashinfer(request.param):
         created = comm.create_allreduce_fusion_workspace(
@@ -87,7 +91,7 @@ def test_the_size_check_says_what_a_call_may_carry(workspace: comm.FusionWorkspa
     ],
     ids=repr,
 )
-@pytest.mark.parametrize("version", RELEASES)
+@pytest.mark.parametrize("version", SWEPT)
 def test_the_size_check_refuses_malformed_arguments(bad: dict[str, Any], version: str) -> None:
     """Typed, and before FlashInfer's own check is asked (a good call does ask it)."""
     arguments: dict[str, Any] = {

@@ -26,17 +26,20 @@ from fi_compat.capabilities import Status, get_capabilities
 from fi_compat.errors import FiCompatError, NameUnavailableError
 from fi_compat.testing import available_releases, fake_flashinfer, load_release
 from fi_compat.testing._releases import introduced_in
-from tests.support import fakes
+from tests.support import fakes, release_classes
 from tests.support.fakes import FakePackage
 
 RELEASES = [v for v in available_releases() if load_release(v).comm_exists]
+#: The releases the tests below run on: the first and last of each 'names' class
+#: (tests/support/release_classes.py; every one with --all-releases).
+SWEPT = release_classes.releases("names", RELEASES)
 NEWEST = load_release(RELEASES[-1])
 OURS = frozenset(fi_compat.comm.__all__)
 #: fi-compat's own stand-ins for submodules of the same name.
 SUBMODULES = frozenset({"mnnvl"})
 
 
-@pytest.fixture(params=RELEASES)
+@pytest.fixture(params=SWEPT)
 def release(request: pytest.FixtureRequest) -> Iterator[Any]:
     with fake_flashinfer(request.param) as fake:
         yield fake

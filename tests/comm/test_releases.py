@@ -40,8 +40,12 @@ from fi_compat.testing import (
     fake_flashinfer,
     load_release,
 )
+from tests.support import release_classes
 
 RELEASES = available_releases()
+#: The releases the tests below run on: the first and last of each 'comm' class
+#: (tests/support/release_classes.py; every one with --all-releases).
+SWEPT = release_classes.releases("comm", RELEASES)
 UNIFIED = [v for v in RELEASES if load_release(v).unified_api]
 LEGACY_ONLY = [
     v for v in RELEASES if load_release(v).legacy_api and not load_release(v).unified_api
@@ -62,7 +66,7 @@ class Group:
     """Stands in for a torch.distributed ProcessGroup (only its identity matters here)."""
 
 
-@pytest.fixture(params=RELEASES)
+@pytest.fixture(params=SWEPT)
 def release(request: pytest.FixtureRequest) -> Iterator[tuple[ReleaseRecord, FakeFlashInfer]]:
     version: str = request.param
     with fake_flashinfer(version) as fake:

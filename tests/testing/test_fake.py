@@ -353,7 +353,7 @@ def test_submodules_the_release_lacks_are_missing() -> None:
 def test_a_later_fake_of_the_release_reuses_its_package_with_fresh_state() -> None:
     with make_fake("0.6.5") as first:
         comm = first.comm
-        comm.stray_state = "first"
+        vars(comm)["stray_state"] = "first"
         comm.trtllm_destroy_ipc_workspace_for_all_reduce_fusion([])
         destroy = comm.trtllm_destroy_ipc_workspace_for_all_reduce_fusion
     with make_fake("0.6.5") as second:

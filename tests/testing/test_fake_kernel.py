@@ -34,11 +34,15 @@ from fi_compat.testing import (
     load_release,
 )
 from fi_compat.testing._fake_kernel import TENSOR_CORE_MESSAGE
+from tests.support import release_classes
 from tests.support.installed import import_installed
 from tests.support.shapes import shape
 
 FIRST = Version("0.4.0")
 RELEASES = [release for release in available_releases() if Version(release) >= FIRST]
+#: The releases the tests below run on: the first and last of each 'attention' class
+#: (tests/support/release_classes.py; every one with --all-releases).
+SWEPT = release_classes.releases("attention", RELEASES)
 FAST = FAST_DECODE_PLAN.key
 FIXED, DISABLE = SPLIT_KEYWORDS
 #: The split settings every data-driven plan call passes.
@@ -295,7 +299,7 @@ def _check_release(release: str) -> int:
     return compared
 
 
-@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("release", SWEPT)
 def test_kernel_records_follow_synthetic_reach_data(
     release: str, synthetic_reach: Mapping[str, Any]
 ) -> None:
