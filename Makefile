@@ -113,12 +113,12 @@ bench: $(STAMP)
 
 # Maintainer tooling (tools/, not in the wheel). Releases are downloaded once into
 # ~/.cache/fi-compat/releases (set FI_COMPAT_RELEASE_CACHE to move it).
-# `make record V=0.7.3` (re)records one release into fi_compat/testing/signatures/.
+# `make record V=0.7.3` (re)records one release into fi_compat/_records/.
 record: $(STAMP)
 	@test -n "$(V)" || { echo "usage: make record V=<flashinfer-python version>" >&2; exit 2; }
 	$(BIN)/python -m tools.record $(V)
 
-# Re-records every release in fi_compat/testing/signatures/releases.txt.
+# Re-records every release in fi_compat/_records/releases.txt.
 record-all: $(STAMP)
 	$(BIN)/python -m tools.record --all
 

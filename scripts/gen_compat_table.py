@@ -1,7 +1,7 @@
 """Print the FlashInfer compatibility and split-reach tables, or write them into the docs.
 
 The compatibility table is generated from the recorded release signatures in
-``fi_compat/testing/signatures/``, the split-reach table from the measurements in
+``fi_compat/_records/``, the split-reach table from the measurements in
 ``fi_compat/attention/reach.json``. Copies live in the files of :data:`TARGETS`, between
 ``<!-- compat-table:start -->`` / ``<!-- compat-table:end -->`` (and ``reach-table``)
 markers. ``tests/testing/test_table.py`` fails when a copy drifts, and so does

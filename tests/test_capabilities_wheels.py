@@ -3,7 +3,7 @@
 Each release in :data:`tests.support.release_harness.RELEASES` is downloaded once into a cache
 outside the repository and imported by ``python -m fi_compat report --json`` with the
 workarounds a CPU machine needs (see ``tests/support/release_harness.py``); the report must agree
-with the release's recorded signatures (``fi_compat/testing/signatures``). A release whose
+with the release's recorded signatures (``fi_compat/_records``). A release whose
 ``flashinfer.comm`` needs the CUDA runtime is imported a second time without it, and must
 fail the documented way. Without access to the package registry the group is skipped,
 saying so.

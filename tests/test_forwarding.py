@@ -27,9 +27,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fi_compat._forwarding import ALL, analyse
+from fi_compat._records import parse_record
 from fi_compat._signature import Status, inspect_callable
 from fi_compat.testing._fake import _generate
-from fi_compat.testing._releases import parse_record
 from tools.recorder import record_release
 
 S, U, N = "supported", "unknown", "unsupported"

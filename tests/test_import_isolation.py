@@ -7,10 +7,14 @@ releases of the testing kit, the span checks of the planner, the policy).
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+import fi_compat
 
 HEAVY = ("torch", "flashinfer", "numpy")
 
@@ -44,6 +48,88 @@ def test_import_loads_no_backend(statement: str) -> None:
         "import sys\n"
         f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))\n"
     )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert result.stdout.strip() == "[]", result.stdout
+
+
+# ------------------------------------------------------------ the testing kit stays apart
+
+PACKAGE = Path(fi_compat.__file__).resolve().parent
+TESTING = "fi_compat.testing"
+
+
+def _runtime_modules() -> list[Path]:
+    return sorted(
+        path
+        for path in PACKAGE.rglob("*.py")
+        if "testing" not in path.relative_to(PACKAGE).parts[:1]
+    )
+
+
+def _imported(path: Path, source: str | None = None) -> set[str]:
+    """Every module the package file ``path`` imports (its text, or ``source`` as though it
+    were its text), relative imports made absolute."""
+    module = ".".join(("fi_compat", *path.relative_to(PACKAGE).with_suffix("").parts))
+    if module.endswith(".__init__"):
+        module = module[: -len(".__init__")]
+        package = module
+    else:
+        package = module.rpartition(".")[0]
+    found: set[str] = set()
+    text = path.read_text(encoding="utf-8") if source is None else source
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            found |= {base, *(f"{base}.{alias.name}" for alias in node.names)}
+    return found
+
+
+def test_no_runtime_module_imports_the_testing_kit() -> None:
+    modules = _runtime_modules()
+    assert len(modules) > 30
+    offenders = {
+        path.relative_to(PACKAGE).as_posix(): sorted(
+            name for name in _imported(path) if name == TESTING or name.startswith(TESTING + ".")
+        )
+        for path in modules
+    }
+    assert {path: names for path, names in offenders.items() if names} == {}
+
+
+def test_the_import_scan_sees_relative_and_absolute_imports() -> None:
+    """The scan above would see the testing kit however a module spelled its import."""
+    where = PACKAGE / "comm" / "_creation.py"
+    for source in (
+        "from fi_compat.testing import load_release\n",
+        "import fi_compat.testing._fake\n",
+        "from ..testing import fake_flashinfer\n",
+        "from .. import testing\n",
+        "def late():\n    from fi_compat.testing._fake import Call\n",
+    ):
+        found = _imported(where, source)
+        assert any(name == TESTING or name.startswith(TESTING + ".") for name in found), source
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "import fi_compat, fi_compat.comm, fi_compat.comm.mnnvl, fi_compat.attention",
+        "import fi_compat.report, fi_compat.cli, fi_compat.policy, fi_compat.hazards",
+        "import fi_compat.comm._creation, fi_compat.comm._names, fi_compat._records\n"
+        "fi_compat._records.load_release('0.6.5'); fi_compat._records.introduced_in("
+        "'flashinfer.comm', 'MoeAlltoAll')",
+    ],
+    ids=lambda statement: statement.splitlines()[0],
+)
+def test_runtime_imports_load_no_testing_kit(statement: str) -> None:
+    code = f"{statement}\nimport sys\nprint(sorted(m for m in sys.modules if 'testing' in m))\n"
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )

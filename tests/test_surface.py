@@ -21,6 +21,7 @@ from packaging.version import Version
 
 import tools
 from fi_compat import _surface, capabilities
+from fi_compat._records import ReleaseRecord
 from fi_compat._surface import (
     ALL_SYMBOLS,
     ATTENTION_WRAPPERS,
@@ -40,7 +41,6 @@ from fi_compat._surface import (
 from fi_compat.errors import InvalidArgumentError
 from fi_compat.testing import available_releases, introduced_in, load_release
 from fi_compat.testing import fake_flashinfer as fake_flashinfer_release
-from fi_compat.testing._releases import ReleaseRecord
 from tests.support.spellings import spellings
 
 PACKAGE = Path(_surface.__file__).parent

@@ -1,4 +1,4 @@
-"""Record flashinfer-python releases into ``fi_compat/testing/signatures/`` (``make record``).
+"""Record flashinfer-python releases into ``fi_compat/_records/`` (``make record``).
 
 Run from the repository root::
 
@@ -31,7 +31,7 @@ from tools.releases import DownloadError, RegistryUnreachableError, ReleaseCache
 __all__ = ["SIGNATURES", "main"]
 
 #: The recorded data of the checkout this file belongs to.
-SIGNATURES = Path(__file__).resolve().parent.parent / "fi_compat" / "testing" / "signatures"
+SIGNATURES = Path(__file__).resolve().parent.parent / "fi_compat" / "_records"
 
 #: One release to record: its file or tree, and its version (None: from the file name).
 Job = tuple[Path, "str | None"]
@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     which.add_argument("--path", type=Path, help="a .whl, an sdist .tar.gz or a source tree")
     parser.add_argument("--release", help="with --path: the version (default: from the name)")
     parser.add_argument(
-        "--output", default=str(SIGNATURES), help="directory for <version>.json, or - for stdout"
+        "--output", default=str(SIGNATURES), help="directory for <version>.json.gz, or - for stdout"
     )
     parser.add_argument("--cache", type=Path, help="release cache (default: tools.releases)")
     parser.add_argument("--jobs", type=int, default=2, help="releases recorded at once")

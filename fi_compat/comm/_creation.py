@@ -174,7 +174,7 @@ def not_taken(symbol: Symbol, name: str, version: str | None) -> CapabilityMissi
     The message names the release that brought the keyword: its gate's, else the first
     recorded release whose ``symbol`` takes it.
     """
-    from fi_compat.testing._releases import first_accepting  # the recorded data, on failure only
+    from fi_compat._records import first_accepting  # the recorded data, on failure only
 
     gate = GATES.get(name)
     first = gate.introduced_in if gate is not None else first_accepting(symbol.key, name)

@@ -79,7 +79,7 @@ def unavailable(module: str, name: str, why: str | None) -> NameUnavailableError
     ``why`` says why the module itself could not be read, or None when it was read and
     lacks the name. The message names the first recorded release that has the name.
     """
-    from fi_compat.testing._releases import introduced_in  # the recorded data, on failure only
+    from fi_compat._records import introduced_in  # the recorded data, on failure only
 
     version = get_capabilities().flashinfer.version
     first = introduced_in(module, name) if module in NAMED_MODULES else None

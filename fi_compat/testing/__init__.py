@@ -17,17 +17,7 @@ this package imports neither torch nor flashinfer.
 
 from __future__ import annotations
 
-from fi_compat.errors import FakeUninstalledError, RecordingError, UnknownReleaseError
-from fi_compat.testing._fake import (
-    CUDART_MESSAGE,
-    Call,
-    Default,
-    FakeFlashInfer,
-    KernelPlan,
-    StandIn,
-    fake_flashinfer,
-)
-from fi_compat.testing._releases import (
+from fi_compat._records import (
     ClassRecord,
     EnumRecord,
     FunctionRecord,
@@ -39,6 +29,16 @@ from fi_compat.testing._releases import (
     introduced_in,
     listed_releases,
     load_release,
+)
+from fi_compat.errors import FakeUninstalledError, RecordingError, UnknownReleaseError
+from fi_compat.testing._fake import (
+    CUDART_MESSAGE,
+    Call,
+    Default,
+    FakeFlashInfer,
+    KernelPlan,
+    StandIn,
+    fake_flashinfer,
 )
 from fi_compat.testing._table import compat_table
 

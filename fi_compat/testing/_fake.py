@@ -155,6 +155,13 @@ from typing import Any
 from packaging.version import Version
 
 from fi_compat._arguments import require_bool, require_instance, require_str
+from fi_compat._records import (
+    ClassRecord,
+    FunctionRecord,
+    ParameterRecord,
+    ReleaseRecord,
+    load_release,
+)
 from fi_compat._surface import (
     COMM,
     CUDART_MODULE,
@@ -173,13 +180,6 @@ from fi_compat._surface import (
 )
 from fi_compat.errors import FakeUninstalledError
 from fi_compat.testing._fake_kernel import KernelPlan, kernel_plan, read_attribute, truth
-from fi_compat.testing._releases import (
-    ClassRecord,
-    FunctionRecord,
-    ParameterRecord,
-    ReleaseRecord,
-    load_release,
-)
 
 __all__ = [
     "CUDART_MESSAGE",

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from fi_compat._arguments import require_strs
+from fi_compat._records import ReleaseRecord, available_releases, load_release
 from fi_compat._surface import (
     ATTENTION_FAMILIES,
     COMM,
@@ -23,7 +24,6 @@ from fi_compat._surface import (
     TORCH_DIST_BACKEND,
 )
 from fi_compat.errors import InvalidArgumentError, explain
-from fi_compat.testing._releases import ReleaseRecord, available_releases, load_release
 
 __all__ = [
     "CAPABILITIES",

@@ -19,6 +19,7 @@ import pytest
 from packaging.version import Version
 
 from fi_compat import determinism
+from fi_compat._records import ClassRecord, FunctionRecord
 from fi_compat._surface import ATTENTION_FAMILIES, DECODE, PREFILL_PAGED, PREFILL_RAGGED
 from fi_compat.attention import (
     AttentionPlanner,
@@ -33,7 +34,6 @@ from fi_compat.attention import (
     split_reach,
 )
 from fi_compat.testing import FakeFlashInfer, available_releases, fake_flashinfer
-from fi_compat.testing._releases import ClassRecord, FunctionRecord
 from tests.support import release_classes
 
 RELEASES = [r for r in available_releases() if Version(r) >= Version("0.4.0")]

@@ -21,11 +21,11 @@ import pytest
 import fi_compat.comm
 import fi_compat.comm.mnnvl
 from fi_compat import capabilities
+from fi_compat._records import introduced_in
 from fi_compat._surface import COMM, LEGACY_FUSION, MNNVL_MODULE, TORCH_DIST_BACKEND
 from fi_compat.capabilities import Status, get_capabilities
 from fi_compat.errors import FiCompatError, NameUnavailableError
 from fi_compat.testing import available_releases, fake_flashinfer, load_release
-from fi_compat.testing._releases import introduced_in
 from tests.support import fakes, release_classes
 from tests.support.fakes import FakePackage
 

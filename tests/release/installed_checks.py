@@ -56,7 +56,7 @@ def test_the_recorded_data_is_installed() -> None:
     assert available_releases() == releases
     package = importlib.resources.files("fi_compat")
     assert (package / "py.typed").is_file()
-    assert (package / "testing" / "signatures" / "README.md").is_file()
+    assert (package / "_records" / "README.md").is_file()
     reach = json.loads((package / "attention" / "reach.json").read_text(encoding="utf-8"))
     layers = json.loads((package / "comm" / "layers.json").read_text(encoding="utf-8"))
     assert reach

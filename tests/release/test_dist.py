@@ -48,8 +48,8 @@ DATA = (
     "fi_compat/py.typed",
     "fi_compat/attention/reach.json",
     "fi_compat/comm/layers.json",
-    "fi_compat/testing/signatures/releases.txt",
-    "fi_compat/testing/signatures/README.md",
+    "fi_compat/_records/releases.txt",
+    "fi_compat/_records/README.md",
 )
 
 #: Top-level directories of the repository that must never be in the wheel.
@@ -204,15 +204,15 @@ def test_check_wheel_contents(dist: Dist) -> None:
 
 
 def test_the_wheel_holds_the_recorded_data(dist: Dist, wheel_names: set[str]) -> None:
-    signatures = sorted((PACKAGE / "testing" / "signatures").glob("*.json"))
+    signatures = sorted((PACKAGE / "_records").glob("*.json.gz"))
     assert len(signatures) > 50
-    expected = [*DATA, *(f"fi_compat/testing/signatures/{path.name}" for path in signatures)]
+    expected = [*DATA, *(f"fi_compat/_records/{path.name}" for path in signatures)]
     missing = [name for name in expected if name not in wheel_names]
     assert missing == []
     shipped_json = {
         name
         for name in wheel_names
-        if name.startswith("fi_compat/testing/signatures/") and name.endswith(".json")
+        if name.startswith("fi_compat/_records/") and name.endswith(".json.gz")
     }
     assert len(shipped_json) == len(signatures)
     with zipfile.ZipFile(dist.wheel) as wheel:

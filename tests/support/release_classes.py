@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gzip
 import json
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -29,9 +30,10 @@ from typing import Any
 
 from packaging.version import Version
 
+from fi_compat import _records
 from fi_compat.attention import _reach
 from fi_compat.comm import _layers
-from fi_compat.testing import _fake, _releases
+from fi_compat.testing import _fake
 
 __all__ = [
     "FACT",
@@ -57,8 +59,8 @@ def sweep(on: bool) -> None:
 
 @functools.cache
 def _raw(release: str) -> Mapping[str, Any]:
-    path = _releases._signatures().joinpath(f"{release}.json")
-    data: Mapping[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    path = _records._signatures().joinpath(f"{release}{_records.SUFFIX}")
+    data: Mapping[str, Any] = json.loads(gzip.decompress(path.read_bytes()))
     return data
 
 
@@ -142,7 +144,7 @@ def classes(surface: str, among: Iterable[str] | None = None) -> list[list[str]]
     """The classes of ``among`` (default: every recorded release) for ``surface``: releases
     with equal surfaces, each class in version order, classes by their first release."""
     project = _surface(surface)
-    pool = sorted(_releases.available_releases() if among is None else set(among), key=Version)
+    pool = sorted(_records.available_releases() if among is None else set(among), key=Version)
     found: dict[str, list[str]] = {}
     for release in pool:
         key = json.dumps(project(release), sort_keys=True, default=repr)
@@ -155,7 +157,7 @@ def releases(surface: str, among: Sequence[str] | None = None) -> list[str]:
     ``among`` (default: every recorded release), in version order; all of ``among`` under
     ``--all-releases``."""
     if _SWEEP:
-        return sorted(_releases.available_releases() if among is None else among, key=Version)
+        return sorted(_records.available_releases() if among is None else among, key=Version)
     chosen = {release for group in classes(surface, among) for release in (group[0], group[-1])}
     return sorted(chosen, key=Version)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Callable, Iterator, Mapping
 from importlib import resources
@@ -10,6 +11,8 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
+from fi_compat import _records as records_module
+from fi_compat._records import SUFFIX, parse_record
 from fi_compat._surface import (
     ATTENTION_FAMILIES,
     ATTENTION_WRAPPERS,
@@ -26,13 +29,11 @@ from fi_compat.testing import (
     NameRecord,
     ReleaseRecord,
     UnknownReleaseError,
-    _releases,
     available_releases,
     introduced_in,
     listed_releases,
     load_release,
 )
-from fi_compat.testing._releases import parse_record
 from tools.recorder.output import dump_record
 
 KINDS = (
@@ -60,12 +61,8 @@ NAME_PARTS = {
 
 
 def _text(release: str) -> str:
-    return (
-        resources.files("fi_compat.testing")
-        .joinpath("signatures")
-        .joinpath(f"{release}.json")
-        .read_text(encoding="utf-8")
-    )
+    data = resources.files("fi_compat._records").joinpath(f"{release}{SUFFIX}").read_bytes()
+    return gzip.decompress(data).decode("utf-8")
 
 
 def _records() -> Iterator[ReleaseRecord]:
@@ -716,7 +713,7 @@ def test_introduced_in_is_cached_and_none_for_unknown_names() -> None:
         return original(version)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_releases, "load_release", counting)
+        patch.setattr(records_module, "load_release", counting)
         assert introduced_in(COMM, "allreduce_fusion") == "0.6.0"
     assert calls == []
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import gzip
 import inspect
 import io
 import json
@@ -26,11 +27,12 @@ import tools
 import tools.recorder
 import tools.recorder.record
 from fi_compat import _surface
+from fi_compat._records import parse_record
 from fi_compat.testing import RecordingError
-from fi_compat.testing._releases import parse_record
 from tests.support.spellings import spellings
 from tools.record import main as record_main
 from tools.recorder import dump_record, record_release, version_from_filename, write_record
+from tools.recorder.output import encode_record
 
 Tree = Callable[[Mapping[str, str]], Path]
 
@@ -422,9 +424,11 @@ def test_dump_is_deterministic_and_round_trips(tree: Tree, tmp_path: Path) -> No
     second = dump_record(record_release(root, release="9.9.9"))
     assert first == second
     assert first.endswith("}\n")
+    assert "\n" not in first[:-1]
     written = write_record(json.loads(first), tmp_path / "out")
-    assert written.name == "9.9.9.json"
-    assert written.read_text() == first
+    assert written.name == "9.9.9.json.gz"
+    assert gzip.decompress(written.read_bytes()).decode("utf-8") == first
+    assert written.read_bytes() == encode_record(json.loads(first))
 
 
 def test_cli_writes_the_json(
@@ -433,7 +437,7 @@ def test_cli_writes_the_json(
     root = tree(_base_files())
     arguments = ["--path", str(root), "--release", "9.9.9"]
     assert record_main([*arguments, "--output", str(tmp_path / "o")]) == 0
-    data = json.loads((tmp_path / "o" / "9.9.9.json").read_text())
+    data = json.loads(gzip.decompress((tmp_path / "o" / "9.9.9.json.gz").read_bytes()))
     assert data["comm"]["functions"]["allreduce_fusion"]["defined_in"] == (
         "flashinfer.comm.allreduce"
     )

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from fi_compat._records import parse_record
 from fi_compat._surface import COMM, DECODE_MODULE, FLASHINFER, NAMED_MODULES
 from fi_compat.testing import FunctionRecord, ReleaseRecord, load_release
-from fi_compat.testing._releases import parse_record
 from tools.recorder import record_release
 
 RELEASE = "0.7.2.post1"

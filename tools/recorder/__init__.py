@@ -6,7 +6,7 @@ parsed with :mod:`ast`; names are resolved the way ``import`` would bind them
 name)``; the functions and classes named by :mod:`fi_compat._surface` are recorded from
 their ``def`` and ``class`` statements (:mod:`.signatures`) and the import hazards from
 what the import runs (:mod:`.hazards`); :mod:`.record` puts one release's record
-together and :mod:`.output` writes it as the JSON files of ``fi_compat/testing/signatures``.
+together and :mod:`.output` writes it as the files of ``fi_compat/_records``.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ function symbol. A rename or a move in FlashInfer is a new
 each of the surface's ``NAMED_MODULES`` is recorded as well (:mod:`.names`), and so is
 every attention family of ``ATTENTION_FAMILIES`` that top-level ``flashinfer`` exports
 (``attention_families``). The layout is described in
-``fi_compat/testing/signatures/README.md``.
+``fi_compat/_records/README.md``.
 """
 
 from __future__ import annotations

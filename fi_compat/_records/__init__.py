@@ -1,0 +1,693 @@
+"""The recorded signatures of real flashinfer-python releases, and their typed loader.
+
+The product's data about FlashInfer: read by the errors that name a release, the report, the
+fake of :mod:`fi_compat.testing` (which re-exports the loader) and the tools. One file per
+release ships in this package (``fi_compat/_records/<version>.json.gz``, compact JSON,
+gzip-compressed), read with :mod:`importlib.resources` when a release is first asked for;
+the format is documented in ``fi_compat/_records/README.md``.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from types import MappingProxyType
+from typing import Any, Literal, TypeVar
+
+from packaging.version import InvalidVersion, Version
+
+from fi_compat._arguments import require_choice, require_str
+from fi_compat._surface import (
+    ATTENTION_FAMILIES,
+    COMM,
+    FAST_DECODE_PLAN,
+    GATES,
+    NAMED_MODULES,
+    TORCH_DIST_BACKEND,
+    symbol_named,
+)
+from fi_compat.errors import UnknownReleaseError
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ClassRecord",
+    "EnumRecord",
+    "FunctionRecord",
+    "Hazard",
+    "NameKind",
+    "NameRecord",
+    "ParameterRecord",
+    "ReleaseRecord",
+    "SupportAnswer",
+    "available_releases",
+    "introduced_in",
+    "listed_releases",
+    "load_release",
+]
+
+#: The schema version the recorder writes; the loader also reads schema 1 (files recorded
+#: before the name tables, ``fast_decode_plan`` and class attributes, which read as empty).
+#: ``attention_families`` came later within schema 2: a file without it records none.
+SCHEMA_VERSION = 2
+_SCHEMAS = (1, SCHEMA_VERSION)
+
+#: ``inspect.Parameter.kind.name`` values.
+ParameterKind = Literal[
+    "POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD", "VAR_POSITIONAL", "KEYWORD_ONLY", "VAR_KEYWORD"
+]
+#: The three answers of :meth:`ReleaseRecord.support`.
+SupportAnswer = Literal["supported", "unsupported", "unknown"]
+#: What a public name of a module is bound to: a ``def``; a class used for its constants
+#: (``"enum"``: derived from a class of :mod:`enum`, or a plain class of constants such as
+#: ``AllReduceFusionPattern``, as :mod:`fi_compat._surface` means the word); any other
+#: ``"class"``; a module; or anything else (``"value"``: a constant, an instance, or a name
+#: imported from outside the release, whose kind its source does not tell).
+NameKind = Literal["function", "class", "enum", "module", "value"]
+_PROPERTY_DECORATORS = frozenset({"property", "cached_property", "functools.cached_property"})
+
+_KEYWORD_KINDS = ("POSITIONAL_OR_KEYWORD", "KEYWORD_ONLY")
+_R = TypeVar("_R")
+_MAX_FORWARDS = 4
+
+
+@dataclass(frozen=True)
+class ParameterRecord:
+    """One parameter as written in the release's ``def``.
+
+    ``default`` and ``annotation`` are source text (``ast.unparse``), None when absent.
+    """
+
+    name: str
+    kind: ParameterKind
+    default: str | None = None
+    annotation: str | None = None
+
+    @property
+    def has_default(self) -> bool:
+        """True when the parameter has a default value."""
+        return self.default is not None
+
+    @property
+    def accepts_keyword(self) -> bool:
+        """True when the parameter can be passed by keyword."""
+        return self.kind in _KEYWORD_KINDS
+
+
+@dataclass(frozen=True)
+class FunctionRecord:
+    """The recorded ``def`` of one function or method.
+
+    Attributes
+    ----------
+    qualname
+        ``"allreduce_fusion"`` or ``"BatchDecodeWithPagedKVCacheWrapper.plan"``.
+    defined_in
+        Module that holds the ``def`` (``"flashinfer.comm.allreduce"``).
+    decorators
+        Decorator expressions as source text, outermost first.
+    parameters
+        Parameters in order, ``self`` included for methods.
+    returns
+        The return annotation as source text, or None.
+    forwards_kwargs_to
+        Where a ``**kwargs`` is provably splatted: a method name of the same class
+        (``"_plan_impl"``) or a callable's source text; None when there is no forward the
+        analysis can prove (:mod:`fi_compat._forwarding`, the same one the live probe uses).
+    forwards_kwargs_drops
+        Keywords that may be dropped, replaced or rejected on the way to
+        :attr:`forwards_kwargs_to` (``("*",)``: any keyword). Absent from the JSON when
+        empty, so files recorded before this field existed read as "none dropped"; that
+        holds for every recorded release (checked by re-running the recorder on their
+        sources).
+    """
+
+    qualname: str
+    defined_in: str
+    decorators: tuple[str, ...]
+    parameters: tuple[ParameterRecord, ...]
+    returns: str | None = None
+    forwards_kwargs_to: str | None = None
+    forwards_kwargs_drops: tuple[str, ...] = ()
+
+    def drops(self, keyword: str) -> bool:
+        """True when ``keyword`` may not survive the ``**kwargs`` forward unchanged."""
+        return keyword in self.forwards_kwargs_drops or "*" in self.forwards_kwargs_drops
+
+    @property
+    def name(self) -> str:
+        """The last part of :attr:`qualname`."""
+        return self.qualname.rpartition(".")[2]
+
+    @property
+    def is_property(self) -> bool:
+        """True for the getter of a ``@property`` (or ``@cached_property``) of a class."""
+        return any(decorator in _PROPERTY_DECORATORS for decorator in self.decorators)
+
+    def parameter(self, name: str) -> ParameterRecord | None:
+        """The parameter called ``name``, or None."""
+        return next((p for p in self.parameters if p.name == name), None)
+
+    @property
+    def keyword_names(self) -> tuple[str, ...]:
+        """Names that can be passed by keyword, in order."""
+        return tuple(p.name for p in self.parameters if p.accepts_keyword)
+
+    @property
+    def var_keyword(self) -> str | None:
+        """The name of the ``**kwargs`` parameter, or None."""
+        return next((p.name for p in self.parameters if p.kind == "VAR_KEYWORD"), None)
+
+
+@dataclass(frozen=True)
+class ClassRecord:
+    """A recorded class: where it is defined, its methods and its instance attributes.
+
+    ``methods`` maps each recorded method name to its record, or None when the class (and
+    its bases) do not define it: ``__init__`` and the methods fi-compat reads for the
+    classes of ``comm.classes`` and the attention wrappers, ``__init__`` and every public
+    method (properties included, see :attr:`FunctionRecord.is_property`) for a class of a
+    :meth:`ReleaseRecord.public_names` table. ``attributes`` are the names an instance gets
+    by construction (sorted; empty in files recorded before schema 2): those assigned as
+    ``self.<name>`` in the ``__init__`` the class runs, in the methods that ``__init__``
+    calls on ``self``, and along the ``super().__init__`` chain, plus a dataclass's fields.
+    ``module`` is where the class was looked up (only for ``TorchDistBackend``);
+    ``plan_forwards_to`` only for attention wrappers and families; ``bcast_root_is_group_local``
+    only for ``TorchDistBackend``; ``exported`` only for the workspace classes (False for a
+    concrete class the factory builds but ``flashinfer.comm`` does not export);
+    ``family_bases`` only for attention families (:meth:`ReleaseRecord.attention_family`):
+    its direct base classes that are attention families too, by family name
+    (``CUDAGraphBatchDecodeWithPagedKVCacheWrapper`` -> the decode wrapper).
+
+    ``aliases`` (attention families only) maps a method the class binds by a class-body
+    alias to the method it names (``{"begin_forward": "plan"}``: the class attribute is that
+    very function); ``methods`` lists the alias too, with the named method's record (whose
+    :attr:`FunctionRecord.name` is therefore not its key).
+    """
+
+    name: str
+    defined_in: str
+    bases: tuple[str, ...]
+    methods: Mapping[str, FunctionRecord | None]
+    module: str | None = None
+    plan_forwards_to: str | None = None
+    bcast_root_is_group_local: bool | None = None
+    exported: bool | None = None
+    attributes: tuple[str, ...] = ()
+    family_bases: tuple[str, ...] = ()
+    aliases: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def method(self, name: str) -> FunctionRecord | None:
+        """The recorded method ``name``, or None."""
+        return self.methods.get(name)
+
+
+@dataclass(frozen=True)
+class EnumRecord:
+    """A constant-holder class such as ``AllReduceFusionPattern`` and its members."""
+
+    name: str
+    defined_in: str
+    members: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class NameRecord:
+    """One public name of a module as ``import`` binds it (:meth:`ReleaseRecord.public_names`).
+
+    Attributes
+    ----------
+    name
+        The name in the module's namespace (``"MoeAlltoAll"``).
+    kind
+        See :data:`NameKind`.
+    defined_in
+        The module whose ``def``, ``class`` or assignment binds it, re-exports followed
+        (``"flashinfer.comm.trtllm_moe_alltoall"``); for a module, its own dotted name; for
+        a name imported from outside the release, the module it is imported from; None
+        when the release binds the name in a way its source does not show.
+    function
+        For a function: its recorded ``def``.
+    cls
+        For a class or an enum: its record, with ``__init__`` and every public method.
+    enum
+        For an enum: its members with their values (source text when not a literal).
+    """
+
+    name: str
+    kind: NameKind
+    defined_in: str | None
+    function: FunctionRecord | None
+    cls: ClassRecord | None
+    enum: EnumRecord | None = None
+
+
+@dataclass(frozen=True)
+class Hazard:
+    """An import hazard: whether it is present and the ``file:line`` evidence."""
+
+    value: bool
+    evidence: str | None
+
+
+@dataclass(frozen=True)
+class ReleaseRecord:
+    """Everything recorded about one flashinfer-python release.
+
+    Use :meth:`function` / :meth:`accepts` / :meth:`support` with a qualified name:
+    ``"create_allreduce_fusion_workspace"`` (a ``flashinfer.comm`` function),
+    ``"BatchDecodeWithPagedKVCacheWrapper.plan"`` (an attention wrapper method) or
+    ``"TorchDistBackend.bcast"`` / ``"AllReduceFusionWorkspace.destroy"`` (comm classes);
+    a method of an attention family (:meth:`attention_family`) is found the same way
+    (``"BatchMLAPagedAttentionWrapper.plan"``).
+    """
+
+    release: str
+    source_filename: str
+    source_sha256: str | None
+    comm_requires_cuda_runtime: Hazard
+    import_queries_gpu: Hazard
+    comm_requires_triton: Hazard
+    comm_exists: bool
+    comm_functions: Mapping[str, FunctionRecord | None]
+    comm_enums: Mapping[str, EnumRecord | None]
+    comm_classes: Mapping[str, ClassRecord | None]
+    workspace_classes: tuple[str, ...]
+    attention: Mapping[str, ClassRecord | None]
+    names: Mapping[str, Mapping[str, NameRecord]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    decode_functions: Mapping[str, FunctionRecord | None] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    families: Mapping[str, ClassRecord | None] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def version(self) -> Version:
+        """The release as a :class:`packaging.version.Version`."""
+        return Version(self.release)
+
+    def comm_function(self, name: str) -> FunctionRecord | None:
+        """``flashinfer.comm.<name>``, or None when the release does not export it.
+
+        ``name`` is a FlashInfer name or a symbol key of :mod:`fi_compat._surface`; a key
+        finds the symbol under whichever of its names the release has.
+        """
+        return _first_of(self.comm_functions, name)
+
+    def comm_class(self, name: str) -> ClassRecord | None:
+        """A recorded ``flashinfer.comm`` class (``TorchDistBackend`` included), or None."""
+        return _first_of(self.comm_classes, name)
+
+    def wrapper(self, name: str) -> ClassRecord | None:
+        """A recorded attention wrapper exported from ``flashinfer``, or None."""
+        return _first_of(self.attention, name)
+
+    @property
+    def attention_families(self) -> tuple[str, ...]:
+        """The classes of :data:`~fi_compat._surface.ATTENTION_FAMILIES` top-level
+        ``flashinfer`` exports in this release, in that order (empty in files recorded
+        before families were)."""
+        return tuple(name for name in ATTENTION_FAMILIES if self.families.get(name) is not None)
+
+    def attention_family(self, name: str) -> ClassRecord | None:
+        """The attention family ``name`` (a class name of
+        :data:`~fi_compat._surface.ATTENTION_FAMILIES`) as the release defines it, or None.
+
+        Its record holds ``__init__``, ``plan``, ``begin_forward``, ``run``, ``forward`` and
+        ``_plan_impl`` (None where absent; aliases see :attr:`ClassRecord.aliases`), its
+        instance attributes, ``plan_forwards_to`` and ``family_bases``.
+
+        Raises
+        ------
+        InvalidArgumentError
+            ``name`` is not a str.
+        """
+        require_str("name", name, fix="pass a class name of ATTENTION_FAMILIES")
+        return self.families.get(name)
+
+    def public_names(self, module: str) -> Mapping[str, NameRecord]:
+        """Every public name ``import <module>`` binds in this release, by name.
+
+        Parameters
+        ----------
+        module
+            One of :data:`fi_compat._surface.NAMED_MODULES`: ``flashinfer.comm`` or
+            ``flashinfer.comm.mnnvl``.
+
+        Returns
+        -------
+        Mapping
+            Name -> :class:`NameRecord`; empty when the release has no such module. Names
+            served only by a module ``__getattr__`` are not bound at import, so not listed.
+
+        Raises
+        ------
+        InvalidArgumentError
+            ``module`` is not one of those module names.
+        """
+        require_choice("module", module, NAMED_MODULES)
+        return self.names.get(module, _NO_NAMES)
+
+    @property
+    def fast_decode_plan(self) -> FunctionRecord | None:
+        """``flashinfer.decode.fast_decode_plan`` (0.4.0+), or None when the release lacks it."""
+        found = (self.decode_functions.get(name) for name in FAST_DECODE_PLAN.names)
+        return next((record for record in found if record is not None), None)
+
+    @property
+    def torch_dist_backend(self) -> ClassRecord | None:
+        """The torch.distributed backend class (its ``module`` says where), or None."""
+        return self.comm_class(TORCH_DIST_BACKEND.key)
+
+    def has(self, gate: str) -> bool:
+        """Whether the release has what the gate ``gate`` of :data:`~fi_compat._surface.GATES`
+        stands for: every one of its items present (or its keyword accepted), or, for a
+        change in import behaviour, the hazard it removed absent."""
+        require_choice("gate", gate, tuple(GATES))
+        entry = GATES[gate]
+        if entry.hazard is not None:
+            hazard: Hazard = getattr(self, entry.hazard)
+            return not hazard.value
+        return all(
+            self.function(owner) is not None if keyword is None else self.accepts(owner, keyword)
+            for owner, keyword in entry.items
+        )
+
+    @property
+    def unified_api(self) -> bool:
+        """The unified allreduce-fusion API's factory and call both exported."""
+        return self.has("unified_api")
+
+    @property
+    def legacy_api(self) -> bool:
+        """The legacy TRT-LLM IPC allreduce-fusion API's factory and call both exported."""
+        return self.has("legacy_api")
+
+    def _owner(self, qualname: str) -> tuple[ClassRecord | None, FunctionRecord | None]:
+        require_str("qualname", qualname, fix="pass a name such as 'Wrapper.plan'")
+        owner_name, _, method = qualname.rpartition(".")
+        if not owner_name:
+            return None, self.comm_function(method)
+        owner_name = owner_name.rpartition(".")[2]
+        owner = (
+            self.wrapper(owner_name) or self.comm_class(owner_name) or self.families.get(owner_name)
+        )
+        if owner is None:
+            return None, None
+        return owner, owner.method(method)
+
+    def function(self, qualname: str) -> FunctionRecord | None:
+        """The record named by ``qualname`` (see the class docstring), or None."""
+        return self._owner(qualname)[1]
+
+    def support(self, qualname: str, keyword: str) -> SupportAnswer:
+        """Does ``qualname`` accept ``keyword``, following ``**kwargs`` forwards?
+
+        ``"supported"`` when the callable (or a method its ``**kwargs`` is provably
+        forwarded to) declares the keyword; ``"unknown"`` when it takes ``**kwargs`` whose
+        destination is not a recorded method, or the forward may drop the keyword;
+        ``"unsupported"`` otherwise, including when the callable is absent. The same
+        answers as :func:`fi_compat._signature.inspect_callable` on the live release.
+
+        Raises
+        ------
+        InvalidArgumentError
+            ``qualname`` or ``keyword`` is not a str.
+        """
+        require_str("keyword", keyword)
+        owner, func = self._owner(qualname)
+        for _ in range(_MAX_FORWARDS + 1):
+            if func is None:
+                return "unsupported"
+            if keyword in func.keyword_names:
+                return "supported"
+            if func.var_keyword is None:
+                return "unsupported"
+            target = func.forwards_kwargs_to
+            if owner is None or target is None or owner.method(target) is None:
+                return "unknown"
+            if func.drops(keyword):
+                return "unknown"
+            func = owner.method(target)
+        return "unknown"
+
+    def accepts(self, qualname: str, keyword: str) -> bool:
+        """True when :meth:`support` is ``"supported"`` (``unknown`` is not acceptance)."""
+        return self.support(qualname, keyword) == "supported"
+
+
+_NO_NAMES: Mapping[str, NameRecord] = MappingProxyType({})
+
+
+def _first_of(table: Mapping[str, _R | None], name: str) -> _R | None:
+    """``table[name]``, or the entry of the first name of the symbol ``name`` stands for."""
+    found = table.get(name)
+    if found is not None:
+        return found
+    symbol = symbol_named(name)
+    if symbol is None:
+        return None
+    for alias in symbol.names:
+        found = table.get(alias)
+        if found is not None:
+            return found
+    return None
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def _function(data: Mapping[str, Any] | None) -> FunctionRecord | None:
+    if data is None:
+        return None
+    return FunctionRecord(
+        qualname=data["qualname"],
+        defined_in=data["defined_in"],
+        decorators=tuple(data["decorators"]),
+        parameters=tuple(
+            ParameterRecord(p["name"], p["kind"], p.get("default"), p.get("annotation"))
+            for p in data["parameters"]
+        ),
+        returns=data.get("returns"),
+        forwards_kwargs_to=data.get("forwards_kwargs_to"),
+        forwards_kwargs_drops=tuple(data.get("forwards_kwargs_drops", ())),
+    )
+
+
+def _class(name: str, data: Mapping[str, Any] | None) -> ClassRecord | None:
+    if data is None:
+        return None
+    methods = {method: _function(value) for method, value in data["methods"].items()}
+    aliases = {
+        alias: target
+        for alias, target in data.get("aliases", {}).items()
+        if methods.get(target) is not None
+    }
+    methods |= {alias: methods[target] for alias, target in aliases.items()}
+    return ClassRecord(
+        name=name,
+        defined_in=data["defined_in"],
+        bases=tuple(data["bases"]),
+        methods=MappingProxyType(dict(sorted(methods.items()))),
+        module=data.get("module"),
+        plan_forwards_to=data.get("plan_forwards_to"),
+        bcast_root_is_group_local=data.get("bcast_root_is_group_local"),
+        exported=data.get("exported"),
+        attributes=tuple(data.get("attributes", ())),
+        family_bases=tuple(data.get("family_bases", ())),
+        aliases=MappingProxyType(aliases),
+    )
+
+
+def _enum(name: str, data: Mapping[str, Any] | None) -> EnumRecord | None:
+    if data is None:
+        return None
+    return EnumRecord(name, data["defined_in"], MappingProxyType(dict(data["members"])))
+
+
+def _name(name: str, data: Mapping[str, Any]) -> NameRecord:
+    return NameRecord(
+        name=name,
+        kind=data["kind"],
+        defined_in=data["defined_in"],
+        function=_function(data.get("function")),
+        cls=_class(name, data.get("class")),
+        enum=_enum(name, data.get("enum")),
+    )
+
+
+def _names(table: Mapping[str, Any]) -> Mapping[str, NameRecord]:
+    return MappingProxyType({name: _name(name, value) for name, value in table.items()})
+
+
+def _name_tables(comm: Mapping[str, Any]) -> Mapping[str, Mapping[str, NameRecord]]:
+    """Each module of ``NAMED_MODULES`` the record lists -> its names (none in schema 1)."""
+    tables = {COMM: comm["names"]} if "names" in comm else {}
+    for submodule, table in comm.get("submodules", {}).items():
+        tables[f"{COMM}.{submodule}"] = table
+    return MappingProxyType({module: _names(table) for module, table in tables.items()})
+
+
+def _hazard(data: Mapping[str, Any]) -> Hazard:
+    return Hazard(bool(data["value"]), data["evidence"])
+
+
+def parse_record(data: Mapping[str, Any]) -> ReleaseRecord:
+    """Build a :class:`ReleaseRecord` from a decoded JSON document."""
+    if data.get("schema") not in _SCHEMAS:
+        raise ValueError(f"expected schema 1 or {SCHEMA_VERSION}; found {data.get('schema')!r}")
+    comm = data["comm"]
+    hazards = data["import"]
+    return ReleaseRecord(
+        release=data["release"],
+        source_filename=data["source"]["filename"],
+        source_sha256=data["source"]["sha256"],
+        comm_requires_cuda_runtime=_hazard(hazards["comm_requires_cuda_runtime"]),
+        import_queries_gpu=_hazard(hazards["import_queries_gpu"]),
+        comm_requires_triton=_hazard(hazards["comm_requires_triton"]),
+        comm_exists=bool(comm["exists"]),
+        comm_functions=MappingProxyType(
+            {name: _function(value) for name, value in comm["functions"].items()}
+        ),
+        comm_enums=MappingProxyType(
+            {name: _enum(name, value) for name, value in comm["enums"].items()}
+        ),
+        comm_classes=MappingProxyType(
+            {name: _class(name, value) for name, value in comm["classes"].items()}
+        ),
+        workspace_classes=tuple(comm["workspace_classes"]),
+        attention=MappingProxyType(
+            {name: _class(name, value) for name, value in data["attention"].items()}
+        ),
+        names=_name_tables(comm),
+        decode_functions=MappingProxyType(
+            {name: _function(value) for name, value in data.get("decode", {}).items()}
+        ),
+        families=MappingProxyType(
+            {
+                name: _class(name, value)
+                for name, value in data.get("attention_families", {}).items()
+            }
+        ),
+    )
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+#: The suffix of a shipped record: compact JSON, gzip-compressed (tools/recorder/output.py).
+SUFFIX = ".json.gz"
+
+
+def _signatures() -> Any:
+    return resources.files("fi_compat._records")
+
+
+def _sort_key(version: str) -> Version:
+    return Version(version)
+
+
+@functools.lru_cache(maxsize=1)
+def listed_releases() -> list[str]:
+    """Releases named in ``signatures/releases.txt`` (the single source of truth), oldest first."""
+    text = _signatures().joinpath("releases.txt").read_text(encoding="utf-8")
+    names = [line.strip() for line in text.splitlines()]
+    return sorted((name for name in names if name and not name.startswith("#")), key=_sort_key)
+
+
+def available_releases() -> list[str]:
+    """Releases with a shipped signature file, sorted by :class:`packaging.version.Version`."""
+    names = [
+        entry.name[: -len(SUFFIX)]
+        for entry in _signatures().iterdir()
+        if entry.name.endswith(SUFFIX)
+    ]
+    return sorted(names, key=_sort_key)
+
+
+def _canonical(version: str) -> str:
+    available = available_releases()
+    if version in available:
+        return version
+    try:
+        wanted = Version(version)
+    except InvalidVersion:
+        wanted = None
+    for name in available:
+        if wanted is not None and Version(name) == wanted:
+            return name
+    raise UnknownReleaseError(
+        f"expected one of the recorded flashinfer-python releases "
+        f"({available[0]} .. {available[-1]}); found {version!r}"
+    )
+
+
+@functools.cache
+def _load(name: str) -> ReleaseRecord:
+    data = _signatures().joinpath(f"{name}{SUFFIX}").read_bytes()
+    return parse_record(json.loads(gzip.decompress(data)))
+
+
+def load_release(version: str) -> ReleaseRecord:
+    """The recorded signatures of one release.
+
+    Parameters
+    ----------
+    version
+        A release string such as ``"0.6.5"`` or ``"0.7.2.post1"`` (compared as a
+        :class:`packaging.version.Version`, so ``"0.7.2post1"`` works too).
+
+    Raises
+    ------
+    UnknownReleaseError
+        No signature file ships for that release (a ``LookupError``).
+    """
+    return _load(_canonical(version))
+
+
+def introduced_in(module: str, name: str) -> str | None:
+    """The first recorded release whose ``module`` binds ``name``, or None when none does.
+
+    Releases are taken in version order over :func:`available_releases`; answers are
+    cached for the process.
+
+    Parameters
+    ----------
+    module
+        One of :data:`fi_compat._surface.NAMED_MODULES` (``flashinfer.comm``,
+        ``flashinfer.comm.mnnvl``).
+    name
+        A public name of that module (``"MoeAlltoAll"``).
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``module`` is not one of those module names, or ``name`` is not a non-empty str.
+    """
+    require_choice("module", module, NAMED_MODULES)
+    require_str("name", name, nonempty=True)
+    return _introduced_in(module, name)
+
+
+@functools.cache
+def _introduced_in(module: str, name: str) -> str | None:
+    return _first(lambda record: name in record.public_names(module))
+
+
+@functools.cache
+def first_accepting(qualname: str, keyword: str) -> str | None:
+    """The first recorded release whose ``qualname`` accepts ``keyword`` (see
+    :meth:`ReleaseRecord.accepts`), or None when none does. Cached for the process."""
+    return _first(lambda record: record.accepts(qualname, keyword))
+
+
+def _first(has: Callable[[ReleaseRecord], bool]) -> str | None:
+    """The first recorded release, in version order, for which ``has`` is true."""
+    for release in available_releases():
+        if has(load_release(release)):
+            return release
+    return None
