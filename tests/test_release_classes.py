@@ -84,7 +84,9 @@ def test_all_releases_turns_the_selection_off(selecting: None) -> None:
     assert releases("imports", list(reversed(among))) == among
 
 
-def test_an_unknown_surface_is_refused() -> None:
+@pytest.mark.parametrize("sweep", [False, True])
+def test_an_unknown_surface_is_refused(selecting: None, sweep: bool) -> None:
+    release_classes.sweep(sweep)
     with pytest.raises(KeyError, match="expected one of the surfaces"):
         releases("no such surface")
 

@@ -156,6 +156,7 @@ def releases(surface: str, among: Sequence[str] | None = None) -> list[str]:
     """The releases a test of ``surface`` runs on: the first and the last of each class of
     ``among`` (default: every recorded release), in version order; all of ``among`` under
     ``--all-releases``."""
+    _surface(surface)
     if _SWEEP:
         return sorted(_records.available_releases() if among is None else among, key=Version)
     chosen = {release for group in classes(surface, among) for release in (group[0], group[-1])}
