@@ -73,9 +73,9 @@ from tests.support.ranks import run_ranks
 #: The oldest release the promise covers (the issue's floor).
 FLOOR = Version("0.5.3")
 RELEASES = [v for v in available_releases() if Version(v) >= FLOOR]
-#: The releases the tests below run on: the first and last of each 'comm' class
+#: The releases the tests below run on: the first and last of each 'names' class
 #: (tests/support/release_classes.py; every one with --all-releases).
-SWEPT = release_classes.releases("comm", RELEASES)
+SWEPT = release_classes.releases("names", RELEASES)
 NEWEST = RELEASES[-1]
 TRTLLM_WORKSPACE = "TRTLLMAllReduceFusionWorkspace"
 MNNVL_WORKSPACE = "MNNVLAllReduceFusionWorkspace"

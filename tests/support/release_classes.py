@@ -84,7 +84,7 @@ def _comm(release: str) -> object:
 
 def _names(release: str) -> object:
     comm = _raw(release)["comm"]
-    return (comm.get("names"), comm.get("submodules"), comm.get("exists"))
+    return (comm.get("names"), _comm(release))
 
 
 def _attention(release: str) -> object:
@@ -119,7 +119,10 @@ SURFACES: Mapping[str, tuple[str, Callable[[str], object]]] = {
         "import hazards, the measured lower layer and the fake's workspace gates",
         _comm,
     ),
-    "names": ("the public names and submodules of flashinfer.comm", _names),
+    "names": (
+        "the public names of flashinfer.comm and its submodules, and the comm surface",
+        _names,
+    ),
     "attention": (
         "the attention wrappers and families, fast_decode_plan, the measured split reach and "
         "the fake's wrapper gates",

@@ -54,9 +54,9 @@ CLASS_OF = {
 }
 
 RELEASES = [v for v in available_releases() if Version(v) >= Version("0.5.3")]
-#: The releases the tests below run on: the first and last of each 'comm' class
+#: The releases the tests below run on: the first and last of each 'names' class
 #: (tests/support/release_classes.py; every one with --all-releases).
-SWEPT = release_classes.releases("comm", RELEASES)
+SWEPT = release_classes.releases("names", RELEASES)
 UNIFIED = [v for v in RELEASES if load_release(v).comm_function(FACTORY) is not None]
 SHAPE = {"world_size": 2, "rank": 0, "max_token_num": 128, "hidden_dim": 4096}
 
