@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from fi_compat._forwarding import ALL, analyse
 from fi_compat._records import parse_record
 from fi_compat._signature import Status, inspect_callable
-from fi_compat.testing._fake import _generate
+from fi_compat.testing._generator import _generate
 from tools.recorder import record_release
 
 S, U, N = "supported", "unknown", "unsupported"

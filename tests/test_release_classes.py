@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from fi_compat.testing import _fake, available_releases
+from fi_compat.testing import available_releases
 from tests.support import release_classes
 from tests.support.release_classes import FACT, SURFACES, classes, computed, releases
 
@@ -89,14 +89,6 @@ def test_an_unknown_surface_is_refused(selecting: None, sweep: bool) -> None:
     release_classes.sweep(sweep)
     with pytest.raises(KeyError, match="expected one of the surfaces"):
         releases("no such surface")
-
-
-def test_the_fake_gates_split_classes() -> None:
-    """A release gate of the fake's models ends a class even where the records agree."""
-    for gate in _fake._V.values():
-        for surface in ("comm", "attention"):
-            for group in classes(surface):
-                assert not (Version(group[0]) < gate <= Version(group[-1])), (surface, group)
 
 
 def test_every_surface_is_read_by_a_test() -> None:

@@ -33,7 +33,7 @@ from packaging.version import Version
 from fi_compat import _records
 from fi_compat.attention import _reach
 from fi_compat.comm import _layers
-from fi_compat.testing import _fake
+from fi_compat.testing._gates import GATES
 
 __all__ = [
     "FACT",
@@ -68,7 +68,7 @@ def _gates(release: str) -> tuple[bool, ...]:
     """Which side of each release gate of the fake's workspace and wrapper models ``release``
     lies on (those gates are the fake's facts, not the records')."""
     version = Version(release)
-    return tuple(version >= gate for gate in sorted(_fake._V.values()))
+    return tuple(version >= gate for gate in sorted({gate.version for gate in GATES}))
 
 
 def _comm(release: str) -> object:

@@ -1,0 +1,600 @@
+"""The source generator: the Python text of a fake ``flashinfer`` package.
+
+:func:`_generate` turns a release's registry (:mod:`fi_compat.testing._registry`) into one
+module of source per ``flashinfer`` module: each recorded function, class and method as a
+``def`` or ``class`` with the release's parameter names, kinds, annotations and defaults
+(a default becomes a :class:`~fi_compat.testing.Default`, an enum member default that
+member), whose body logs the call and hands over to :mod:`fi_compat.testing._runtime`, the
+one module generated code imports. So Python itself raises the ``TypeError`` the release
+would raise, ``inspect.signature`` reports the recorded signature and ``inspect.getsource``
+works. The testing guide, ``docs/guide/testing.md``, says what the generated objects do.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from fi_compat._records import ClassRecord, FunctionRecord, ParameterRecord, ReleaseRecord
+from fi_compat._surface import (
+    COMM,
+    CUDART_MODULE,
+    FAST_DECODE_PLAN,
+    FLASHINFER,
+    LEGACY_FACTORY,
+    PLAN,
+    TORCH_DIST_BACKEND,
+    UNIFIED_FACTORY,
+    UNIFIED_FUSION,
+    symbol_named,
+)
+from fi_compat.testing._objects import CUDART_MESSAGE
+from fi_compat.testing._registry import _collect, _Entry, _enum_base, _Registry
+
+#: The older name of an attention wrapper's ``plan`` (an alias of it in most classes; the
+#: planning method itself of the shared-prefix cascade wrapper).
+_BEGIN_FORWARD = "begin_forward"
+#: The planning methods of an attention family, where the kernel boundary is.
+_PLANNING = (PLAN, _BEGIN_FORWARD)
+
+
+def _planning_methods(owner: ClassRecord) -> set[str]:
+    """The methods of an attention family where the kernel boundary is: ``plan`` and a
+    ``begin_forward`` that is no alias of it, or the method their ``**kwargs`` go to."""
+    found = set()
+    for name in _PLANNING:
+        method = owner.method(name)
+        if method is None or name in owner.aliases:
+            continue
+        target = method.forwards_kwargs_to
+        forwarded = _forward_source(owner, method) is not None and target is not None
+        found.add(target if forwarded and target is not None else name)
+    return found
+
+
+def _kinds(func: FunctionRecord) -> str:
+    return repr({p.name: p.kind for p in func.parameters})
+
+
+def _forward_source(owner: ClassRecord, func: FunctionRecord) -> list[str] | None:
+    """The body of a method whose ``**kwargs`` is forwarded to ``self.<target>(...)``.
+
+    Written in the shape real releases use (0.7.2.post1's ``_merge_deprecated_plan_kwargs``)
+    so that the probe's forwarding analysis can prove it: the keywords are copied with
+    ``dict(kwargs)``, extra positionals are added by name to the target's parameters
+    after the named ones (only if absent: the add-only idiom), and recorded drops are
+    reproduced with ``pop`` (or ``clear`` for any keyword).
+    """
+    target_name = func.forwards_kwargs_to
+    if target_name is None or func.var_keyword is None:
+        return None
+    target = owner.method(target_name)
+    if target is None:
+        return None
+    target_keywords = set(target.keyword_names)
+    named = [p.name for p in func.parameters[1:] if p.accepts_keyword and p.name in target_keywords]
+    var_positional = next((p.name for p in func.parameters if p.kind == "VAR_POSITIONAL"), None)
+    lines = [f"_fi_merged = dict({func.var_keyword})"]
+    if var_positional is not None:
+        extra = tuple(target.keyword_names[1:])[len(named) :]
+        lines += [
+            f"for _fi_name, _fi_value in zip({extra!r}, {var_positional}):",
+            "    if _fi_name in _fi_merged:",
+            f"        raise TypeError(f'{func.qualname}() got multiple values for {{_fi_name!r}}')",
+            "    _fi_merged[_fi_name] = _fi_value",
+        ]
+    if "*" in func.forwards_kwargs_drops:
+        lines.append("_fi_merged.clear()")
+    else:
+        lines += [f"_fi_merged.pop({name!r}, None)" for name in func.forwards_kwargs_drops]
+    arguments = ", ".join([*(f"{name}={name}" for name in named), "**_fi_merged"])
+    return [*lines, f"return self.{target_name}({arguments})"]
+
+
+def _values_source(func: FunctionRecord) -> str:
+    """``dict(locals())`` spelled out, with ``**kwargs`` copied (a forwarder's analysis
+    must see that nothing but the forwarding call can change the keywords)."""
+    items = [
+        f"{p.name!r}: dict({p.name})" if p.kind == "VAR_KEYWORD" else f"{p.name!r}: {p.name}"
+        for p in func.parameters
+    ]
+    return "{" + ", ".join(items) + "}"
+
+
+def _deprecation_message(decorators: Sequence[str]) -> str | None:
+    """The message of a ``@deprecated("...")`` decorator (typing_extensions/warnings)."""
+    for text in decorators:
+        try:
+            node = ast.parse(text, mode="eval").body
+        except SyntaxError:
+            continue
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        name = ast.unparse(node.func).rpartition(".")[2]
+        if name != "deprecated":
+            continue
+        try:
+            message = ast.literal_eval(node.args[0])
+        except ValueError:
+            return "deprecated"
+        return message if isinstance(message, str) else "deprecated"
+    return None
+
+
+def _method_kind(func: FunctionRecord) -> str:
+    """``"property"``, ``"static"``, ``"class"`` or ``"method"``, from the decorators."""
+    for text in func.decorators:
+        name = text.partition("(")[0].rpartition(".")[2]
+        if name in ("property", "cached_property"):
+            return "property"
+        if name == "staticmethod":
+            return "static"
+        if name == "classmethod":
+            return "class"
+    return "method"
+
+
+_INT_ENUMS = ("_enum.IntEnum", "_enum.IntFlag", "_enum.Flag")
+
+
+_OPERATORS: Mapping[type, Callable[[Any, Any], Any]] = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Mod: lambda a, b: a % b,
+    ast.LShift: lambda a, b: a << b if 0 <= b < 256 else None,
+    ast.RShift: lambda a, b: a >> b,
+    ast.BitOr: lambda a, b: a | b,
+    ast.BitAnd: lambda a, b: a & b,
+    ast.BitXor: lambda a, b: a ^ b,
+}
+
+
+def _arithmetic(node: ast.expr) -> Any:
+    """The value of an integer expression of literals (``1 << 4``), else None."""
+    if isinstance(node, ast.Constant):
+        value = node.value
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.Invert):
+        operand = _arithmetic(node.operand)
+        if operand is None:
+            return None
+        return -operand if isinstance(node.op, ast.USub) else ~operand
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        left, right = _arithmetic(node.left), _arithmetic(node.right)
+        if left is None or right is None:
+            return None
+        try:
+            return _OPERATORS[type(node.op)](left, right)
+        except ZeroDivisionError:
+            return None
+    return None
+
+
+def _member_value(recorded: Any) -> Any:
+    """A recorded member value: the record keeps a value that is not a literal as source
+    text (``"1 << 1"``); an integer expression of literals is computed, as Python would."""
+    if not isinstance(recorded, str):
+        return recorded
+    try:
+        node = ast.parse(recorded, mode="eval").body
+    except SyntaxError:
+        return recorded
+    if not isinstance(node, ast.BinOp | ast.UnaryOp):
+        return recorded
+    value = _arithmetic(node)
+    return recorded if value is None else value
+
+
+class _Writer:
+    """Writes one generated module: the objects the release defines there, then the names
+    it binds there that are defined elsewhere."""
+
+    def __init__(self, registry: _Registry, module: str) -> None:
+        self.registry = registry
+        self.module = module
+        self.defaults: list[str] = []
+        self.lines: list[str] = []
+        self.imports: dict[str, str] = {}
+        self.written: set[str] = set()
+        self.by_name = registry.classes_by_name()
+        self.enums = registry.enums_by_name()
+
+    def _reference(self, entry: _Entry) -> str:
+        """How this module's code names ``entry``: its name, or an import of it."""
+        if entry.defined_in == self.module:
+            return entry.name
+        alias = entry.handle
+        self.imports[alias] = f"from {entry.defined_in} import {entry.name} as {alias}"
+        return alias
+
+    # -- signatures ----------------------------------------------------------------------
+
+    def _default(self, source: str) -> str:
+        """The expression a recorded default becomes: an enum member, else a sentinel."""
+        try:
+            node = ast.parse(source, mode="eval").body
+        except SyntaxError:
+            node = None
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            found = self.enums.get(node.value.id)
+            if found is not None and node.attr in (found.members or {}):
+                return f"{self._reference(found)}.{node.attr}"
+        return f"_runtime.Default({source!r})"
+
+    def _signature(self, params: Sequence[ParameterRecord]) -> tuple[str, dict[str, str]]:
+        """Parameter list source (each default ``_D[<index>]``) and the resolved defaults."""
+        parts: list[str] = []
+        resolved: dict[str, str] = {}
+        positional_only_done = False
+        star_written = False
+        for index, param in enumerate(params):
+            if param.kind != "POSITIONAL_ONLY" and not positional_only_done:
+                if index > 0 and params[index - 1].kind == "POSITIONAL_ONLY":
+                    parts.append("/")
+                positional_only_done = True
+            text = param.name
+            if param.annotation is not None:
+                text += f": {param.annotation}"
+            if param.kind == "VAR_POSITIONAL":
+                text = "*" + text
+                star_written = True
+            elif param.kind == "VAR_KEYWORD":
+                text = "**" + text
+            elif param.kind == "KEYWORD_ONLY" and not star_written:
+                parts.append("*")
+                star_written = True
+            if param.default is not None:
+                expression = self._default(param.default)
+                self.defaults.append(expression)
+                slot = f"_D[{len(self.defaults) - 1}]"
+                if not expression.startswith("_runtime.Default("):
+                    resolved[param.name] = slot
+                text += f" = {slot}"
+            parts.append(text)
+        if params and params[-1].kind == "POSITIONAL_ONLY":
+            parts.append("/")
+        return ", ".join(parts), resolved
+
+    def function(
+        self,
+        func: FunctionRecord,
+        call_name: str,
+        body: list[str],
+        indent: str,
+        *,
+        name: str | None = None,
+        values: str = "dict(locals())",
+        bound: str | None = None,
+        decorator: str | None = None,
+    ) -> list[str]:
+        params, resolved = self._signature(func.parameters)
+        lines = []
+        if decorator is not None:
+            lines.append(f"{indent}@{decorator}")
+        message = _deprecation_message(func.decorators)
+        if message is not None:
+            # The real release warns before binding the arguments; so does the fake.
+            lines.append(f"{indent}@_runtime._deprecated({message!r})")
+        lines.append(f"{indent}def {name or func.name}({params}):")
+        inner = indent + "    "
+        defaults = "{" + ", ".join(f"{k!r}: {v}" for k, v in resolved.items()) + "}"
+        lines.append(f"{inner}__values = {values}")
+        lines.append(
+            f"{inner}__call = _runtime._kit(_TOKEN)._record({call_name!r}, __values, "
+            f"{_kinds(func)}, {bound!r}, {defaults})"
+        )
+        lines += [f"{inner}{line}" for line in body]
+        return lines
+
+    # -- objects -------------------------------------------------------------------------
+
+    def _function_body(self, entry: _Entry, func: FunctionRecord) -> list[str]:
+        names = {entry.name} | {n for names in entry.bindings.values() for n in names}
+        symbols = [symbol_named(name) for name in sorted(names)]
+
+        def named(symbol: Any) -> bool:
+            return any(found is symbol for found in symbols)
+
+        if named(UNIFIED_FACTORY):
+            return ["return _runtime._new_workspace(_TOKEN, __values)"]
+        if named(LEGACY_FACTORY):
+            return [
+                "if __call.arguments.get('create_metadata'):",
+                "    return [], _runtime.StandIn('workspace_tensor'), {}",
+                "return [], _runtime.StandIn('workspace_tensor')",
+            ]
+        if named(UNIFIED_FUSION):
+            return ["return __call.arguments.get('output', __call.arguments.get('input'))"]
+        if entry.takes_self and func.parameters:
+            wrapper = func.parameters[0].name
+            return [
+                f"return _runtime._plan_kernel(_TOKEN, {wrapper}, __values, __call, "
+                f"{func.var_keyword!r}, {FAST_DECODE_PLAN.key!r})"
+            ]
+        return ["return None"]
+
+    def _method_body(self, entry: _Entry, owner: ClassRecord, func: FunctionRecord) -> list[str]:
+        forward = _forward_source(owner, func)
+        if forward is not None:
+            return forward
+        name = func.name
+        if entry.family is not None and name in _planning_methods(owner) and func.parameters:
+            this = func.parameters[0].name
+            return [
+                "return _runtime._plan_kernel("
+                f"_TOKEN, {this}, __values, __call, {func.var_keyword!r})"
+            ]
+        if entry.workspace is not None:
+            workspace = {
+                "__init__": [
+                    f"_runtime._init_workspace(_TOKEN, self, {entry.workspace!r}, __values)"
+                ],
+                "is_buffer_size_sufficient": ["return _runtime._sufficient(self, __values)"],
+                "get_required_buffer_size_bytes": ["return _runtime._required_bytes(__values)"],
+                "checkpoint_prepare": ["return _runtime._checkpoint(self, 'prepare')"],
+                "checkpoint_restore": ["return _runtime._checkpoint(self, 'restore')"],
+                "destroy": ["return _runtime._destroy_workspace(self)"],
+            }.get(name)
+            if workspace is not None:
+                return workspace
+        if symbol_named(entry.name) is TORCH_DIST_BACKEND and name == "bcast":
+            lines = []
+            if owner.bcast_root_is_group_local:
+                # Mirrors the recorded fact: this release maps a group-local root.
+                lines.append("_global_root = _runtime.get_global_rank(__call.arguments)")
+            data = func.parameters[1].name if len(func.parameters) > 1 else "None"
+            return [*lines, f"return {data}"]
+        if name == "__init__":
+            attributes = tuple(owner.attributes) or None
+            return [f"_runtime._init_object(_TOKEN, self, {attributes!r}, __values)"]
+        if name == "destroy":
+            return [
+                "if self.destroyed:",
+                "    return None",
+                "self.destroyed = True",
+                "return None",
+            ]
+        return ["return None"]
+
+    def _class(self, entry: _Entry) -> list[str]:
+        owner = entry.cls or ClassRecord(entry.name, entry.defined_in, (), {})
+        enum_base = _enum_base(entry)
+        if enum_base is not None:
+            lines = [f"class {entry.name}({enum_base}):"]
+        else:
+            handles = [self._reference(base) for base in self._bases(entry, owner)]
+            bases = f"(*_runtime._bases({', '.join(handles)}))" if handles else ""
+            lines = [f"class {entry.name}{bases}:"]
+            lines.append("    destroyed = False")
+            attributes = tuple(owner.attributes) or None
+            lines.append(f"    _fi_attributes = {attributes!r}")
+            if entry.family is not None:
+                lines.append(f"    _fi_family = {entry.family!r}")
+                lines.append(f"    _fi_decode = {entry.decode!r}")
+        members = entry.members or {}
+        aliases = owner.aliases
+        int_valued = enum_base in _INT_ENUMS
+        for index, (member, recorded) in enumerate(members.items()):
+            if not member.isidentifier() or member.startswith("_"):
+                continue
+            value = _member_value(recorded)
+            if int_valued and (not isinstance(value, int) or isinstance(value, bool)):
+                value = 1 << (index + 16)
+            lines.append(f"    {member} = {value!r}")
+        for method_name in sorted(owner.methods):
+            method = owner.methods[method_name]
+            if method is None or method_name in members or method_name in aliases:
+                continue
+            if enum_base is not None and method_name.startswith("__"):
+                continue
+            lines += ["", *self._method(entry, owner, method_name, method)]
+        for alias, target in sorted(aliases.items()):
+            if alias not in members and enum_base is None:
+                lines += ["", f"    {alias} = {target}"]
+        if enum_base is None and owner.methods.get("__init__") is None and owner.attributes:
+            # A class without a recorded __init__ (a dataclass): construction by keyword.
+            lines += [
+                "",
+                "    def __init__(self, *args, **kwargs):",
+                f"        _runtime._kit(_TOKEN)._record({entry.name + '.__init__'!r}, "
+                "{'self': self, 'args': args, 'kwargs': kwargs}, "
+                "{'self': 'POSITIONAL_OR_KEYWORD', 'args': 'VAR_POSITIONAL', "
+                "'kwargs': 'VAR_KEYWORD'}, 'self')",
+                f"        _runtime._init_object(_TOKEN, self, {tuple(owner.attributes)!r}, kwargs)",
+            ]
+        if len(lines) == 1:
+            lines.append("    pass")
+        return lines
+
+    def _method(
+        self, entry: _Entry, owner: ClassRecord, method_name: str, method: FunctionRecord
+    ) -> list[str]:
+        kind = _method_kind(method)
+        call_name = f"{entry.name}.{method_name}"
+        if kind == "property":
+            return [
+                "    @property",
+                f"    def {method_name}(self):",
+                f"        return _runtime._property(self, {method_name!r})",
+                "",
+                f"    @{method_name}.setter",
+                f"    def {method_name}(self, value):",
+                f"        _runtime._set_property(self, {method_name!r}, value)",
+            ]
+        body = self._method_body(entry, owner, method)
+        values = "dict(locals())"
+        if _forward_source(owner, method) is not None:
+            values = _values_source(method)
+        first = method.parameters[0].name if method.parameters else None
+        bound = None if kind == "static" else first
+        decorator = {"static": "staticmethod", "class": "classmethod"}.get(kind)
+        return self.function(
+            method,
+            call_name,
+            body,
+            "    ",
+            name=method_name,
+            values=values,
+            bound=bound,
+            decorator=decorator,
+        )
+
+    def _bases(self, entry: _Entry, owner: ClassRecord) -> list[_Entry]:
+        """The recorded base classes of ``entry`` that the fake has."""
+        found: list[_Entry] = []
+        for base in owner.bases:
+            name = base.rpartition(".")[2].partition("[")[0]
+            candidates = [c for c in self.by_name.get(name, []) if c is not entry]
+            if not candidates:
+                continue
+            same_module = [c for c in candidates if c.defined_in == entry.defined_in]
+            chosen = (same_module or candidates)[0]
+            if chosen not in found:
+                found.append(chosen)
+        return found
+
+    def _emit(self, entry: _Entry, chunk: list[str], start: int) -> None:
+        if len(self.defaults) > start:
+            self.lines.append(f"_D.extend(({', '.join(self.defaults[start:])},))")
+        self.lines += [*chunk, ""]
+        self.written.add(entry.handle)
+
+    def _write_class(self, entry: _Entry, visiting: set[str]) -> None:
+        if entry.handle in self.written or entry.handle in visiting:
+            return
+        visiting.add(entry.handle)
+        owner = entry.cls or ClassRecord(entry.name, entry.defined_in, (), {})
+        for base in self._bases(entry, owner):
+            if base.defined_in == self.module:
+                self._write_class(base, visiting)
+        start = len(self.defaults)
+        self._emit(entry, self._class(entry), start)
+
+    def _write_function(self, entry: _Entry) -> None:
+        start = len(self.defaults)
+        func = entry.function
+        if func is None:
+            chunk = [
+                f"def {entry.name}(*args, **kwargs):",
+                f"    _runtime._kit(_TOKEN)._record({entry.name!r}, "
+                "{'args': args, 'kwargs': kwargs}, "
+                "{'args': 'VAR_POSITIONAL', 'kwargs': 'VAR_KEYWORD'})",
+                "    return None",
+            ]
+        else:
+            body = self._function_body(entry, func)
+            first = func.parameters[0].name if func.parameters else None
+            bound = first if entry.takes_self else None
+            chunk = self.function(func, entry.name, body, "", name=entry.name, bound=bound)
+        self._emit(entry, chunk, start)
+
+    def source(self, head: Sequence[str]) -> str:
+        """The module's source: ``head`` (header lines), then its objects and bindings."""
+        here = [e for e in self.registry.entries.values() if e.defined_in == self.module]
+        for entry in here:  # enums first: defaults may name their members
+            if _enum_base(entry) is not None:
+                self._emit(entry, self._class(entry), len(self.defaults))
+        for entry in here:
+            if entry.kind in ("class", "enum") and _enum_base(entry) is None:
+                self._write_class(entry, set())
+        for entry in here:
+            if entry.kind == "function":
+                self._write_function(entry)
+            elif entry.kind == "value":
+                self.lines += [
+                    f"{entry.name} = _runtime._outside("
+                    f"{entry.outside!r}, {entry.name!r}, {entry.outside_module!r})",
+                    "",
+                ]
+        bindings: list[str] = []
+        for entry in self.registry.entries.values():
+            for public in sorted(entry.bindings.get(self.module, ())):
+                if entry.defined_in == self.module:
+                    if public != entry.name:
+                        bindings.append(f"{public} = {entry.name}")
+                else:
+                    # Bound once the defining module has run (import cycles are fine).
+                    bindings.append(
+                        f"_runtime._bind(_TOKEN, globals(), {entry.defined_in!r}, "
+                        f"{entry.name!r}, {public!r})"
+                    )
+        for name, target in sorted(self.registry.module_names.get(self.module, {}).items()):
+            if not self.module.startswith(target):  # not the module itself or a parent
+                bindings.append(f"import {target} as {name}")
+        lines = [*head, "import enum as _enum", "", "_D = []"]
+        lines += [*self.imports.values(), "", *self.lines, *bindings]
+        # The __future__ import binds "annotations": no release module has that name.
+        lines += ["del annotations", "_runtime._loaded(_TOKEN, __name__, globals())"]
+        return "\n".join(lines) + "\n"
+
+
+def _header(directory: str) -> list[str]:
+    return [
+        "# Generated by fi_compat.testing from recorded flashinfer-python signatures.",
+        "from __future__ import annotations",
+        "",
+        "import fi_compat.testing._runtime as _runtime",
+        "",
+        f"_TOKEN = _runtime._token({directory!r})",
+    ]
+
+
+def _generate(
+    record: ReleaseRecord,
+    directory: str,
+    *,
+    cuda_runtime: bool,
+    planned: frozenset[str] = frozenset(),
+    registry: _Registry | None = None,
+) -> dict[str, str]:
+    """Module name -> source text of the whole fake package."""
+    if registry is None:
+        registry = _collect(record)
+    modules = {FLASHINFER} | ({COMM} if record.comm_exists else set())
+    for entry in registry.entries.values():
+        modules |= {entry.defined_in, *entry.bindings}
+    for module, names in registry.module_names.items():
+        modules |= {module, *names.values()}
+    sources: dict[str, str] = {}
+    for name in sorted(modules):
+        head = _header(directory)
+        if name in planned:
+            head.append(f"_runtime._raise_planned(_TOKEN, {name!r})")
+        if name == COMM and not cuda_runtime:
+            head.append(f"from {CUDART_MODULE} import cudart as cudart")
+        if name == FLASHINFER:
+            head.append(f"__version__ = {record.release!r}")
+        sources[name] = _Writer(registry, name).source(head)
+    if not record.comm_exists:
+        for name in [n for n in sources if n == COMM or n.startswith(COMM + ".")]:
+            del sources[name]
+    elif not cuda_runtime:
+        sources[CUDART_MODULE] = sources.get(
+            CUDART_MODULE, "\n".join(_header(directory)) + "\n"
+        ) + (
+            "\n".join(
+                [
+                    "",
+                    "",
+                    "class CudaRTLibrary:",
+                    "    def __init__(self, so_file=None):",
+                    "        if so_file is None:",
+                    "            so_file = None  # no libcudart mapped into this process",
+                    f"            assert so_file is not None, {CUDART_MESSAGE!r}",
+                    "",
+                    "",
+                    "cudart = CudaRTLibrary()",
+                ]
+            )
+            + "\n"
+        )
+    # Parent packages of every generated module must exist.
+    for name in list(sources):
+        parts = name.split(".")
+        for index in range(1, len(parts)):
+            parent = ".".join(parts[:index])
+            sources.setdefault(parent, "\n".join(_header(directory)) + "\n")
+    return sources

@@ -1,0 +1,147 @@
+"""The build cache and the import hook: generated packages on disk, served as ``flashinfer``.
+
+:func:`_take_build` writes a release's generated package (:mod:`fi_compat.testing._generator`)
+to a temporary directory once per (release, CUDA runtime loaded, planned import errors) and
+hands it to one live fake at a time; a later fake of the same kind reuses it (the directories
+are removed at interpreter exit). While a fake is installed, its :class:`_Finder` on
+``sys.meta_path`` serves ``flashinfer`` and its submodules from that package only, and
+:class:`_Loader` compiles each module once per build. The testing guide,
+``docs/guide/testing.md``, says how a fake is installed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import CodeType, ModuleType
+
+from fi_compat._records import ReleaseRecord
+from fi_compat._surface import FLASHINFER
+from fi_compat.testing._generator import _generate
+from fi_compat.testing._objects import _LOCK
+from fi_compat.testing._registry import _collect, _workspace_classes
+
+
+@dataclass
+class _Build:
+    """A generated fake package on disk, written once and imported by each fake of its kind
+    (Python caches its bytecode beside it), one live fake at a time."""
+
+    record: ReleaseRecord
+    directory: Path
+    paths: dict[str, Path]
+    packages: set[str]
+    workspace_classes: dict[str, tuple[str, str]]
+    in_use: bool = False
+    code: dict[str, CodeType] = field(default_factory=dict)
+
+
+#: Generated packages by (release, CUDA runtime loaded, modules with a planned import error),
+#: kept for the process: generating and compiling a fake costs tens of milliseconds, a test
+#: suite makes thousands of fakes, and what a fake holds per test lives in its kit.
+_BUILDS: dict[tuple[str, bool, frozenset[str]], list[_Build]] = {}
+
+
+def _take_build(record: ReleaseRecord, *, cuda_runtime: bool, planned: frozenset[str]) -> _Build:
+    """A package for ``record`` that no live fake uses, written now if there is none."""
+    key = (record.release, cuda_runtime, planned)
+    with _LOCK:
+        builds = _BUILDS.setdefault(key, [])
+        for build in builds:
+            if not build.in_use and build.record is record:
+                build.in_use = True
+                return build
+    registry = _collect(record)
+    directory = Path(tempfile.mkdtemp(prefix=f"fake-flashinfer-{record.release}-"))
+    if not _BUILDS_DIRECTORIES:
+        atexit.register(_remove_builds)
+    _BUILDS_DIRECTORIES.append(directory)
+    sources = _generate(
+        record, str(directory), cuda_runtime=cuda_runtime, planned=planned, registry=registry
+    )
+    build = _Build(
+        record,
+        directory,
+        _write(directory, sources),
+        {name.rpartition(".")[0] for name in sources if "." in name} | {FLASHINFER},
+        _workspace_classes(registry),
+        in_use=True,
+    )
+    with _LOCK:
+        builds.append(build)
+    return build
+
+
+_BUILDS_DIRECTORIES: list[Path] = []
+
+
+def _remove_builds() -> None:
+    """Remove every generated package (at interpreter exit)."""
+    for directory in _BUILDS_DIRECTORIES:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _write(directory: Path, sources: Mapping[str, str]) -> dict[str, Path]:
+    packages = {name.rpartition(".")[0] for name in sources if "." in name}
+    paths: dict[str, Path] = {}
+    for name, text in sources.items():
+        parts = name.split(".")
+        if name in packages or name == FLASHINFER:
+            path = directory.joinpath(*parts, "__init__.py")
+        else:
+            path = directory.joinpath(*parts[:-1], parts[-1] + ".py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        paths[name] = path
+    return paths
+
+
+class _Loader(importlib.machinery.SourceFileLoader):
+    """Loads a generated module from its file, compiled once per build (bytecode files may
+    be disabled, and a build is imported by many fakes)."""
+
+    def __init__(self, fullname: str, path: str, code: dict[str, CodeType]) -> None:
+        super().__init__(fullname, path)
+        self._code = code
+
+    def get_code(self, fullname: str) -> CodeType:
+        code = self._code.get(fullname)
+        if code is None:
+            code = compile(self.get_data(self.path), self.path, "exec", dont_inherit=True)
+            self._code[fullname] = code
+        return code
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Serves ``flashinfer`` and its submodules from the generated files only."""
+
+    def __init__(self, build: _Build) -> None:
+        self.build = build
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None = None,
+        target: ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != FLASHINFER and not fullname.startswith(FLASHINFER + "."):
+            return None
+        file = self.build.paths.get(fullname)
+        if file is None:
+            # A submodule the fake lacks: the path finder then searches the fake package's
+            # own directory (its __path__) and finds nothing, as for a real missing module.
+            return None
+        locations = [str(file.parent)] if fullname in self.build.packages else None
+        return importlib.util.spec_from_file_location(
+            fullname,
+            file,
+            loader=_Loader(fullname, str(file), self.build.code),
+            submodule_search_locations=locations,
+        )

@@ -1,0 +1,220 @@
+"""The objects of a fake ``flashinfer``: the handle a test holds and what the fake hands out.
+
+:class:`FakeFlashInfer` is the handle :func:`~fi_compat.testing.fake_flashinfer` yields, with
+its log of :class:`Call` records; :class:`Default` stands in for a recorded default value
+and :class:`StandIn` for a tensor or handle the real release would return. Generated code
+finds the live handle by its token (:func:`_kit`). The testing guide,
+``docs/guide/testing.md``, says what the fake does.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from fi_compat._arguments import require_str
+from fi_compat._records import ReleaseRecord
+from fi_compat._surface import COMM, FLASHINFER, UNIFIED_FUSION
+from fi_compat.errors import FakeUninstalledError
+from fi_compat.testing._fake_kernel import KernelPlan
+
+__all__ = ["CUDART_MESSAGE", "Call", "Default", "FakeFlashInfer", "StandIn"]
+
+#: The message releases up to 0.6.13 assert with when ``import flashinfer.comm`` runs in a
+#: process without a loaded CUDA runtime.
+CUDART_MESSAGE = "libcudart is not loaded in the current process"
+
+
+#: Guards the call logs and the tables of live fakes and generated packages.
+_LOCK = threading.RLock()
+#: Live fakes by token, so that generated modules can find their kit.
+_KITS: dict[str, FakeFlashInfer] = {}
+
+
+class Default:
+    """Sentinel standing in for a recorded default value (``source`` is its source text)."""
+
+    __slots__ = ("source",)
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def __repr__(self) -> str:
+        return f"<default {self.source}>"
+
+    def value(self) -> Any:
+        """The default's value when its source is a literal (``'NHD'``, ``None``) or a torch
+        attribute while torch is imported (``torch.float16``), else self."""
+        try:
+            return ast.literal_eval(self.source)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            pass
+        head, _, path = self.source.partition(".")
+        found: Any = sys.modules.get(head) if head == "torch" and path else None
+        for part in path.split(".") if found is not None else ():
+            found = getattr(found, part, None)
+        return self if found is None else found
+
+
+class StandIn:
+    """An opaque object returned where the real function returns a tensor or handle."""
+
+    __slots__ = ("label",)
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def __repr__(self) -> str:
+        return f"<fake {self.label}>"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call into the fake.
+
+    Attributes
+    ----------
+    name
+        ``"allreduce_fusion"`` for a function, ``"BatchDecodeWithPagedKVCacheWrapper.plan"``
+        for a method.
+    arguments
+        The explicitly bound arguments by parameter name (like
+        ``inspect.BoundArguments.arguments``: defaults not applied, ``self`` left out, an
+        empty ``*args``/``**kwargs`` left out; an argument that is the very enum member the
+        parameter defaults to counts as the default).
+    instance
+        ``self`` for a method call (and for ``fast_decode_plan``, which takes the wrapper
+        as ``self``), ``cls`` for a class method, else None.
+    """
+
+    name: str
+    arguments: Mapping[str, Any]
+    instance: Any = None
+
+
+@dataclass
+class FakeFlashInfer:
+    """A fake ``flashinfer`` installed in ``sys.modules`` (see
+    :func:`~fi_compat.testing.fake_flashinfer`).
+
+    Attributes
+    ----------
+    record
+        The recorded release it imitates.
+    calls
+        Every call made into the fake, in order.
+    kernel_plans
+        What each attention ``plan`` call handed the kernel, in order, as the measured
+        reach data says (:class:`KernelPlan`).
+    directory
+        Where the generated ``flashinfer`` package was written.
+    multicast
+        Whether the imitated GPUs support NVLink multicast.
+    confidential_compute
+        Whether the imitated GPUs run in Confidential Computing mode.
+    """
+
+    record: ReleaseRecord
+    directory: Path
+    token: str
+    calls: list[Call] = field(default_factory=list)
+    kernel_plans: list[KernelPlan] = field(default_factory=list)
+    planned_errors: dict[str, BaseException] = field(default_factory=dict)
+    multicast: bool = True
+    confidential_compute: bool = False
+    _workspace_classes: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)
+    _factory_options: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def version(self) -> str:
+        """The imitated release, e.g. ``"0.6.5"``."""
+        return self.record.release
+
+    @property
+    def flashinfer(self) -> ModuleType:
+        """The fake top-level ``flashinfer`` module."""
+        return importlib.import_module(FLASHINFER)
+
+    @property
+    def comm(self) -> ModuleType:
+        """``flashinfer.comm`` (importing it raises in the failure modes)."""
+        return importlib.import_module(COMM)
+
+    def calls_to(self, name: str) -> list[Call]:
+        """The recorded calls whose :attr:`Call.name` is ``name``."""
+        require_str("name", name, fix=f"pass a name such as {UNIFIED_FUSION.key!r}")
+        return [call for call in self.calls if call.name == name]
+
+    def clear_calls(self) -> None:
+        """Forget the recorded calls and kernel plans."""
+        with _LOCK:
+            self.calls.clear()
+            self.kernel_plans.clear()
+
+    # -- used by the generated modules -------------------------------------------------
+
+    def _record(
+        self,
+        name: str,
+        values: Mapping[str, Any],
+        kinds: Mapping[str, str],
+        bound: str | None = None,
+        defaults: Mapping[str, Any] | None = None,
+    ) -> Call:
+        arguments: dict[str, Any] = {}
+        instance = None
+        for key, value in values.items():
+            kind = kinds.get(key)
+            if kind is None:
+                continue
+            if key == bound:
+                instance = value
+                continue
+            if isinstance(value, Default):
+                continue
+            if defaults is not None and key in defaults and value is defaults[key]:
+                continue
+            if kind in ("VAR_POSITIONAL", "VAR_KEYWORD") and not value:
+                continue
+            arguments[key] = value
+        call = Call(name, arguments, instance)
+        with _LOCK:
+            self.calls.append(call)
+        return call
+
+
+def _kit(token: str) -> FakeFlashInfer:
+    """The live fake for ``token`` (called by generated code)."""
+    kit = _KITS.get(token)
+    if kit is None:
+        raise FakeUninstalledError(
+            "expected a call into an installed fake flashinfer; found one into a fake whose "
+            "fake_flashinfer() block has ended. Fix: keep the call inside the block (or the "
+            "test that requested the fixture)."
+        )
+    return kit
+
+
+def _actual(value: Any) -> Any:
+    """A recorded default as its literal value; anything else as is."""
+    return value.value() if isinstance(value, Default) else value
+
+
+def _arguments(values: Mapping[str, Any], bound: str | None = "self") -> dict[str, Any]:
+    """A call's parameters with recorded defaults as their values, ``self`` left out."""
+    return {key: _actual(value) for key, value in values.items() if key != bound}
+
+
+def _assign(obj: Any, values: Mapping[str, Any]) -> None:
+    for name, value in values.items():
+        try:
+            setattr(obj, name, value)
+        except AttributeError:  # a read-only descriptor of the class
+            continue

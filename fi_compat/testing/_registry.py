@@ -1,0 +1,318 @@
+"""What the recorded release says lives where: every object of a fake and its bindings.
+
+:func:`_collect` reads a :class:`~fi_compat.testing.ReleaseRecord` into a :class:`_Registry`
+of :class:`_Entry` objects: each function, class, enum and outside name of the fake, the
+module the release defines it in and every module that binds it (the attention families,
+the public names of ``flashinfer.comm`` and ``flashinfer.comm.mnnvl``, the workspace
+classes with the backend each serves, ``fast_decode_plan``, the MNNVL strategy enum). The
+source generator (:mod:`fi_compat.testing._generator`) writes one module per entry of it.
+The testing guide, ``docs/guide/testing.md``, says what the fake holds.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fi_compat._records import ClassRecord, FunctionRecord, ReleaseRecord
+from fi_compat._surface import (
+    COMM,
+    DECODE,
+    FLASHINFER,
+    NAMED_MODULES,
+    TORCH_DIST_BACKEND,
+    UNIFIED_FACTORY,
+    WORKSPACE,
+    symbol_named,
+)
+from fi_compat.testing._workspaces import _Strategy
+
+
+@dataclass
+class _Entry:
+    """One object of the fake: what it is, where the release defines it, where it is bound."""
+
+    handle: str
+    name: str
+    defined_in: str
+    kind: str
+    function: FunctionRecord | None = None
+    cls: ClassRecord | None = None
+    members: Mapping[str, Any] | None = None
+    bindings: dict[str, set[str]] = field(default_factory=dict)
+    #: For a workspace class: the backend it serves ("" for the base class).
+    workspace: str | None = None
+    #: A module-level function the release gives an object as ``self``.
+    takes_self: bool = False
+    #: For an attention family: its name, and whether it is (or derives from) the decode
+    #: wrapper, whose ``plan`` checks tensor cores.
+    family: str | None = None
+    decode: bool = False
+    #: For a name imported from outside the release: the module it comes from, and
+    #: whether the name is that module itself (``import os``).
+    outside: str | None = None
+    outside_module: bool = False
+
+
+_STRONGER = {"value": 0, "module": 1, "function": 2, "class": 3, "enum": 4}
+
+
+def _merge_classes(old: ClassRecord | None, new: ClassRecord | None) -> ClassRecord | None:
+    if old is None or new is None:
+        return old or new
+    methods = dict(old.methods)
+    for name, method in new.methods.items():
+        if methods.get(name) is None:
+            methods[name] = method
+    return dataclasses.replace(
+        old,
+        methods=methods,
+        bases=old.bases or new.bases,
+        module=old.module or new.module,
+        plan_forwards_to=old.plan_forwards_to or new.plan_forwards_to,
+        bcast_root_is_group_local=(
+            new.bcast_root_is_group_local
+            if old.bcast_root_is_group_local is None
+            else old.bcast_root_is_group_local
+        ),
+        exported=old.exported if old.exported is not None else new.exported,
+        attributes=old.attributes or new.attributes,
+        family_bases=old.family_bases or new.family_bases,
+        aliases=old.aliases or new.aliases,
+    )
+
+
+class _Registry:
+    def __init__(self) -> None:
+        self.entries: dict[tuple[str, str], _Entry] = {}
+        #: Modules a module-kind name binds: module -> {public name: target module}.
+        self.module_names: dict[str, dict[str, str]] = {}
+
+    def add(
+        self,
+        defined_in: str,
+        name: str,
+        kind: str,
+        *,
+        function: FunctionRecord | None = None,
+        cls: ClassRecord | None = None,
+        members: Mapping[str, Any] | None = None,
+    ) -> _Entry:
+        key = (defined_in, name)
+        entry = self.entries.get(key)
+        if entry is None:
+            entry = _Entry(f"_fi_{len(self.entries)}", name, defined_in, kind)
+            self.entries[key] = entry
+            entry.bindings.setdefault(defined_in, set()).add(name)
+        elif _STRONGER[kind] > _STRONGER[entry.kind]:
+            entry.kind = kind
+        entry.function = entry.function or function
+        entry.cls = _merge_classes(entry.cls, cls)
+        entry.members = entry.members if entry.members is not None else members
+        return entry
+
+    def bind(self, entry: _Entry, module: str, name: str) -> None:
+        entry.bindings.setdefault(module, set()).add(name)
+
+    def classes_by_name(self) -> dict[str, list[_Entry]]:
+        """Each name a class or enum is defined or bound under -> those entries."""
+        found: dict[str, list[_Entry]] = {}
+        for entry in self.entries.values():
+            if entry.kind in ("class", "enum"):
+                for name in {entry.name} | {n for names in entry.bindings.values() for n in names}:
+                    found.setdefault(name, []).append(entry)
+        return found
+
+    def enums_by_name(self) -> dict[str, _Entry]:
+        """Each name an enum (``enum.Enum``) is defined or bound under -> its entry."""
+        return {
+            name: entries[0]
+            for name, entries in self.classes_by_name().items()
+            if _enum_base(entries[0]) is not None
+        }
+
+
+def _inside(module: str | None) -> bool:
+    return module is not None and (module == FLASHINFER or module.startswith(FLASHINFER + "."))
+
+
+def _workspace_backends(record: ReleaseRecord) -> dict[str, str]:
+    """Workspace class name -> the backend the factory builds it for ("" for the base).
+
+    Read from the record: the class the factory's return annotation names is the base;
+    the concrete class defined next to the factory is TRT-LLM's, the one the factory
+    builds but ``flashinfer.comm`` does not export is MNNVL CuTe DSL's (0.7.2.post1), and
+    the other exported one is MNNVL's.
+    """
+    factory = record.comm_function(UNIFIED_FACTORY.key)
+    if factory is None:
+        return {}
+    backends: dict[str, str] = {}
+    for name in record.workspace_classes:
+        cls = record.comm_class(name)
+        if cls is None:
+            continue
+        if name in WORKSPACE.names:
+            backends[name] = ""
+        elif cls.exported is False:
+            backends[name] = "mnnvl-cutedsl"
+        elif cls.defined_in == factory.defined_in:
+            backends[name] = "trtllm"
+        else:
+            backends[name] = "mnnvl"
+    return backends
+
+
+def _collect(record: ReleaseRecord) -> _Registry:
+    """Every object of the fake, from the record."""
+    registry = _Registry()
+    decode = _decode_families(record)
+    families = [(name, record.attention_family(name)) for name in record.attention_families]
+    for name, wrapper in [*sorted(record.attention.items()), *families]:
+        if wrapper is not None:
+            entry = registry.add(wrapper.defined_in, name, "class", cls=wrapper)
+            entry.family = name
+            entry.decode = name in decode
+            registry.bind(entry, FLASHINFER, name)
+    if record.comm_exists:
+        for name, func in sorted(record.comm_functions.items()):
+            if func is not None:
+                entry = registry.add(func.defined_in, func.name, "function", function=func)
+                registry.bind(entry, COMM, name)
+        for name, constants in sorted(record.comm_enums.items()):
+            if constants is not None:
+                entry = registry.add(constants.defined_in, name, "class", members=constants.members)
+                registry.bind(entry, COMM, name)
+        backends = _workspace_backends(record)
+        for name, cls in sorted(record.comm_classes.items()):
+            if cls is None:
+                continue
+            entry = registry.add(cls.defined_in, name, "class", cls=cls)
+            entry.workspace = backends.get(name)
+            if symbol_named(name) is TORCH_DIST_BACKEND:
+                registry.bind(entry, cls.module or cls.defined_in, name)
+            elif cls.exported is not False:
+                registry.bind(entry, COMM, name)
+        for module in NAMED_MODULES:
+            for name, found in sorted(record.public_names(module).items()):
+                _add_name(registry, module, name, found)
+    _add_strategy_enum(registry)
+    plan = record.fast_decode_plan
+    if plan is not None:
+        entry = registry.add(plan.defined_in, plan.name, "function", function=plan)
+        entry.takes_self = True
+        # Every release that has it (0.4.0+) also exports it from the top level.
+        registry.bind(entry, FLASHINFER, plan.name)
+    return registry
+
+
+def _decode_families(record: ReleaseRecord) -> set[str]:
+    """The decode wrapper and the attention families derived from it (``family_bases``)."""
+    found = {DECODE.key}
+    grown = True
+    while grown:
+        grown = False
+        for name in record.attention_families:
+            cls = record.attention_family(name)
+            if name not in found and cls is not None and found & set(cls.family_bases):
+                found.add(name)
+                grown = True
+    return found
+
+
+def _add_strategy_enum(registry: _Registry) -> None:
+    """The MNNVL strategy enum its workspace's ``strategy=`` defaults to, when no recorded
+    module lists it (``flashinfer.comm`` does not export it): defined next to the
+    workspace, with the members every release from 0.6.0 gives it."""
+    known = {
+        name
+        for entry in registry.entries.values()
+        if entry.kind in ("class", "enum")
+        for name in {entry.name} | {n for names in entry.bindings.values() for n in names}
+    }
+    for entry in list(registry.entries.values()):
+        if entry.workspace != "mnnvl" or entry.cls is None:
+            continue
+        for method in entry.cls.methods.values():
+            parameter = None if method is None else method.parameter("strategy")
+            if parameter is None or parameter.default is None:
+                continue
+            try:
+                node = ast.parse(parameter.default, mode="eval").body
+            except SyntaxError:
+                continue
+            if not isinstance(node, ast.Attribute) or not isinstance(node.value, ast.Name):
+                continue
+            name = node.value.id
+            if name in known:
+                continue
+            record = ClassRecord(name, entry.defined_in, ("Enum",), {})
+            members = {member.name: member.value for member in _Strategy}
+            registry.add(entry.defined_in, name, "enum", cls=record, members=members)
+            known.add(name)
+
+
+def _add_name(registry: _Registry, module: str, name: str, found: Any) -> None:
+    kind, defined_in = found.kind, found.defined_in
+    if kind == "module" and _inside(defined_in):
+        registry.module_names.setdefault(module, {})[name] = defined_in
+        return
+    if not _inside(defined_in):
+        # From outside the release: the object itself where that imports nothing new.
+        entry = registry.add(module, name, "value")
+        entry.outside = defined_in
+        entry.outside_module = kind == "module"
+        registry.bind(entry, module, name)
+        return
+    if kind == "module":
+        kind, defined_in = "value", module
+    own = name
+    if kind == "function" and found.function is not None:
+        own = found.function.name
+    members = found.enum.members if kind == "enum" and found.enum is not None else None
+    entry = registry.add(
+        defined_in, own, kind, function=found.function, cls=found.cls, members=members
+    )
+    registry.bind(entry, module, name)
+
+
+_ENUM_BASES = {
+    "Enum": "_enum.Enum",
+    "IntEnum": "_enum.IntEnum",
+    "IntFlag": "_enum.IntFlag",
+    "Flag": "_enum.Flag",
+}
+
+
+def _enum_base(entry: _Entry) -> str | None:
+    """The :mod:`enum` class a recorded enum derives from; None for a class that only
+    holds constants (``AllReduceFusionPattern``: the record calls both kinds "enum")."""
+    if entry.kind != "enum" or entry.cls is None:
+        return None
+    for base in entry.cls.bases:
+        name = base.rpartition(".")[2]
+        if name in _ENUM_BASES:
+            return _ENUM_BASES[name]
+        if name == "StrEnum":
+            return "str, _enum.Enum"
+    return None
+
+
+def _workspace_classes(registry: _Registry) -> dict[str, tuple[str, str]]:
+    """Backend -> (module, name) of its workspace class."""
+    return {
+        entry.workspace: (entry.defined_in, entry.name)
+        for entry in registry.entries.values()
+        if entry.workspace and entry.kind == "class"
+    }
+
+
+def _factory_options(record: ReleaseRecord) -> tuple[str, ...]:
+    """The factory's keyword-only parameters (0.7.2.post1: the MNNVL CuTe DSL options)."""
+    factory = record.comm_function(UNIFIED_FACTORY.key)
+    if factory is None:
+        return ()
+    return tuple(p.name for p in factory.parameters if p.kind == "KEYWORD_ONLY")

@@ -1,0 +1,290 @@
+"""What the generated ``flashinfer`` package calls: the one module its code imports.
+
+Every generated module starts with ``import fi_compat.testing._runtime as _runtime`` and
+calls only the names of this module's ``__all__``: those defined here (recording a call,
+storing constructor arguments under the release's attribute names, the attention kernel
+boundary, properties, names from outside the release, binding names across modules while
+the package imports) and those it re-exports from :mod:`fi_compat.testing._objects` (the
+live handle, :class:`~fi_compat.testing.Default`, :class:`~fi_compat.testing.StandIn`) and
+:mod:`fi_compat.testing._workspaces` (the workspace entry points). The testing guide,
+``docs/guide/testing.md``, says what the generated objects do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import sys
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from packaging.version import Version
+
+from fi_compat._surface import SPLIT_KEYWORDS
+from fi_compat.testing._fake_kernel import kernel_plan, read_attribute, truth
+from fi_compat.testing._gates import (
+    CUTE_DSL_TENSOR_CORES,
+    PRIMS_TS_REMOVED,
+    PRIMS_TS_TENSOR_CORES,
+)
+from fi_compat.testing._objects import (
+    _KITS,
+    _LOCK,
+    Call,
+    Default,
+    StandIn,
+    _arguments,
+    _assign,
+    _kit,
+)
+from fi_compat.testing._workspaces import (
+    _checkpoint,
+    _destroy_workspace,
+    _init_workspace,
+    _new_workspace,
+    _required_bytes,
+    _sufficient,
+    _WorkspaceState,
+)
+
+#: The names generated code calls (see the module docstring).
+__all__ = [
+    "Default",
+    "StandIn",
+    "_bases",
+    "_bind",
+    "_checkpoint",
+    "_deprecated",
+    "_destroy_workspace",
+    "_init_object",
+    "_init_workspace",
+    "_kit",
+    "_loaded",
+    "_new_workspace",
+    "_outside",
+    "_plan_kernel",
+    "_property",
+    "_raise_planned",
+    "_required_bytes",
+    "_set_property",
+    "_sufficient",
+    "_token",
+    "get_global_rank",
+]
+
+
+def _raise_planned(token: str, module: str) -> None:
+    """Raise the import error planned for ``module`` (called by generated code)."""
+    error = _KITS[token].planned_errors.get(module)
+    if error is not None:
+        raise error
+
+
+def get_global_rank(arguments: Mapping[str, Any]) -> Any:
+    """Stand-in for ``torch.distributed.get_global_rank`` (the group-local root as is)."""
+    return arguments.get("root")
+
+
+def _deprecated(message: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Like ``typing_extensions.deprecated``: warn on every call, keep the signature."""
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            warnings.warn(message, category=DeprecationWarning, stacklevel=2)
+            return func(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def _bases(*classes: type) -> tuple[type, ...]:
+    """The recorded base classes a generated class can have (a consistent MRO, no enum
+    with members), else the first alone, else none (called by generated code)."""
+    for candidate in (classes, classes[:1]):
+        try:
+            type("_probe", candidate, {})
+        except TypeError:
+            continue
+        return candidate
+    return ()
+
+
+# ------------------------------------------------------------------ attributes of objects
+
+
+def _attribute_for(parameter: str, attributes: Sequence[str] | None) -> list[str]:
+    """The instance attributes the release stores ``parameter`` under.
+
+    The releases store a constructor argument as ``_<name>`` (``backend`` -> ``_backend``),
+    as ``<name>``, for a ``*_buffer`` argument as ``_<stem>_buf``
+    (``paged_kv_indptr_buffer`` -> ``_paged_kv_indptr_buf``), and the decode wrapper of 0.7.2
+    also keeps ``_requested_backend``: each of those the recorded attributes list. Without
+    recorded attributes (files recorded before schema 2) the argument is stored under
+    ``_<name>``, and also ``_<stem>_buf`` for a buffer.
+    """
+    candidates = [f"_{parameter}", parameter, f"_requested_{parameter}"]
+    if parameter.endswith("_buffer"):
+        candidates.append(f"_{parameter.removesuffix('_buffer')}_buf")
+    if attributes is None:
+        return [name for name in candidates if name != parameter and "_requested_" not in name]
+    return [name for name in candidates if name in attributes]
+
+
+def _tensor_core_backends(version: Version) -> tuple[str, ...]:
+    """Backends for which the decode wrapper turns tensor cores on whatever
+    ``use_tensor_cores`` says (``_use_tensor_cores = use_tensor_cores or backend in ...``)."""
+    if version >= PRIMS_TS_REMOVED.version:
+        return ("trtllm-gen", "cute-dsl")
+    if version >= PRIMS_TS_TENSOR_CORES.version:
+        return ("trtllm-gen", "cute-dsl", "prims-ts")
+    if version >= CUTE_DSL_TENSOR_CORES.version:
+        return ("trtllm-gen", "cute-dsl")
+    return ("trtllm-gen",)
+
+
+def _outside(module: str | None, name: str, is_module: bool = False) -> Any:
+    """A name the release imports from outside itself (called by generated code): the very
+    object when its module is already imported or in the standard library (``typing.Any``,
+    ``os``), else a :class:`StandIn` (``torch`` is never imported by the fake)."""
+    if module is None:
+        return StandIn(name)
+    found = sys.modules.get(module)
+    if found is None and module.partition(".")[0] in sys.stdlib_module_names:
+        with contextlib.suppress(ImportError):
+            found = importlib.import_module(module)
+    if found is None:
+        return StandIn(name)
+    if is_module:
+        return found
+    return getattr(found, name, StandIn(name))
+
+
+def _init_object(
+    token: str, obj: Any, attributes: tuple[str, ...] | None, values: Mapping[str, Any]
+) -> None:
+    """``__init__`` of a generated class (called by generated code): store the arguments
+    under the release's attribute names, the other recorded attributes as None."""
+    arguments = _arguments(values)
+    stored: dict[str, Any] = dict.fromkeys(attributes or ())
+    for parameter, value in arguments.items():
+        for name in _attribute_for(parameter, attributes):
+            stored[name] = value
+    if attributes is not None and "device" in attributes and arguments:
+        first = next(iter(arguments.values()))
+        stored["device"] = getattr(first, "device", None)
+    if "use_tensor_cores" in arguments and "backend" in arguments:
+        # The decode wrapper: tensor cores forced on for some backends (see the releases).
+        version = _kit(token).record.version
+        for name in _attribute_for("use_tensor_cores", attributes):
+            stored[name] = bool(arguments["use_tensor_cores"]) or (
+                arguments["backend"] in _tensor_core_backends(version)
+            )
+    _assign(obj, stored)
+
+
+def _plan_kernel(
+    token: str,
+    wrapper: Any,
+    values: Mapping[str, Any],
+    call: Call,
+    var_keyword: str | None = None,
+    family: str | None = None,
+) -> None:
+    """The kernel boundary of an attention family's planning method, and of
+    ``fast_decode_plan`` (``family`` given), once its arguments are bound (called by
+    generated code): appends a :class:`KernelPlan` to the kit, or raises what the release
+    raises (see :func:`fi_compat.testing._fake_kernel.kernel_plan`)."""
+    kit = _kit(token)
+    cls = type(wrapper)
+    fast = family is not None
+    found = family if fast else read_attribute(cls, ("_fi_family",))
+    name = found if isinstance(found, str) else call.name.partition(".")[0]
+    passed = {key: call.arguments[key] for key in SPLIT_KEYWORDS if key in call.arguments}
+    extra = call.arguments.get(var_keyword) if var_keyword is not None else None
+    if isinstance(extra, Mapping):
+        passed |= {key: extra[key] for key in SPLIT_KEYWORDS if key in extra}
+    defaults = {
+        key: value.value()
+        for key, value in values.items()
+        if key in SPLIT_KEYWORDS and isinstance(value, Default)
+    }
+    recorded = read_attribute(cls, ("_fi_attributes",))
+    attributes = recorded if isinstance(recorded, tuple) else None
+    tensor_cores = None
+    if fast or read_attribute(cls, ("_fi_decode",)) is True:
+        stored = read_attribute(wrapper, _attribute_for("use_tensor_cores", attributes))
+        tensor_cores = None if stored is None else truth(stored)
+    plan = kernel_plan(
+        kit.record.release,
+        wrapper,
+        name,
+        passed,
+        defaults,
+        fallback_backend=read_attribute(wrapper, _attribute_for("backend", attributes)),
+        tensor_cores=tensor_cores,
+        refuse_without_tensor_cores=not fast,
+    )
+    with _LOCK:
+        kit.kernel_plans.append(plan)
+
+
+def _property(obj: Any, name: str) -> Any:
+    """A generated property's value (called by generated code)."""
+    stored = vars(obj).get(f"_fi_property_{name}", _MISSING)
+    if stored is not _MISSING:
+        return stored
+    state = vars(obj).get("_fi_state")
+    if name == "backend" and isinstance(state, _WorkspaceState):
+        return state.backend
+    return None
+
+
+def _set_property(obj: Any, name: str, value: Any) -> None:
+    vars(obj)[f"_fi_property_{name}"] = value
+
+
+_MISSING = object()
+
+
+# ------------------------------------------------------------------ importing the package
+
+
+def _token(directory: str) -> str:
+    """The token of the fake whose package in ``directory`` is being imported (called by
+    generated code: a package is written once and reused by later fakes of its kind). A
+    module imported outside any fake gets no token, so its calls raise FakeUninstalledError."""
+    with _LOCK:
+        return _INSTALLED.get(directory, "")
+
+
+#: The token of the live fake by the directory of its package.
+_INSTALLED: dict[str, str] = {}
+
+
+#: Bindings waiting for their defining module to finish: (token, module) -> targets.
+_PENDING: dict[tuple[str, str], list[tuple[dict[str, Any], str, str]]] = {}
+
+
+def _bind(token: str, namespace: dict[str, Any], source: str, own: str, public: str) -> None:
+    """Bind ``source.own`` as ``public`` in ``namespace`` (called by generated code); if
+    ``source`` is still being imported (an import cycle), once it has run."""
+    module = sys.modules.get(source) or importlib.import_module(source)
+    found = vars(module).get(own, _MISSING)
+    if found is not _MISSING:
+        namespace[public] = found
+        return
+    with _LOCK:
+        _PENDING.setdefault((token, source), []).append((namespace, own, public))
+
+
+def _loaded(token: str, name: str, namespace: Mapping[str, Any]) -> None:
+    """A generated module has run (called by generated code): complete its bindings."""
+    with _LOCK:
+        waiting = _PENDING.pop((token, name), [])
+    for target, own, public in waiting:
+        if own in namespace:
+            target[public] = namespace[own]
