@@ -105,7 +105,7 @@ def test_no_runtime_module_imports_the_testing_kit() -> None:
 
 def test_the_import_scan_sees_relative_and_absolute_imports() -> None:
     """The scan above would see the testing kit however a module spelled its import."""
-    where = PACKAGE / "comm" / "_creation.py"
+    where = PACKAGE / "comm" / "_factory.py"
     for source in (
         "from fi_compat.testing import load_release\n",
         "import fi_compat.testing._fake\n",
@@ -122,7 +122,7 @@ def test_the_import_scan_sees_relative_and_absolute_imports() -> None:
     [
         "import fi_compat, fi_compat.comm, fi_compat.comm.mnnvl, fi_compat.attention",
         "import fi_compat.report, fi_compat.cli, fi_compat.policy, fi_compat.hazards",
-        "import fi_compat.comm._creation, fi_compat.comm._names, fi_compat._records\n"
+        "import fi_compat.comm._factory, fi_compat.comm._names, fi_compat._records\n"
         "fi_compat._records.load_release('0.6.5'); fi_compat._records.introduced_in("
         "'flashinfer.comm', 'MoeAlltoAll')",
     ],

@@ -34,10 +34,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from fi_compat.comm._bound import PreparedAllReduce
     from fi_compat.comm._dropin import allreduce_fusion, create_allreduce_fusion_workspace
     from fi_compat.comm._facade import allreduce_residual_rmsnorm
-    from fi_compat.comm._pattern import AllReduceFusionPattern
-    from fi_compat.comm._prepared import PreparedAllReduce
+    from fi_compat.comm._names import AllReduceFusionPattern
     from fi_compat.comm._workspace import FusionWorkspace, create_workspace
 
 __all__ = [
@@ -51,9 +51,9 @@ __all__ = [
 ]
 
 _WHERE = {
-    "AllReduceFusionPattern": "fi_compat.comm._pattern",
+    "AllReduceFusionPattern": "fi_compat.comm._names",
     "FusionWorkspace": "fi_compat.comm._workspace",
-    "PreparedAllReduce": "fi_compat.comm._prepared",
+    "PreparedAllReduce": "fi_compat.comm._bound",
     "allreduce_fusion": "fi_compat.comm._dropin",
     "allreduce_residual_rmsnorm": "fi_compat.comm._facade",
     "create_allreduce_fusion_workspace": "fi_compat.comm._dropin",

@@ -34,7 +34,7 @@ from fi_compat.comm._checks import (
     tensor_mismatch,
 )
 from fi_compat.comm._legacy import call_legacy
-from fi_compat.comm._pattern import PATTERN_NAMES, AllReduceFusionPattern
+from fi_compat.comm._names import PATTERN_NAMES, AllReduceFusionPattern
 from fi_compat.comm._reference import call_reference
 from fi_compat.comm._unified import call_unified
 from fi_compat.comm._workspace import FusionWorkspace, create_workspace

@@ -53,7 +53,7 @@ from fi_compat._surface import (
     TRTLLM_WORKSPACE,
     UNIFIED_FUSION,
 )
-from fi_compat.comm._call import Launcher
+from fi_compat.comm._bound import Launcher, Values
 from fi_compat.comm._checks import Spec
 from fi_compat.errors import WorkspaceDetachedError
 
@@ -321,39 +321,6 @@ def _launcher(
 
     empty_like = torch.empty_like
 
-    def arguments(  # what launch passes, for freeze (launch spells it out: one call less)
-        input: torch.Tensor,
-        residual: torch.Tensor,
-        weight: torch.Tensor,
-        eps: float,
-        norm_out: torch.Tensor,
-        residual_out: torch.Tensor,
-        use_oneshot: bool | None,
-        fp32_acc: bool,
-        trigger_completion_at_end: bool,
-        launch_with_pdl: bool,
-        tokens: int,
-        /,
-    ) -> tuple[Any, ...]:
-        flat = input.view(-1)
-        return pick(
-            (
-                *fixed,
-                flat,
-                residual.view(-1),
-                residual_out.view(-1),
-                norm_out.view(-1),
-                weight,
-                empty_like(flat) if allocate else None,
-                tokens,
-                launch_with_pdl,
-                trigger_completion_at_end,
-                fp32_acc,
-                use_oneshot,
-                eps,
-            )
-        )
-
     def attached() -> None:
         for handle in handles:
             if not handle.mapped:
@@ -363,80 +330,58 @@ def _launcher(
                     "checkpoint_restore(comm_backend) before the next allreduce"
                 )
 
-    def launch(
-        input: torch.Tensor,
-        residual: torch.Tensor,
-        weight: torch.Tensor,
-        eps: float,
-        norm_out: torch.Tensor,
-        residual_out: torch.Tensor,
-        use_oneshot: bool | None,
-        fp32_acc: bool,
-        trigger_completion_at_end: bool,
-        launch_with_pdl: bool,
-        tokens: int,
-        /,
-    ) -> None:
-        if handles:
-            attached()
-        flat = input.view(-1)
-        raw(
-            *pick(
-                (
-                    *fixed,
-                    flat,
-                    residual.view(-1),
-                    residual_out.view(-1),
-                    norm_out.view(-1),
-                    weight,
-                    empty_like(flat) if allocate else None,
-                    tokens,
-                    launch_with_pdl,
-                    trigger_completion_at_end,
-                    fp32_acc,
-                    use_oneshot,
-                    eps,
+    def placed(target: Callable[..., Any], checked: bool) -> Any:
+        """A launch that hands ``raw``'s arguments to ``target`` (``checked``: after
+        :func:`attached`); one body for the launch and for what the frozen call binds."""
+
+        def launch(
+            call: Values, norm_out: torch.Tensor, residual_out: torch.Tensor, tokens: int, /
+        ) -> Any:
+            if checked:
+                attached()
+            input, residual, weight, eps, _, _, use_oneshot, fp32_acc, trigger, pdl = call
+            flat = input.view(-1)
+            return target(
+                *pick(
+                    (
+                        *fixed,
+                        flat,
+                        residual.view(-1),
+                        residual_out.view(-1),
+                        norm_out.view(-1),
+                        weight,
+                        empty_like(flat) if allocate else None,
+                        tokens,
+                        pdl,
+                        trigger,
+                        fp32_acc,
+                        use_oneshot,
+                        eps,
+                    )
                 )
             )
-        )
+
+        return launch
+
+    launch = placed(raw, bool(handles))
+    arguments = placed(_arguments, False)
 
     def freeze(
-        input: torch.Tensor,
-        residual: torch.Tensor,
-        weight: torch.Tensor,
-        eps: float,
-        norm_out: torch.Tensor,
-        residual_out: torch.Tensor,
-        use_oneshot: bool | None,
-        fp32_acc: bool,
-        trigger_completion_at_end: bool,
-        launch_with_pdl: bool,
-        tokens: int,
-        /,
+        call: Values, norm_out: torch.Tensor, residual_out: torch.Tensor, tokens: int, /
     ) -> Callable[[], Any]:
-        call = functools.partial(
-            raw,
-            *arguments(
-                input,
-                residual,
-                weight,
-                eps,
-                norm_out,
-                residual_out,
-                use_oneshot,
-                fp32_acc,
-                trigger_completion_at_end,
-                launch_with_pdl,
-                tokens,
-            ),
-        )
+        frozen = functools.partial(raw, *arguments(call, norm_out, residual_out, tokens))
         if not handles:
-            return call
+            return frozen
 
         def checked() -> Any:
             attached()
-            return call()
+            return frozen()
 
         return checked
 
     return Launcher(launch, freeze)
+
+
+def _arguments(*arguments: Any) -> tuple[Any, ...]:
+    """The arguments it is given, as a tuple: what a launch of ``raw`` would pass."""
+    return arguments

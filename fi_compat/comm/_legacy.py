@@ -25,11 +25,19 @@ from fi_compat._surface import (
     UNIFIED_FACTORY,
 )
 from fi_compat.capabilities import Capabilities, get_capabilities, locate
-from fi_compat.comm._binding import freeze_call, positional_layout
-from fi_compat.comm._call import Launcher, bind
+from fi_compat.comm._bound import (
+    Launcher,
+    Values,
+    arguments,
+    bind,
+    positional_launch,
+    positional_layout,
+    table_freeze,
+)
 from fi_compat.comm._checks import Spec
-from fi_compat.comm._creation import (
+from fi_compat.comm._factory import (
     Created,
+    Request,
     accepts,
     check_call,
     group_error,
@@ -38,8 +46,7 @@ from fi_compat.comm._creation import (
     missing,
     not_taken,
 )
-from fi_compat.comm._group import GroupSpan
-from fi_compat.comm._pattern import PATTERN_NAMES
+from fi_compat.comm._names import PATTERN_NAMES
 from fi_compat.errors import CapabilityMissingError, explain
 
 if TYPE_CHECKING:
@@ -47,51 +54,41 @@ if TYPE_CHECKING:
 
 __all__ = ["LEGACY_CALL", "call_legacy", "create_legacy", "legacy_launch"]
 
-#: Keywords the bound launch passes to the legacy fused call (0.2.9+), where every one of
-#: them is a required parameter.
-LEGACY_CALL: tuple[str, ...] = (
-    "allreduce_in",
-    "world_size",
-    "world_rank",
-    "token_num",
-    "hidden_dim",
-    "workspace_ptrs",
-    "launch_with_pdl",
-    "trigger_completion_at_end",
-    "fp32_acc",
-    "pattern_code",
-    "use_oneshot",
-    "allreduce_out",
-    "residual_in",
-    "residual_out",
-    "norm_out",
-    "quant_out",
-    "scale_out",
-    "rms_gamma",
-    "rms_eps",
-    "scale_factor",
-    "layout_code",
-)
+#: The parameters of the legacy fused call (0.2.9+), every one of them required, in its
+#: order, each with what the bound launch passes (a name of ``_bound.LAUNCH_VALUES``, or
+#: one of :func:`legacy_launch`'s constants, named as the parameter).
+LEGACY_CALL: dict[str, str] = {
+    "allreduce_in": "input",
+    "world_size": "world_size",
+    "world_rank": "world_rank",
+    "token_num": "tokens",
+    "hidden_dim": "hidden_dim",
+    "workspace_ptrs": "workspace_ptrs",
+    "launch_with_pdl": "launch_with_pdl",
+    "trigger_completion_at_end": "trigger_completion_at_end",
+    "fp32_acc": "fp32_acc",
+    "pattern_code": "pattern_code",
+    "use_oneshot": "use_oneshot",
+    "allreduce_out": "allreduce_out",
+    "residual_in": "residual",
+    "residual_out": "residual_out",
+    "norm_out": "norm_out",
+    "quant_out": "quant_out",
+    "scale_out": "scale_out",
+    "rms_gamma": "weight",
+    "rms_eps": "eps",
+    "scale_factor": "scale_factor",
+    "layout_code": "layout_code",
+}
 
 
 # ---------------------------------------------------------------------------- creation
 
 
-def create_legacy(
-    caps: Capabilities,
-    spec: Spec,
-    span: GroupSpan,
-    *,
-    group: Any,
-    backend: str,
-    comm_backend: Any,
-    gpus_per_node: int | None,
-    force_oneshot_support: bool,
-    factory_options: Mapping[str, Any],
-) -> Created:
+def create_legacy(caps: Capabilities, request: Request) -> Created:
     """A legacy IPC workspace, bound to the legacy fused call, freed by its destroy function.
 
-    Arguments as checked by ``create_workspace``. The unified factory's options map as the
+    ``request`` as checked by ``create_workspace``. The unified factory's options map as the
     unified API's TRT-LLM backend reads them: ``gpus_per_node`` and
     ``force_oneshot_support`` only choose or size MNNVL, so they are recorded and not
     passed (a group larger than one node is refused: the IPC buffers reach one node); a
@@ -104,16 +101,17 @@ def create_legacy(
     """
     import torch
 
+    spec = request.spec
     unified = GATES["unified_api"].introduced_in
-    if backend not in ("auto", "trtllm"):
+    if request.backend not in ("auto", "trtllm"):
         raise missing(
             "unified_api",
-            f"backend={backend!r} (only the unified API has backends besides TRT-LLM)",
+            f"backend={request.backend!r} (only the unified API has backends besides TRT-LLM)",
             f"flashinfer {caps.flashinfer.version} with only the legacy API",
             f"use backend='auto' or 'trtllm', or upgrade flashinfer-python to {unified}+",
         )
     decisions: list[str] = []
-    for name, value in factory_options.items():
+    for name, value in request.factory_options.items():
         if value is not None:
             raise missing(
                 "unified_api",
@@ -121,27 +119,27 @@ def create_legacy(
                 f"flashinfer {caps.flashinfer.version} with only the legacy API",
                 f"leave {name} out, or upgrade flashinfer-python to {unified}+",
             )
-    if gpus_per_node is not None:
-        if gpus_per_node < spec.world_size:
+    if request.gpus_per_node is not None:
+        if request.gpus_per_node < spec.world_size:
             raise missing(
                 "unified_api",
-                f"a multi-node group ({spec.world_size} ranks, {gpus_per_node} GPUs per node) "
-                "on the MNNVL backend of the unified API",
+                f"a multi-node group ({spec.world_size} ranks, {request.gpus_per_node} GPUs "
+                "per node) on the MNNVL backend of the unified API",
                 f"flashinfer {caps.flashinfer.version} with only the legacy TRT-LLM IPC API, "
                 "which reaches the GPUs of one node",
                 f"use one node, or upgrade flashinfer-python to {unified}+",
             )
         decisions.append(
-            f"gpus_per_node={gpus_per_node} not passed: the group fits in one node, where the "
-            "TRT-LLM backend does not read it (the unified API uses it to choose MNNVL)"
+            f"gpus_per_node={request.gpus_per_node} not passed: the group fits in one node, where "
+            "the TRT-LLM backend does not read it (the unified API uses it to choose MNNVL)"
         )
-    if force_oneshot_support:
+    if request.force_oneshot_support:
         decisions.append(
             "force_oneshot_support not passed: only the unified API's MNNVL backend reads it; "
             "the TRT-LLM buffers serve one-shot and two-shot alike"
         )
-    if comm_backend is not None:
-        _check_comm_backend(comm_backend, group)
+    if request.comm_backend is not None:
+        _check_comm_backend(request.comm_backend, request.group)
         decisions.append(
             f"comm_backend not passed ({LEGACY_FACTORY.key} takes none): the rendezvous "
             "runs over group= with torch.distributed, the group comm_backend is over"
@@ -173,16 +171,18 @@ def create_legacy(
             )
         kwargs["use_fp32_lamport"] = True
     destroy_kwargs: dict[str, Any] = {}
-    if group is not None:
+    if request.group is not None:
         if accepts(caps, LEGACY_FACTORY, "group"):
-            kwargs["group"] = group
+            kwargs["group"] = request.group
             decisions.append("group passed as group=")
-        elif span.whole_world:
+        elif request.span.whole_world:
             decisions.append("group left out: it spans the whole world, the default")
         else:
-            raise group_error(caps, LEGACY_FACTORY, span, f"{LEGACY_FACTORY.key} takes no group=")
+            raise group_error(
+                caps, LEGACY_FACTORY, request.span, f"{LEGACY_FACTORY.key} takes no group="
+            )
         if inspect_callable(LEGACY_DESTROY.key, destroy).support("group").supported:
-            destroy_kwargs["group"] = group
+            destroy_kwargs["group"] = request.group
     if accepts(caps, LEGACY_FACTORY, "create_metadata"):
         kwargs["create_metadata"] = True  # the release's own metadata, for the workspace's
     created = factory(**kwargs)
@@ -269,9 +269,10 @@ def legacy_launch(
 
     The function takes 21 arguments, too many to pass by keyword without CPython building
     a dict per call, so where its signature allows they are passed by position: the
-    constants are placed once in a template, and each call copies it and fills the
-    per-call slots. Behind a forwarding wrapper (the ``deprecated`` legacy entry points of
-    0.6.0+), which builds its own ``**kwargs`` dict anyway, they are passed by keyword.
+    constants are placed once, and each call picks the rest from the call's values
+    (``_bound.positional_launch``). Behind a forwarding wrapper (the ``deprecated`` legacy
+    entry points of 0.6.0+), which builds its own ``**kwargs`` dict anyway, they are
+    passed by keyword.
     """
     constants: dict[str, Any] = {
         "world_size": spec.world_size,
@@ -286,94 +287,17 @@ def legacy_launch(
         "layout_code": None,
     }
 
-    def by_name(
-        input: torch.Tensor,
-        residual: torch.Tensor,
-        weight: torch.Tensor,
-        eps: float,
-        norm_out: torch.Tensor,
-        residual_out: torch.Tensor,
-        use_oneshot: bool | None,
-        fp32_acc: bool,
-        trigger_completion_at_end: bool,
-        launch_with_pdl: bool,
-        tokens: int,
-        /,
-    ) -> dict[str, Any]:
-        """Every argument of :data:`LEGACY_CALL` by name (off the per-call path)."""
-        return {
-            "allreduce_in": input,
-            "token_num": tokens,
-            "launch_with_pdl": launch_with_pdl,
-            "trigger_completion_at_end": trigger_completion_at_end,
-            "fp32_acc": fp32_acc,
-            "use_oneshot": use_oneshot,
-            "residual_in": residual,
-            "residual_out": residual_out,
-            "norm_out": norm_out,
-            "rms_gamma": weight,
-            "rms_eps": eps,
-            **constants,
-        }
+    freeze = table_freeze(function, LEGACY_CALL, constants)
+    layout = positional_layout(function, tuple(LEGACY_CALL))
+    if layout is not None:
+        return Launcher(positional_launch(function, layout, LEGACY_CALL, constants), freeze)
 
-    def freeze(*arguments: Any) -> Callable[[], Any]:
-        # The arguments of Freeze, passed on in order to the typed by_name.
-        return freeze_call(function, by_name(*arguments))
-
-    layout = positional_layout(function, LEGACY_CALL)
-    if layout is None:
-
-        def by_keyword(*arguments: Any) -> None:
-            # The arguments of Launch, passed on in order to the typed by_name.
-            function(**by_name(*arguments))
-
-        return Launcher(by_keyword, freeze)
-
-    template, slots = layout
-    slot = dict(zip(LEGACY_CALL, slots, strict=True))
-    for name, value in constants.items():
-        template[slot[name]] = value
-    s_input = slot["allreduce_in"]
-    s_tokens = slot["token_num"]
-    s_pdl = slot["launch_with_pdl"]
-    s_trigger = slot["trigger_completion_at_end"]
-    s_fp32_acc = slot["fp32_acc"]
-    s_oneshot = slot["use_oneshot"]
-    s_residual = slot["residual_in"]
-    s_residual_out = slot["residual_out"]
-    s_norm_out = slot["norm_out"]
-    s_weight = slot["rms_gamma"]
-    s_eps = slot["rms_eps"]
-
-    def launch(
-        input: torch.Tensor,
-        residual: torch.Tensor,
-        weight: torch.Tensor,
-        eps: float,
-        norm_out: torch.Tensor,
-        residual_out: torch.Tensor,
-        use_oneshot: bool | None,
-        fp32_acc: bool,
-        trigger_completion_at_end: bool,
-        launch_with_pdl: bool,
-        tokens: int,
-        /,
+    def by_keyword(
+        call: Values, norm_out: torch.Tensor, residual_out: torch.Tensor, tokens: int, /
     ) -> None:
-        arguments = template.copy()
-        arguments[s_input] = input
-        arguments[s_tokens] = tokens
-        arguments[s_pdl] = launch_with_pdl
-        arguments[s_trigger] = trigger_completion_at_end
-        arguments[s_fp32_acc] = fp32_acc
-        arguments[s_oneshot] = use_oneshot
-        arguments[s_residual] = residual
-        arguments[s_residual_out] = residual_out
-        arguments[s_norm_out] = norm_out
-        arguments[s_weight] = weight
-        arguments[s_eps] = eps
-        function(*arguments)
+        function(**arguments(LEGACY_CALL, constants, call, norm_out, residual_out, tokens))
 
-    return Launcher(launch, freeze)
+    return Launcher(by_keyword, freeze)
 
 
 # ---------------------------------------------------------------------------- drop-in

@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 from fi_compat._arguments import describe
 from fi_compat._surface import PATTERN
-from fi_compat.comm._call import Launcher, Runner, bind, positional_launcher
+from fi_compat.comm._bound import Launcher, Runner, Values, bind, positional_launcher
 from fi_compat.comm._checks import Spec, output_mismatch, tensor_mismatch
-from fi_compat.comm._creation import Created
-from fi_compat.comm._group import GroupSpan, group_span
-from fi_compat.comm._pattern import PATTERN_NAMES, AllReduceFusionPattern
+from fi_compat.comm._factory import Created, Request
+from fi_compat.comm._group import group_span
+from fi_compat.comm._names import PATTERN_NAMES, AllReduceFusionPattern
 from fi_compat.errors import CapabilityMissingError, WorkspaceMismatchError, explain
 
 if TYPE_CHECKING:
@@ -73,15 +73,16 @@ def _compute(
     norm_out.copy_(wide_residual * scale * weight.to(torch.float32))
 
 
-def create_reference(spec: Spec, span: GroupSpan, *, group: Any, reason: str | None) -> Created:
-    """An unfused workspace over ``group`` (``reason`` says why it is unfused).
+def create_reference(request: Request, reason: str | None) -> Created:
+    """An unfused workspace over the request's group (``reason`` says why it is unfused).
 
     Raises
     ------
     CapabilityMissingError
         It is for several processes and torch.distributed is not initialized.
     """
-    if span.size is None and spec.world_size > 1:
+    spec = request.spec
+    if request.span.size is None and spec.world_size > 1:
         raise CapabilityMissingError(
             explain(
                 f"torch.distributed initialized for a reference workspace of "
@@ -93,7 +94,7 @@ def create_reference(spec: Spec, span: GroupSpan, *, group: Any, reason: str | N
         )
     return Created(
         backend="reference",
-        bound=bind(spec, _launcher(group, spec.world_size)),
+        bound=bind(spec, _launcher(request.group, spec.world_size)),
         destroy=None,
         decisions=(f"unfused reference path: {reason}",),
         reason=reason,
@@ -104,19 +105,9 @@ def _launcher(group: Any, world_size: int) -> Launcher:
     """The launch of a reference workspace: :func:`_compute` on validated tensors."""
 
     def launch(
-        input: torch.Tensor,
-        residual: torch.Tensor,
-        weight: torch.Tensor,
-        eps: float,
-        norm_out: torch.Tensor,
-        residual_out: torch.Tensor,
-        use_oneshot: bool | None,
-        fp32_acc: bool,
-        trigger_completion_at_end: bool,
-        launch_with_pdl: bool,
-        tokens: int,
-        /,
+        call: Values, norm_out: torch.Tensor, residual_out: torch.Tensor, tokens: int, /
     ) -> None:
+        input, residual, weight, eps, _, _, _, fp32_acc, _, _ = call
         _compute(input, residual, weight, eps, norm_out, residual_out, fp32_acc, group, world_size)
 
     return positional_launcher(launch)

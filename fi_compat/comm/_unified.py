@@ -28,11 +28,18 @@ from fi_compat._surface import (
     UNIFIED_FUSION,
 )
 from fi_compat.capabilities import Capabilities, get_capabilities
-from fi_compat.comm._binding import freeze_call
-from fi_compat.comm._call import Bound, Launcher, bind, preparer
-from fi_compat.comm._checks import Spec, make_validator
-from fi_compat.comm._creation import (
+from fi_compat.comm._bound import (
+    Bound,
+    Launcher,
+    Values,
+    bind,
+    keyword_launch,
+    table_freeze,
+)
+from fi_compat.comm._checks import Spec
+from fi_compat.comm._factory import (
     Created,
+    Request,
     accepts,
     check_call,
     group_error,
@@ -42,7 +49,7 @@ from fi_compat.comm._creation import (
     not_taken,
     trtllm_ranks_error,
 )
-from fi_compat.comm._group import GroupSpan, group_backend
+from fi_compat.comm._group import group_backend
 from fi_compat.comm._layers import lowest_layer
 from fi_compat.comm._legacy import LEGACY_CALL, legacy_launch
 
@@ -53,46 +60,44 @@ __all__ = ["UNIFIED_CALL", "bind_unified", "call_unified", "create_unified"]
 
 logger = get_logger(__name__)
 
-#: Keywords the bound call passes to the unified fused call (0.6.0+), besides
-#: ``trigger_completion_at_end`` (0.6.8+), which is passed only where accepted.
-UNIFIED_CALL: tuple[str, ...] = (
-    "input",
-    "workspace",
-    "pattern",
-    "launch_with_pdl",
-    "residual_out",
-    "norm_out",
-    "residual_in",
-    "rms_gamma",
-    "rms_eps",
-    "use_oneshot",
-    "fp32_acc",
-)
+#: The keywords the bound call passes to the unified fused call (0.6.0+), in the order it
+#: passes them, each with what it takes (a name of ``_bound.LAUNCH_VALUES``, or the
+#: constant ``workspace`` or ``pattern``); ``trigger_completion_at_end`` (0.6.8+) is
+#: passed only where accepted.
+UNIFIED_CALL: dict[str, str] = {
+    "input": "input",
+    "workspace": "workspace",
+    "pattern": "pattern",
+    "launch_with_pdl": "launch_with_pdl",
+    "trigger_completion_at_end": "trigger_completion_at_end",
+    "residual_out": "residual_out",
+    "norm_out": "norm_out",
+    "residual_in": "residual",
+    "rms_gamma": "weight",
+    "rms_eps": "eps",
+    "use_oneshot": "use_oneshot",
+    "fp32_acc": "fp32_acc",
+}
+#: :data:`UNIFIED_CALL` on a release without ``trigger_completion_at_end`` (0.6.0 to 0.6.7).
+_WITHOUT_TRIGGER = {
+    name: source for name, source in UNIFIED_CALL.items() if name != "trigger_completion_at_end"
+}
 
 
 # ---------------------------------------------------------------------------- creation
 
 
-def create_unified(
-    caps: Capabilities,
-    spec: Spec,
-    span: GroupSpan,
-    *,
-    group: Any,
-    backend: str,
-    comm_backend: Any,
-    gpus_per_node: int | None,
-    force_oneshot_support: bool,
-    factory_options: Mapping[str, Any],
-) -> Created:
+def create_unified(caps: Capabilities, request: Request) -> Created:
     """A workspace from the unified factory, bound to the unified fused call.
 
-    Arguments as checked by ``create_workspace``. ``group`` goes as ``group=`` where the
-    factory takes it; otherwise, when it is not the whole world, as a ``comm_backend``
+    ``request`` as checked by ``create_workspace``. Its ``group`` goes as ``group=`` where
+    the factory takes it; otherwise, when it is not the whole world, as a ``comm_backend``
     over the group; otherwise :class:`~fi_compat.errors.GroupNotSupportedError`. A
     workspace made and then refused (a TRT-LLM one for a world size it cannot run) is
     destroyed before the error is raised.
     """
+    spec, span, group, backend = request.spec, request.span, request.group, request.backend
+    comm_backend = request.comm_backend
     factory = installed(caps, UNIFIED_FACTORY, "unified_api")
     fusion = installed(caps, UNIFIED_FUSION, "unified_api")
     decisions: list[str] = []
@@ -105,10 +110,10 @@ def create_unified(
         "dtype": spec.dtype,
     }
     optional: dict[str, tuple[Any, Any]] = {
-        "gpus_per_node": (gpus_per_node, None),
-        "force_oneshot_support": (force_oneshot_support, False),
+        "gpus_per_node": (request.gpus_per_node, None),
+        "force_oneshot_support": (request.force_oneshot_support, False),
     }
-    optional.update({name: (value, None) for name, value in factory_options.items()})
+    optional.update({name: (value, None) for name, value in request.factory_options.items()})
     for name, (value, default) in optional.items():
         if value is default or value == default:
             continue
@@ -161,7 +166,7 @@ def create_unified(
         elif not takes_group:
             decisions.append("group carried by the caller's comm_backend")
     pattern = installed_pattern()
-    check_call(caps, UNIFIED_FUSION, fusion, UNIFIED_CALL)
+    check_call(caps, UNIFIED_FUSION, fusion, _WITHOUT_TRIGGER)
     pass_trigger = accepts(caps, UNIFIED_FUSION, "trigger_completion_at_end")
     native = factory(**kwargs)
     native_backend = getattr(native, "backend", None)
@@ -283,183 +288,37 @@ def bind_unified(
         ``function``. It passes what ``function`` would, so the early-trigger case keeps
         going to ``early_trigger``.
     """
-    if lowest is not None:
-        return bind(spec, lowest if early_trigger is None else _either(early_trigger, lowest))
-    validate = make_validator(spec)
+    usual = lowest if lowest is not None else _public(function, native, pattern, pass_trigger)
+    return bind(spec, usual if early_trigger is None else _either(early_trigger, usual))
 
-    def run(
-        input: torch.Tensor,
-        residual: torch.Tensor,
-        weight: torch.Tensor,
-        eps: float,
-        norm_out: torch.Tensor | None,
-        residual_out: torch.Tensor | None,
-        use_oneshot: bool | None,
-        fp32_acc: bool,
-        trigger_completion_at_end: bool,
-        launch_with_pdl: bool,
-        /,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        norm_out, residual_out = validate(input, residual, weight, norm_out, residual_out)
-        if pass_trigger:
-            function(
-                input=input,
-                workspace=native,
-                pattern=pattern,
-                launch_with_pdl=launch_with_pdl,
-                trigger_completion_at_end=trigger_completion_at_end,
-                residual_out=residual_out,
-                norm_out=norm_out,
-                residual_in=residual,
-                rms_gamma=weight,
-                rms_eps=eps,
-                use_oneshot=use_oneshot,
-                fp32_acc=fp32_acc,
-            )
-        elif early_trigger is not None and launch_with_pdl and not trigger_completion_at_end:
-            early_trigger.launch(
-                input,
-                residual,
-                weight,
-                eps,
-                norm_out,
-                residual_out,
-                use_oneshot,
-                fp32_acc,
-                trigger_completion_at_end,
-                launch_with_pdl,
-                input.shape[0],
-            )
-        else:
-            function(
-                input=input,
-                workspace=native,
-                pattern=pattern,
-                launch_with_pdl=launch_with_pdl,
-                residual_out=residual_out,
-                norm_out=norm_out,
-                residual_in=residual,
-                rms_gamma=weight,
-                rms_eps=eps,
-                use_oneshot=use_oneshot,
-                fp32_acc=fp32_acc,
-            )
-        return norm_out, residual_out
 
-    def freeze(
-        input: torch.Tensor,
-        residual: torch.Tensor,
-        weight: torch.Tensor,
-        eps: float,
-        norm_out: torch.Tensor,
-        residual_out: torch.Tensor,
-        use_oneshot: bool | None,
-        fp32_acc: bool,
-        trigger_completion_at_end: bool,
-        launch_with_pdl: bool,
-        tokens: int,
-        /,
-    ) -> Callable[[], Any]:
-        if (
-            not pass_trigger
-            and early_trigger is not None
-            and launch_with_pdl
-            and not trigger_completion_at_end
-        ):
-            return early_trigger.freeze(
-                input,
-                residual,
-                weight,
-                eps,
-                norm_out,
-                residual_out,
-                use_oneshot,
-                fp32_acc,
-                trigger_completion_at_end,
-                launch_with_pdl,
-                tokens,
-            )
-        values = (
-            input,
-            native,
-            pattern,
-            launch_with_pdl,
-            residual_out,
-            norm_out,
-            residual,
-            weight,
-            eps,
-            use_oneshot,
-            fp32_acc,
-        )
-        arguments = dict(zip(UNIFIED_CALL, values, strict=True))
-        if pass_trigger:
-            arguments["trigger_completion_at_end"] = trigger_completion_at_end
-        return freeze_call(function, arguments)
-
-    return Bound(run, preparer(validate, freeze))
+def _public(
+    function: Callable[..., Any], native: Any, pattern: int, pass_trigger: bool
+) -> Launcher:
+    """The public fused call by keyword (frozen: by position where its signature allows)."""
+    table = UNIFIED_CALL if pass_trigger else _WITHOUT_TRIGGER
+    constants = {"workspace": native, "pattern": pattern}
+    return Launcher(
+        keyword_launch(function, table, constants), table_freeze(function, table, constants)
+    )
 
 
 def _either(early: Launcher, usual: Launcher) -> Launcher:
     """``early`` for ``launch_with_pdl=True, trigger_completion_at_end=False``, else ``usual``."""
 
+    def chosen(call: Values) -> Launcher:
+        _, _, _, _, _, _, _, _, trigger_completion_at_end, launch_with_pdl = call
+        return early if launch_with_pdl and not trigger_completion_at_end else usual
+
     def launch(
-        input: torch.Tensor,
-        residual: torch.Tensor,
-        weight: torch.Tensor,
-        eps: float,
-        norm_out: torch.Tensor,
-        residual_out: torch.Tensor,
-        use_oneshot: bool | None,
-        fp32_acc: bool,
-        trigger_completion_at_end: bool,
-        launch_with_pdl: bool,
-        tokens: int,
-        /,
-    ) -> None:
-        chosen = early if launch_with_pdl and not trigger_completion_at_end else usual
-        chosen.launch(
-            input,
-            residual,
-            weight,
-            eps,
-            norm_out,
-            residual_out,
-            use_oneshot,
-            fp32_acc,
-            trigger_completion_at_end,
-            launch_with_pdl,
-            tokens,
-        )
+        call: Values, norm_out: torch.Tensor, residual_out: torch.Tensor, tokens: int, /
+    ) -> Any:
+        return chosen(call).launch(call, norm_out, residual_out, tokens)
 
     def freeze(
-        input: torch.Tensor,
-        residual: torch.Tensor,
-        weight: torch.Tensor,
-        eps: float,
-        norm_out: torch.Tensor,
-        residual_out: torch.Tensor,
-        use_oneshot: bool | None,
-        fp32_acc: bool,
-        trigger_completion_at_end: bool,
-        launch_with_pdl: bool,
-        tokens: int,
-        /,
+        call: Values, norm_out: torch.Tensor, residual_out: torch.Tensor, tokens: int, /
     ) -> Callable[[], Any]:
-        chosen = early if launch_with_pdl and not trigger_completion_at_end else usual
-        return chosen.freeze(
-            input,
-            residual,
-            weight,
-            eps,
-            norm_out,
-            residual_out,
-            use_oneshot,
-            fp32_acc,
-            trigger_completion_at_end,
-            launch_with_pdl,
-            tokens,
-        )
+        return chosen(call).freeze(call, norm_out, residual_out, tokens)
 
     return Launcher(launch, freeze)
 

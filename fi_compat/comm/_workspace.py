@@ -1,47 +1,70 @@
 """``FusionWorkspace`` and :func:`create_workspace`: every release decision, made once.
 
-Creating a workspace checks the arguments, decides which path runs it (:func:`_choose`: the
-unified API of 0.6.0+, the legacy TRT-LLM IPC API of 0.2.9+, or the unfused reference
-path) and hands the rest to that path's module (``_unified``, ``_legacy``, ``_reference``),
-which decides which keywords the installed release gets, how a process group reaches the
-rendezvous, and binds the per-call path. Every decision is made from
-:func:`fi_compat.get_capabilities`, never from the version number, and logged once at
-debug level.
+Creating a workspace checks the arguments (``_checks``), decides which path runs it
+(:func:`_choose`: the unified API of 0.6.0+, the legacy TRT-LLM IPC API of 0.2.9+, or the
+unfused reference path) and hands the rest, as one ``Request``, to that path's module
+(``_unified``, ``_legacy``, ``_reference``), which decides which keywords the installed
+release gets, how a process group reaches the rendezvous, and binds the per-call path.
+Every decision is made from :func:`fi_compat.get_capabilities`, never from the version
+number, and logged once at debug level.
+
+FlashInfer's workspace interface on every workspace (the functions at the end of this
+module):
+
+Engines written against FlashInfer's own workspace objects (0.6.0+) read ``backend``,
+``metadata["use_fp32_lamport"]`` and ``mc_ptr``, ask ``is_buffer_size_sufficient(tp_size=,
+num_tokens=, hidden_dim=, dtype=, ...)`` before each fused call, and call ``destroy()``,
+``checkpoint_prepare()`` and ``checkpoint_restore(comm_backend)``. A fi-compat workspace
+answers all of them on every API:
+
+* unified: FlashInfer's own object answers, through a size check that also says False
+  where fi-compat's per-call checks would refuse the tensors (another hidden size or
+  dtype, zero tokens), so that an engine that asks first never gets a typed refusal later.
+  The check keeps the release's own signature (``use_oneshot=`` on TRT-LLM, ``strategy=``
+  on MNNVL), which engines inspect. A release without checkpointing raises
+  ``NotImplementedError``, as the newest FlashInfer does for a workspace that cannot
+  detach its buffers.
+* legacy (the TRT-LLM IPC API before 0.6.0): the newest release's TRT-LLM answers,
+  computed as it computes them: ``metadata`` is the dict the legacy factory returns with
+  ``create_metadata=True`` (0.5.0+), else its five keys computed the same way; the size
+  check is FlashInfer's metadata check (world size, ``tokens x hidden`` within the buffer,
+  the Lamport dtype) and fi-compat's own; checkpointing raises ``NotImplementedError``.
+* reference (unfused): the size check is fi-compat's own; checkpointing raises
+  ``NotImplementedError``; there is no ``metadata``, as on FlashInfer's MNNVL workspaces.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import weakref
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
-from fi_compat._arguments import (
-    describe,
-    require_bool,
-    require_choice,
-    require_instance,
-    require_int,
-    require_real,
-)
+from fi_compat._arguments import require_instance, require_int
 from fi_compat._log import get_logger
 from fi_compat._surface import COMM
 from fi_compat.capabilities import get_capabilities
-from fi_compat.comm._call import Preparer, Runner
-from fi_compat.comm._checks import Spec, call_scalars, destroyed_error
-from fi_compat.comm._creation import TRTLLM_RANKS, Created, missing, trtllm_ranks_error
-from fi_compat.comm._group import GroupSpan, group_span
-from fi_compat.comm._interface import buffer_check, checkpoint_unsupported, legacy_metadata
+from fi_compat.comm._bound import PreparedAllReduce, Preparer, Runner
+from fi_compat.comm._checks import (
+    Spec,
+    call_scalars,
+    check_arguments,
+    check_factory_options,
+    check_group,
+    destroyed_error,
+    workspace_spec,
+)
+from fi_compat.comm._factory import TRTLLM_RANKS, Created, Request, missing, trtllm_ranks_error
+from fi_compat.comm._group import group_span
 from fi_compat.comm._legacy import create_legacy
-from fi_compat.comm._prepared import PreparedAllReduce
 from fi_compat.comm._reference import create_reference
 from fi_compat.comm._unified import create_unified
 from fi_compat.determinism import ensure_fusion_allowed
 from fi_compat.errors import (
     FlashInferUnavailableError,
     InvalidArgumentError,
-    WorkspaceMismatchError,
     explain,
 )
 
@@ -54,53 +77,6 @@ logger = get_logger(__name__)
 
 #: Which path runs a workspace.
 Api = Literal["unified", "legacy", "reference"]
-
-_DTYPES = ("float16", "bfloat16", "float32")
-#: FlashInfer's allreduce-fusion backends (``backend=`` of the unified factory, 0.6.0+).
-_BACKENDS = ("auto", "trtllm", "mnnvl", "mnnvl-cutedsl")
-_APIS = ("auto", "unified", "legacy", "reference")
-#: Factory keywords fi-compat sets itself, from create_workspace's own arguments, and
-#: checks every call against (or, for the legacy factory, that change what it returns):
-#: factory_options may not hold them, so what FlashInfer allocates is what is checked.
-_RESERVED_OPTIONS = frozenset(
-    {
-        "world_size",
-        "rank",
-        "max_token_num",
-        "hidden_dim",
-        "dtype",
-        "backend",
-        "group",
-        "comm_backend",
-        "gpus_per_node",
-        "force_oneshot_support",
-        "device",
-        "api",
-        "fallback",
-        # the legacy factory's names
-        "tp_rank",
-        "tp_size",
-        "use_fp32_lamport",
-        "create_metadata",
-        "use_symm_dev_mem",
-    }
-)
-#: Value checks of the unified factory's keyword-only options (0.7.x, mnnvl-cutedsl).
-_BOOL_OPTIONS = frozenset(
-    {
-        "include_shared_expert",
-        "add_residual",
-        "write_residual_output",
-        "apply_rms_norm",
-        "dynamic_fp8",
-        "write_norm_output",
-    }
-)
-_REAL_OPTIONS: dict[str, float | None] = {
-    "rms_eps": 0.0,
-    "weight_bias": None,
-    "routed_scaling_factor": None,
-}
 
 
 class FusionWorkspace:
@@ -303,7 +279,7 @@ class FusionWorkspace:
         self._prepared.add(prepared)
         return prepared
 
-    # -- FlashInfer's workspace interface (see fi_compat.comm._interface) ----------------
+    # -- FlashInfer's workspace interface (see the functions at the end) ----------------
 
     @property
     def is_buffer_size_sufficient(self) -> Callable[..., Any]:
@@ -390,159 +366,123 @@ def _never(check: Callable[..., Any]) -> Callable[..., Any]:
     return destroyed
 
 
-def _spec(
-    world_size: int,
-    rank: int,
-    max_token_num: int,
-    hidden_dim: int,
-    dtype: Any,
-    device: Any,
-) -> Spec:
+# ------------------------------------------------- FlashInfer's workspace interface
+
+#: The keys of the legacy factory's metadata that its own check reads.
+_METADATA_KEYS = ("tp_rank", "tp_size", "max_token_num", "hidden_dim", "use_fp32_lamport")
+
+
+def legacy_metadata(spec: Spec, created: Any) -> dict[str, Any]:
+    """The legacy workspace's ``metadata``: the factory's own dict, else its five keys."""
     import torch
 
-    for label, value in (
-        ("world_size", world_size),
-        ("max_token_num", max_token_num),
-        ("hidden_dim", hidden_dim),
-    ):
-        require_int(label, value, minimum=1, error=WorkspaceMismatchError)
-    require_int(
-        "rank",
-        rank,
-        minimum=0,
-        maximum=world_size - 1,
-        error=WorkspaceMismatchError,
-        fix="pass this process's rank in the group",
-    )
-    allowed = tuple(getattr(torch, name) for name in _DTYPES)
-    if not any(dtype is candidate for candidate in allowed):
-        raise WorkspaceMismatchError(
-            explain(
-                f"dtype one of {', '.join(f'torch.{name}' for name in _DTYPES)}",
-                f"{dtype!r}",
-                fix="allreduce fusion runs on half, bfloat16 or float32 activations",
-            )
-        )
-    return Spec(world_size, rank, max_token_num, hidden_dim, dtype, _device_index(device))
+    own = created[-1] if isinstance(created, tuple) and len(created) >= 3 else None
+    if isinstance(own, dict) and all(key in own for key in _METADATA_KEYS):
+        return own
+    computed = {
+        "tp_rank": spec.rank,
+        "tp_size": spec.world_size,
+        "max_token_num": spec.max_token_num,
+        "hidden_dim": spec.hidden_dim,
+        "use_fp32_lamport": spec.dtype is torch.float32,
+    }
+    return computed if not isinstance(own, dict) else {**own, **computed}
 
 
-def _device_index(device: Any) -> int:
-    """``Tensor.get_device()`` of tensors on ``device``: -1 for the CPU, else the index."""
+def _accepted(spec: Spec, tp_size: Any, num_tokens: Any, hidden_dim: Any, dtype: Any) -> bool:
+    """Would fi-compat's per-call checks take tensors of this size (arguments checked)?"""
     import torch
 
-    if device is None:
-        return torch.cuda.current_device() if torch.cuda.is_available() else -1
-    wrong = InvalidArgumentError(
-        explain(
-            "device to be None, 'cpu', 'cuda', 'cuda:<index>', a CUDA index or a "
-            "torch.device of those",
-            f"{device!r}",
-            fix="pass the CUDA device the tensors live on",
-        )
+    require_int("tp_size", tp_size, minimum=1)
+    require_int("num_tokens", num_tokens, minimum=0)
+    require_int("hidden_dim", hidden_dim, minimum=1)
+    require_instance("dtype", dtype, torch.dtype, "a torch.dtype")
+    return bool(
+        tp_size == spec.world_size
+        and 0 < num_tokens <= spec.max_token_num
+        and hidden_dim == spec.hidden_dim
+        and dtype == spec.dtype
     )
-    if isinstance(device, bool) or not isinstance(device, (str, int, torch.device)):
-        raise wrong
-    if isinstance(device, int):
-        if device < 0:
-            raise wrong
-        return device  # a CUDA index, as torch.device(index) reads it on a CUDA machine
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError, ValueError) as error:
-        raise InvalidArgumentError(f"{wrong} (torch: {error})") from None
-    if resolved.type == "cpu":
-        return -1
-    if resolved.type != "cuda":
-        raise wrong
-    index: int | None = resolved.index  # None for a bare "cuda"
-    if index is not None:
-        return index
-    if not torch.cuda.is_available():
-        raise InvalidArgumentError(
-            explain(
-                "a CUDA device for device='cuda'",
-                "no CUDA device in this process",
-                fix="pass device='cuda:<index>' explicitly, or 'cpu'",
-            )
-        )
-    return torch.cuda.current_device()
 
 
-def _check_group(span: GroupSpan, spec: Spec) -> None:
-    if span.size is None:
-        return
-    if span.size != spec.world_size or span.rank != spec.rank:
-        raise WorkspaceMismatchError(
-            explain(
-                f"world_size={spec.world_size}, rank={spec.rank} to describe the group",
-                f"a group of {span.size} processes in which this process is rank {span.rank}",
-                fix="pass torch.distributed.get_world_size(group) and get_rank(group)",
-            )
-        )
+def buffer_check(spec: Spec, native_check: Any, metadata: dict[str, Any] | None) -> Any:
+    """The workspace's ``is_buffer_size_sufficient``.
 
-
-def _check_arguments(
-    api: Any, backend: Any, gpus_per_node: Any, force_oneshot_support: Any, fallback: Any
-) -> None:
-    """The plain arguments of :func:`create_workspace` (sizes and dtype: see ``_spec``)."""
-    require_choice("api", api, _APIS)
-    require_choice(
-        "backend",
-        backend,
-        _BACKENDS,
-        fix="pass one of FlashInfer's allreduce-fusion backends ('auto' picks one)",
-    )
-    require_int("gpus_per_node", gpus_per_node, minimum=1, optional=True)
-    require_bool("force_oneshot_support", force_oneshot_support)
-    require_bool("fallback", fallback)
-
-
-def _check_factory_options(factory_options: Any) -> Mapping[str, Any]:
-    """``factory_options`` as a mapping FlashInfer may take, or InvalidArgumentError.
-
-    Keys must be strings and none that fi-compat sets itself (see ``_RESERVED_OPTIONS``):
-    an option that changed what FlashInfer allocates would let through calls the buffers
-    cannot hold. The values of the unified factory's known options are checked too.
+    Parameters
+    ----------
+    spec
+        What the workspace was created for.
+    native_check
+        FlashInfer's own bound method (unified), or None.
+    metadata
+        The legacy workspace's metadata, checked as FlashInfer checks it; None otherwise.
     """
-    if factory_options is None:
-        return {}
-    require_instance(
-        "factory_options",
-        factory_options,
-        Mapping,
-        "a mapping of keyword names to values",
-        optional=True,
-        fix="pass a dict, e.g. factory_options={'top_k': 8}",
-    )
-    options = dict(factory_options)
-    for name, value in options.items():
-        if not isinstance(name, str):
-            raise InvalidArgumentError(
-                explain(
-                    "factory_options keys to be keyword names (str)",
-                    f"the key {describe(name)}",
-                )
+    if callable(native_check):
+        return _around(spec, native_check)
+
+    def is_buffer_size_sufficient(
+        tp_size: int,
+        num_tokens: int,
+        hidden_dim: int,
+        dtype: torch.dtype,
+        use_oneshot: Any | None = None,
+    ) -> bool:
+        """Whether a call of ``num_tokens x hidden_dim`` of ``dtype`` on ``tp_size`` ranks
+        fits this workspace (``use_oneshot`` does not change the answer, as in FlashInfer's
+        TRT-LLM workspace)."""
+        import torch
+
+        if not _accepted(spec, tp_size, num_tokens, hidden_dim, dtype):
+            return False
+        if metadata is None:
+            return True
+        return (
+            tp_size == metadata["tp_size"]
+            and num_tokens * hidden_dim <= metadata["max_token_num"] * metadata["hidden_dim"]
+            and bool(metadata["use_fp32_lamport"]) == (dtype == torch.float32)
+        )
+
+    return is_buffer_size_sufficient
+
+
+def _around(spec: Spec, native_check: Callable[..., Any]) -> Callable[..., Any]:
+    """FlashInfer's check with its signature, answering False where fi-compat would refuse."""
+    try:
+        signature: inspect.Signature | None = inspect.signature(native_check)
+    except (TypeError, ValueError):
+        signature = None
+    if signature is None or not {"tp_size", "num_tokens", "hidden_dim", "dtype"} <= set(
+        signature.parameters
+    ):
+        return native_check  # a shape fi-compat does not know: FlashInfer answers alone
+
+    @functools.wraps(native_check)
+    def is_buffer_size_sufficient(*args: Any, **kwargs: Any) -> Any:
+        given = signature.bind(*args, **kwargs).arguments  # a TypeError, as FlashInfer's
+        if not _accepted(
+            spec, given["tp_size"], given["num_tokens"], given["hidden_dim"], given["dtype"]
+        ):
+            return False
+        return native_check(*args, **kwargs)
+
+    return is_buffer_size_sufficient
+
+
+def checkpoint_unsupported(api: str, backend: str, method: str) -> Callable[..., None]:
+    """``checkpoint_prepare``/``checkpoint_restore`` of a workspace that cannot detach."""
+
+    def unsupported(*_: Any, **__: Any) -> None:
+        raise NotImplementedError(
+            explain(
+                f"a workspace whose buffers can be detached for {method}",
+                f"a {api} workspace on the {backend!r} backend, whose buffers stay resident",
+                fix="keep the workspace resident while suspended (catch NotImplementedError), "
+                "or install a flashinfer-python release with checkpointing on this backend",
             )
-        if name in _RESERVED_OPTIONS:
-            raise InvalidArgumentError(
-                explain(
-                    "factory_options without the keywords fi-compat sets itself",
-                    f"factory_options[{name!r}]={value!r}",
-                    fix=f"pass {name} as create_workspace's own argument (tp_rank, tp_size: "
-                    "rank, world_size; use_fp32_lamport: dtype=torch.float32): fi-compat "
-                    "checks every call against what the workspace was created with, so "
-                    "FlashInfer must allocate exactly that",
-                )
-            )
-        if value is None:
-            continue
-        if name in _BOOL_OPTIONS:
-            require_bool(f"factory_options[{name!r}]", value)
-        elif name in _REAL_OPTIONS:
-            require_real(f"factory_options[{name!r}]", value, minimum=_REAL_OPTIONS[name])
-        elif name == "top_k":
-            require_int("factory_options['top_k']", value, minimum=1)
-    return options
+        )
+
+    unsupported.__name__ = unsupported.__qualname__ = method
+    return unsupported
 
 
 # ---------------------------------------------------------------------------- the factory
@@ -622,13 +562,13 @@ def create_workspace(
         ``fallback`` does not apply. Raised before any FlashInfer call, except in the
         last case, where the workspace FlashInfer made is destroyed first.
     """
-    _check_arguments(api, backend, gpus_per_node, force_oneshot_support, fallback)
-    options = _check_factory_options(factory_options)
+    check_arguments(api, backend, gpus_per_node, force_oneshot_support, fallback)
+    options = check_factory_options(factory_options)
     if api != "reference":
         ensure_fusion_allowed("an allreduce-fusion workspace")
-    spec = _spec(world_size, rank, max_token_num, hidden_dim, dtype, device)
+    spec = workspace_spec(world_size, rank, max_token_num, hidden_dim, dtype, device)
     span = group_span(group)
-    _check_group(span, spec)
+    check_group(span, spec)
     chosen, reason = _choose(spec, api, fallback)
     if chosen == "legacy" or (chosen == "unified" and backend == "trtllm"):
         unsupported = trtllm_ranks_error(
@@ -641,22 +581,15 @@ def create_workspace(
                 "reference",
                 f"the TRT-LLM fusion kernel cannot run {spec.world_size} ranks",
             )
+    request = Request(
+        spec, span, group, backend, comm_backend, gpus_per_node, force_oneshot_support, options
+    )
     created: Created
     if chosen == "reference":
-        created = create_reference(spec, span, group=group, reason=reason)
+        created = create_reference(request, reason)
     else:
         create = create_unified if chosen == "unified" else create_legacy
-        created = create(
-            get_capabilities(),
-            spec,
-            span,
-            group=group,
-            backend=backend,
-            comm_backend=comm_backend,
-            gpus_per_node=gpus_per_node,
-            force_oneshot_support=force_oneshot_support,
-            factory_options=options,
-        )
+        created = create(get_capabilities(), request)
     workspace = FusionWorkspace(api=chosen, spec=spec, group=group, created=created)
     for decision in workspace.decisions:
         logger.debug("fusion workspace (%s): %s", workspace.api, decision)

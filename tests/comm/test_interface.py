@@ -22,7 +22,7 @@ import torch
 
 import fi_compat.comm as comm
 from fi_compat.comm._checks import Spec
-from fi_compat.comm._interface import buffer_check, checkpoint_unsupported, legacy_metadata
+from fi_compat.comm._workspace import buffer_check, checkpoint_unsupported, legacy_metadata
 from fi_compat.errors import CapabilityMissingError, InvalidArgumentError
 from fi_compat.testing import available_releases, fake_flashinfer, load_release
 from tests.support import release_classes

@@ -1,7 +1,10 @@
-"""What the API modules share: the installed release's answers and the errors for its gaps.
+"""What every API's factory shares: the request it is given, what it hands back, the
+installed release's answers and the errors for its gaps.
 
-Creating a workspace on the unified or the legacy API asks the same questions of the
-installed release (does this function take that keyword, would it accept the call we are
+``create_workspace`` checks its arguments and builds one :class:`Request`, which the API
+module it chose (``_unified``, ``_legacy`` or ``_reference``) is given whole. Creating a
+workspace on the unified or the legacy API asks the same questions of the installed
+release (does this function take that keyword, would it accept the call we are
 about to bind, what is its ``kARResidualRMSNorm`` code) and refuses in the same words when
 it cannot (:func:`missing`, :func:`group_error`, :func:`trtllm_ranks_error`). Every answer
 comes from :func:`~fi_compat.get_capabilities` and every FlashInfer object from
@@ -15,15 +18,16 @@ An API module hands what it made back as :class:`Created`; ``_workspace`` wraps 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from fi_compat._surface import GATES, PATTERN, Symbol
 from fi_compat.capabilities import Capabilities, locate
-from fi_compat.comm._call import Bound
+from fi_compat.comm._bound import Bound
 from fi_compat.comm._checks import Spec
 from fi_compat.comm._group import GroupSpan
-from fi_compat.comm._pattern import AllReduceFusionPattern
+from fi_compat.comm._names import AllReduceFusionPattern
 from fi_compat.errors import (
     CapabilityMissingError,
     GroupNotSupportedError,
@@ -34,6 +38,7 @@ from fi_compat.errors import (
 __all__ = [
     "TRTLLM_RANKS",
     "Created",
+    "Request",
     "accepts",
     "check_call",
     "group_error",
@@ -49,6 +54,36 @@ __all__ = [
 #: with "unsupported ranks number! Supported ranks: 2, 4, 8, 16"). It runs both the
 #: legacy API and the unified API's "trtllm" backend.
 TRTLLM_RANKS = (2, 4, 8, 16)
+
+
+@dataclass(frozen=True)
+class Request:
+    """What ``create_workspace`` was asked for, checked: the one argument of every factory.
+
+    Attributes
+    ----------
+    spec
+        The sizes, dtype and device.
+    span
+        How ``group`` relates to the world.
+    group
+        The ``torch.distributed`` process group, or None (the default group).
+    backend
+        FlashInfer's backend asked for (``"auto"``, ``"trtllm"``, ...).
+    comm_backend, gpus_per_node, force_oneshot_support
+        The unified factory's options as given.
+    factory_options
+        The unified factory's other keyword options (checked; None values included).
+    """
+
+    spec: Spec
+    span: GroupSpan
+    group: Any
+    backend: str
+    comm_backend: Any
+    gpus_per_node: int | None
+    force_oneshot_support: bool
+    factory_options: Mapping[str, Any]
 
 
 class Created(NamedTuple):
