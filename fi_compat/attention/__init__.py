@@ -51,7 +51,8 @@ Importing this package imports neither torch nor FlashInfer.
 
 from __future__ import annotations
 
-from fi_compat.attention._planner import AttentionPlanner, Layout, PlanArgs, PlanTarget
+from fi_compat.attention._layout import Layout, PlanArgs, PlanTarget
+from fi_compat.attention._planner import AttentionPlanner
 from fi_compat.attention._reach import FamilyReach, Reach, Verdict, family_reach, measured_releases
 from fi_compat.attention._reach import reach as split_reach
 from fi_compat.attention._settings import (

@@ -8,16 +8,30 @@ deterministic) and refuses what cannot be deterministic. Per step it does one th
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeGuard
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from fi_compat import _surface
 from fi_compat._arguments import describe, require_bool, require_instance
-from fi_compat._surface import FAST_DECODE_PLAN, PLAN
+from fi_compat._surface import FAST_DECODE_PLAN
 from fi_compat.attention import _reach, _vouch
-from fi_compat.attention._settings import SPLIT_KEYWORDS, Settings
+from fi_compat.attention._layout import (
+    DECODE,
+    PREFILL_PAGED,
+    PREFILL_RAGGED,
+    Layout,
+    PlanArgs,
+    PlanTarget,
+)
+from fi_compat.attention._planner_checks import (
+    check_distinct,
+    check_graph_mode,
+    check_kind,
+    check_requests,
+    check_wrapper,
+    layout_of,
+    wrappers_of,
+)
+from fi_compat.attention._settings import Settings
 from fi_compat.attention._spans import (
     KvSpan,
     _cross_decoder,
@@ -36,7 +50,6 @@ from fi_compat.attention._vouch import (
     check_signature,
     check_tensor_cores,
     family_of,
-    flag,
     refuse_reach,
     release_of,
 )
@@ -47,96 +60,7 @@ if TYPE_CHECKING:
 
     from fi_compat.capabilities import Capabilities
 
-__all__ = ["AttentionPlanner", "Layout", "PlanArgs", "PlanTarget"]
-
-PREFILL_PAGED = _surface.PREFILL_PAGED.key
-PREFILL_RAGGED = _surface.PREFILL_RAGGED.key
-DECODE = _surface.DECODE.key
-
-
-class Layout(str, enum.Enum):
-    """How many paged wrappers a phase has, and what each one attends to."""
-
-    #: One wrapper per phase.
-    SINGLE = "single"
-    #: Two wrappers per phase: the window wrapper first, the full-attention one second.
-    SLIDING_WINDOW = "sliding_window"
-    #: Two wrappers per phase: self-attention first, cross-attention (encoder) second.
-    CROSS_ATTENTION = "cross_attention"
-
-    def __str__(self) -> str:
-        return self.value
-
-    @property
-    def roles(self) -> tuple[str, ...]:
-        """The wrappers of one phase, in the order the planner takes and returns them."""
-        return _ROLES[self]
-
-
-_ROLES: Mapping[Layout, tuple[str, ...]] = {
-    Layout.SINGLE: ("main",),
-    Layout.SLIDING_WINDOW: ("window", "full"),
-    Layout.CROSS_ATTENTION: ("self", "cross"),
-}
-
-
-class PlanArgs:
-    """The arguments of one ``plan`` call, as the engine would pass them to FlashInfer.
-
-    Everything except the split settings, which belong to the planner::
-
-        PlanArgs(kv_indptr, kv_indices, last_page_len, num_qo_heads, num_kv_heads,
-                 head_dim, page_size, q_data_type=torch.bfloat16)
-
-    Raises
-    ------
-    PlannerConfigError
-        ``fixed_split_size`` or ``disable_split_kv`` was passed.
-    """
-
-    __slots__ = ("args", "kwargs")
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        for keyword in SPLIT_KEYWORDS:
-            if keyword in kwargs:
-                raise PlannerConfigError(
-                    explain(
-                        "the split settings to come from the planner only",
-                        f"{keyword}= in the arguments given to PlanArgs",
-                        fix=f"drop {keyword}=; set Settings(prefill_split_size=..., "
-                        "decode_split_size=..., cuda_graph=...) when building the planner",
-                    )
-                )
-        self.args = args
-        self.kwargs = kwargs
-
-    def __repr__(self) -> str:
-        parts = [*map(repr, self.args), *(f"{k}={v!r}" for k, v in self.kwargs.items())]
-        return f"PlanArgs({', '.join(parts)})"
-
-
-@dataclass(frozen=True)
-class PlanTarget:
-    """One wrapper the planner drives, and the keyword arguments it adds to each of its plans.
-
-    Attributes
-    ----------
-    wrapper
-        The FlashInfer wrapper (or anything with the same ``plan``).
-    kind
-        The FlashInfer class it stands for, e.g. ``"BatchDecodeWithPagedKVCacheWrapper"``.
-    role
-        Its place in the layout: ``"main"``, ``"window"``, ``"full"``, ``"self"``,
-        ``"cross"`` or ``"ragged"``.
-    split
-        Added to every ``plan`` call: ``fixed_split_size`` and ``disable_split_kv`` when
-        deterministic, nothing otherwise.
-    """
-
-    wrapper: Any
-    kind: str
-    role: str
-    split: Mapping[str, object]
+__all__ = ["AttentionPlanner"]
 
 
 def _call_plan(slot: PlanTarget, request: PlanArgs) -> None:
@@ -147,168 +71,6 @@ def _call_plan(slot: PlanTarget, request: PlanArgs) -> None:
 def _call_fast_plan(fast: Callable[..., Any], slot: PlanTarget, request: PlanArgs) -> None:
     """The one call of the release's ``fast_decode_plan``: as :func:`_call_plan`."""
     fast(slot.wrapper, *request.args, **request.kwargs, **slot.split)
-
-
-# ---------------------------------------------------------------------------- argument checks
-# Everything here raises PlannerConfigError before a wrapper is stored or planned.
-
-#: Sequences that are never a list of wrappers or of PlanArgs.
-_NOT_CONTAINERS = (str, bytes, bytearray, memoryview)
-
-
-def _is_container(value: object) -> TypeGuard[Sequence[Any]]:
-    """A list, a tuple or another ``Sequence``, but not text and not bytes."""
-    return isinstance(value, list | tuple) or (
-        isinstance(value, Sequence) and not isinstance(value, _NOT_CONTAINERS)
-    )
-
-
-def _layout(value: object) -> Layout:
-    if isinstance(value, Layout):
-        return value
-    names = ", ".join(repr(member.value) for member in Layout)
-    if isinstance(value, str):
-        try:
-            return Layout(value)
-        except ValueError:
-            pass
-    raise PlannerConfigError(
-        explain(
-            f"a Layout or one of its values ({names})",
-            describe(value),
-            fix="pass Layout.SINGLE, Layout.SLIDING_WINDOW or Layout.CROSS_ATTENTION",
-        )
-    )
-
-
-def _check_wrapper(kind: str, role: str, wrapper: object) -> None:
-    """Refuse what cannot be planned: ``None``, a class, anything without a callable ``plan``."""
-    if wrapper is None:
-        problem = "None"
-    elif isinstance(wrapper, type):
-        problem = f"the class {wrapper.__name__} itself, not an instance of it"
-    elif not callable(getattr(wrapper, PLAN, None)):
-        problem = f"{describe(wrapper)}, which has no callable plan"
-    else:
-        return
-    raise PlannerConfigError(
-        explain(
-            f"a {kind} (an object with a callable plan) as the {role} wrapper",
-            problem,
-            fix="pass the FlashInfer wrapper object itself; the constructor takes a list of "
-            "wrappers per phase, AttentionPlanner.single() one wrapper per phase",
-        )
-    )
-
-
-def _wrappers(phase: str, value: object, kind: str, layout: Layout) -> tuple[Any, ...]:
-    """``value`` as the wrappers of ``phase``: none (``None`` or empty), or one per role."""
-    roles = layout.roles
-    if value is None:
-        return ()
-    if not _is_container(value):
-        raise PlannerConfigError(
-            explain(
-                f"a list or tuple of {phase} wrappers for layout {layout} ({', '.join(roles)})",
-                describe(value),
-                fix=f"pass {phase}=[wrapper, ...] in role order, or leave it out",
-            )
-        )
-    wrappers = tuple(value)
-    if len(wrappers) not in (0, len(roles)):
-        raise PlannerConfigError(
-            explain(
-                f"{len(roles)} {phase} wrapper(s) for layout {layout} "
-                f"({', '.join(roles)}), or none",
-                f"{len(wrappers)}",
-                fix=f"pass one {phase} wrapper per role, in that order",
-            )
-        )
-    for wrapper, role in zip(wrappers, roles, strict=False):
-        _check_wrapper(kind, role, wrapper)
-    return wrappers
-
-
-def _check_requests(
-    phase: str, slots: tuple[PlanTarget, ...], requests: object, layout: Layout
-) -> None:
-    """A step's arguments, whole: a list or tuple holding one :class:`PlanArgs` per wrapper.
-
-    A type test, a len and one type test per element; runs before the first ``plan`` of
-    the step, so a malformed step plans nothing.
-    """
-    if (type(requests) is list or type(requests) is tuple) and len(requests) == len(slots):
-        for request in requests:  # the common case: exact types, no ABC machinery
-            if type(request) is not PlanArgs:
-                break
-        else:
-            return
-    if not _is_container(requests):
-        found = describe(requests)
-    elif len(requests) == len(slots) and all(isinstance(r, PlanArgs) for r in requests):
-        return  # another Sequence, or PlanArgs subclasses
-    else:
-        kinds = ", ".join(type(request).__name__ for request in requests)
-        found = f"a {type(requests).__name__} of {len(requests)}: [{kinds}]"
-    roles = ", ".join(slot.role for slot in slots) or f"this planner has no {phase} wrapper"
-    raise PlannerConfigError(
-        explain(
-            f"a list or tuple of exactly {len(slots)} PlanArgs for the {phase} wrappers of "
-            f"layout {layout} ({roles})",
-            found,
-            fix="pass one PlanArgs(...) per wrapper, in Layout.roles order; nothing was planned",
-        )
-    )
-
-
-# ---------------------------------------------------------------------------- build-time checks
-
-
-def _check_kind(slot: PlanTarget) -> None:
-    """Refuse a FlashInfer wrapper handed over in another wrapper's place."""
-    names = {cls.__name__ for cls in type(slot.wrapper).__mro__}
-    others = (names & {PREFILL_PAGED, PREFILL_RAGGED, DECODE}) - {slot.kind}
-    if others and slot.kind not in names:
-        raise PlannerConfigError(
-            explain(
-                f"a {slot.kind} as the {slot.role} wrapper",
-                f"a {sorted(others)[0]}",
-                fix="pass paged prefill wrappers as prefill=, the ragged one as ragged= and "
-                "decode wrappers as decode=",
-            )
-        )
-
-
-def _check_distinct(slots: tuple[PlanTarget, ...]) -> None:
-    """Refuse one wrapper object in two places: its second plan would replace the first."""
-    seen: dict[int, PlanTarget] = {}
-    for slot in slots:
-        first = seen.setdefault(id(slot.wrapper), slot)
-        if first is not slot:
-            raise PlannerConfigError(
-                explain(
-                    "a distinct wrapper object for every slot",
-                    f"the same {type(slot.wrapper).__name__} as the {first.role} "
-                    f"{first.kind} and as the {slot.role} {slot.kind}",
-                    fix="build one FlashInfer wrapper per slot; a wrapper keeps only its last plan",
-                )
-            )
-
-
-def _check_graph_mode(slot: PlanTarget, settings: Settings) -> None:
-    if settings.cuda_graph:
-        return
-    if flag(slot.wrapper, ("is_cuda_graph_enabled", "_use_cuda_graph")):
-        raise PlannerConfigError(
-            explain(
-                "an eager planner to drive eager wrappers; a CUDA-graph wrapper needs "
-                "fixed_split_size unset and disable_split_kv=True",
-                f"the {slot.role} {slot.kind} was built with use_cuda_graph=True and the "
-                "planner with Settings(cuda_graph=False)",
-                fix="build a separate planner for the CUDA-graph wrappers with "
-                "Settings(cuda_graph=True)",
-            )
-        )
 
 
 # ---------------------------------------------------------------------------- the planner
@@ -472,13 +234,13 @@ class AttentionPlanner:
         capabilities: Capabilities | None = None,
         fast_decode: bool = False,
     ) -> None:
-        layout = _layout(layout)
+        layout = layout_of(layout)
         require_bool("fast_decode", fast_decode, error=PlannerConfigError)
         check_options(settings, capabilities)
-        prefill = _wrappers("prefill", prefill, PREFILL_PAGED, layout)
-        decode = _wrappers("decode", decode, DECODE, layout)
+        prefill = wrappers_of("prefill", prefill, PREFILL_PAGED, layout)
+        decode = wrappers_of("decode", decode, DECODE, layout)
         if ragged is not None:
-            _check_wrapper(PREFILL_RAGGED, "ragged", ragged)
+            check_wrapper(PREFILL_RAGGED, "ragged", ragged)
         resolved = (settings if settings is not None else Settings()).resolved()
         roles = layout.roles
         if not prefill and ragged is None and not decode:
@@ -509,14 +271,14 @@ class AttentionPlanner:
             PlanTarget(w, DECODE, role, decode_split)
             for w, role in zip(decode, roles, strict=False)
         )
-        _check_distinct(self.targets)
+        check_distinct(self.targets)
         for slot in self.targets:
-            _check_kind(slot)
+            check_kind(slot)
         if resolved.deterministic:
             release = release_of(capabilities)
             for slot in self.targets:
                 check_signature(slot.wrapper, slot.kind, slot.role, release)
-                _check_graph_mode(slot, resolved)
+                check_graph_mode(slot, resolved)
             for slot in self._decode:
                 check_tensor_cores(slot.wrapper, slot.role, release)
             for slot in self.targets:
@@ -692,7 +454,7 @@ class AttentionPlanner:
             was given to a planner without a ragged wrapper. Raised before any wrapper is
             planned.
         """
-        _check_requests("prefill", self._prefill, paged, self.layout)
+        check_requests("prefill", self._prefill, paged, self.layout)
         if ragged is not None:
             require_instance(
                 "ragged",
@@ -733,7 +495,7 @@ class AttentionPlanner:
             wrapper, ``fast`` is not a bool, or ``fast=True`` on a planner built without
             ``fast_decode=True``. Raised before any wrapper is planned.
         """
-        _check_requests("decode", self._decode, decode, self.layout)
+        check_requests("decode", self._decode, decode, self.layout)
         if fast is False:
             for slot, request in zip(self._decode, decode, strict=True):
                 _call_plan(slot, request)
