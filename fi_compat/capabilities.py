@@ -18,23 +18,34 @@ an exception whose ``__str__`` raises is described as ``<unprintable ValueError>
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
-import importlib.util
 import inspect
-import os
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any
 
 from packaging.version import Version
 
 from fi_compat._arguments import require_bool, require_instance
-from fi_compat._forwarding import calls_named
 from fi_compat._log import get_logger
+
+# The probe's steps, one module per job. Every helper the probe below calls is looked up in
+# this module's namespace at call time, so tests patching ``capabilities.<name>`` (such as
+# ``_find``, ``_distribution_version``, ``inspect_callable``) still patch the probe.
+from fi_compat._probe_answers import _all_unknown, _checked, _freeze, _unknown, _unsupported
+from fi_compat._probe_bcast import _bcast_root
+from fi_compat._probe_guard import _attempt, _getattr
+from fi_compat._probe_import import (
+    _distribution_version,
+    _import,
+    _installed,
+    _location,
+    _parse_version,
+)
+from fi_compat._probe_lookup import _find, _nowhere, _present, _static_member
 from fi_compat._signature import (
     Shape,
     Status,
@@ -42,7 +53,6 @@ from fi_compat._signature import (
     describe_error,
     exact_text,
     inspect_callable,
-    parse_def,
     supports,
 )
 from fi_compat._surface import (
@@ -51,12 +61,10 @@ from fi_compat._surface import (
 from fi_compat._surface import (
     COMM,
     COMM_SYMBOLS,
-    DISTRIBUTIONS,
     FLASHINFER,
     GATES,
     PLAN,
     TORCH_DIST_BACKEND,
-    Home,
     Symbol,
 )
 from fi_compat._version import __version__
@@ -85,7 +93,6 @@ def __dir__() -> list[str]:
 
 logger = get_logger(__name__)
 
-_T = TypeVar("_T")
 
 #: Keyword arguments probed on each ``flashinfer.comm`` callable (by symbol key): the
 #: unified API (0.6.0+) and the legacy TRT-LLM IPC API (see :mod:`fi_compat._surface`).
@@ -112,45 +119,6 @@ PROBE_IN_PROGRESS = (
     "from code the probe runs (for example from flashinfer's __init__), so nothing can be "
     "known yet; this answer is not cached, ask again once import flashinfer has finished"
 )
-
-_SOURCE_BUILD_VERSION = Version("0.0.0")
-
-
-# ---------------------------------------------------------------- text that cannot lie or raise
-
-
-def _attempt(func: Callable[..., _T], *args: Any) -> tuple[_T | None, str | None]:
-    """``(func(*args), None)``, or ``(None, description)`` for anything but Ctrl-C."""
-    try:
-        return func(*args), None
-    except KeyboardInterrupt:
-        raise
-    except BaseException as error:  # FlashInfer may throw anything at the probe
-        return None, describe_error(error)
-
-
-def _getattr(obj: object, name: str) -> tuple[Any, str | None]:
-    """``(value, None)``; ``(None, None)`` when absent; ``(None, description)`` when reading
-    the attribute raised something other than ``AttributeError`` (a lazy ``__getattr__``
-    raising ``ModuleNotFoundError``, a property raising ``SystemExit``, ...)."""
-    try:
-        return getattr(obj, name), None
-    except KeyboardInterrupt:
-        raise
-    except AttributeError:
-        return None, None
-    except BaseException as error:
-        return None, describe_error(error)
-
-
-def _member(obj: object, name: str, test: Callable[[Any], bool]) -> tuple[Any, bool, str | None]:
-    """``(value, test(value), None)`` for ``obj.<name>``; ``(None, False, description)``
-    when reading it or testing it raised; ``(None, False, None)`` when it is absent."""
-    value, error = _getattr(obj, name)
-    if error is not None:
-        return None, False, error
-    passed, error = _attempt(test, value)
-    return value, bool(passed), error
 
 
 @dataclass(frozen=True)
@@ -273,68 +241,6 @@ class Capabilities:
 # ---------------------------------------------------------------------------- the probe
 
 
-def _import_module(name: str) -> tuple[Any, BaseException | None]:
-    try:
-        module: Any = importlib.import_module(name)
-    except KeyboardInterrupt:
-        raise
-    except BaseException as error:  # SystemExit too: any failure to import is a finding
-        return None, error
-    if module is None:  # FlashInfer may put anything in sys.modules, None included
-        return None, ImportError(f"import {name} gave None")
-    return module, None
-
-
-def _import(name: str) -> tuple[Any, str | None]:
-    module, error = _import_module(name)
-    return module, None if error is None else describe_error(error)
-
-
-def _parse_version(raw: str | None) -> tuple[Version | None, bool]:
-    if raw is None:
-        return None, False
-    # InvalidVersion, and ValueError for a release number too long to convert to int.
-    parsed, error = _attempt(Version, raw)
-    if parsed is None or error is not None:
-        return None, True
-    return parsed, parsed.release == _SOURCE_BUILD_VERSION.release or parsed.local is not None
-
-
-def _distribution_version() -> str | None:
-    for dist in DISTRIBUTIONS:
-        version, _ = _attempt(importlib.metadata.version, dist)  # not found, or broken metadata
-        if exact_text(version) is not None:
-            return exact_text(version)
-    return None
-
-
-def _installed() -> bool:
-    try:
-        if FLASHINFER in sys.modules:
-            # None there is the documented way to block an import: treat it as absent.
-            return sys.modules[FLASHINFER] is not None
-        return importlib.util.find_spec(FLASHINFER) is not None
-    except KeyboardInterrupt:
-        raise
-    except BaseException:  # a broken finder or parent package: treat as absent
-        return False
-
-
-def _first(items: Any) -> Any:
-    return next(iter(items), None)  # never list(): __path__ may be endless
-
-
-def _location(module: Any) -> str | None:
-    paths, error = _getattr(module, "__path__")
-    if paths is not None and error is None:
-        entry, _ = _attempt(_first, paths)
-        path, _ = _attempt(os.fspath, entry) if entry is not None else (None, None)
-        if exact_text(path):
-            return exact_text(path)
-    file, _ = _getattr(module, "__file__")
-    return exact_text(file)
-
-
 def _probe_flashinfer() -> tuple[FlashInferInfo, Any]:
     installed = _installed()
     module, error = _import(FLASHINFER) if installed else (None, None)
@@ -378,24 +284,6 @@ def _probe_torch() -> TorchInfo:
     )
 
 
-def _unknown(keywords: tuple[str, ...], reason: str) -> dict[str, Support]:
-    return dict.fromkeys(keywords, Support(Status.UNKNOWN, reason))
-
-
-def _all_unknown(
-    names: Mapping[str, tuple[str, ...]], reason: str
-) -> dict[str, dict[str, Support]]:
-    return {owner: _unknown(keywords, reason) for owner, keywords in names.items()}
-
-
-def _checked(support: Support) -> Support:
-    """The answer as plain data: a real :class:`Status` and an exact ``str`` reason."""
-    reason = exact_text(support.reason)
-    if not isinstance(support.status, Status) or reason is None:
-        raise TypeError(f"malformed answer from the signature reader: {support!r}")
-    return Support(support.status, reason)
-
-
 def _shape_and_answers(
     name: str, func: Any, keywords: tuple[str, ...], owner: type | None
 ) -> tuple[Shape, dict[str, Support]]:
@@ -414,77 +302,6 @@ def _inspect(
     reason = f"cannot read the signature of {name}: {error}"
     shape = Shape(name=name, keywords=None, open_ended=True, via=(name,), error=error)
     return shape, _unknown(keywords, reason)
-
-
-def _calls_get_global_rank(func: Any) -> bool:
-    """Does the body of ``func`` call ``get_global_rank`` (a name or an attribute)?
-
-    Read from the syntax tree (:func:`fi_compat._forwarding.calls_named`), so a mention in
-    a comment, a string or a docstring does not count. Raises when the source cannot be
-    read or parsed.
-    """
-    return calls_named(parse_def(func), "get_global_rank")
-
-
-def _bcast_root(cls: type) -> Support:
-    """Does ``cls.bcast(data, root)`` translate a group-local root into a global rank?"""
-    bcast, error = _attempt(getattr, cls, "bcast")
-    calls = None
-    if error is None:
-        calls, error = _attempt(_calls_get_global_rank, bcast)
-    if error is not None or calls is None:
-        return Support(Status.UNKNOWN, f"cannot read {TORCH_DIST_BACKEND.key}.bcast: {error}")
-    if calls:
-        return Support(Status.SUPPORTED, "bcast maps a group-local root with get_global_rank")
-    return Support(
-        Status.UNSUPPORTED,
-        "bcast passes root to torch.distributed as a global rank; "
-        "with a group whose ranks are not 0..n-1 it broadcasts from the wrong process",
-    )
-
-
-def _absent(module_name: str, error: BaseException) -> bool:
-    """``error`` says that ``module_name`` itself does not exist."""
-    name, failed = _getattr(error, "name")
-    return isinstance(error, ModuleNotFoundError) and failed is None and name == module_name
-
-
-def _find(
-    symbol: Symbol, test: Callable[[Any], bool], imported: Mapping[str, Any]
-) -> tuple[Any, Home | None, list[str]]:
-    """``(value, home, failures)``: ``symbol`` at the first of its homes where it is present
-    and passes ``test``; ``(None, None, failures)`` when no home has it.
-
-    Modules in ``imported`` are used as they are; any other is imported, and one that
-    does not exist is skipped. ``failures`` describes every import or attribute read
-    that raised on the way.
-    """
-    failures: list[str] = []
-    for home in symbol.homes:
-        module = imported.get(home.module)
-        if module is None:
-            module = sys.modules.get(home.module)
-        if module is None:
-            module, import_error = _import_module(home.module)
-            if import_error is not None and not _absent(home.module, import_error):
-                failures.append(f"import {home.module} failed: {describe_error(import_error)}")
-        if module is None:
-            continue
-        value, passed, error = _member(module, home.name, test)
-        if error is not None:
-            failures.append(f"reading {home.dotted} raised {error}")
-        elif passed:
-            return value, home, failures
-    return None, None, failures
-
-
-def _nowhere(symbol: Symbol) -> str:
-    """``"flashinfer.comm has no <name>"``: where ``symbol`` was looked for in vain."""
-    modules = tuple(dict.fromkeys(home.module for home in symbol.homes))
-    names = " or ".join(symbol.names)
-    if len(modules) == 1:
-        return f"{modules[0]} has no {names}"
-    return f"{COMM if all(m.startswith(COMM) for m in modules) else FLASHINFER} has no {names}"
 
 
 def _find_torch_dist_backend(comm: Any) -> tuple[str | None, Support]:
@@ -526,14 +343,6 @@ def locate(symbol: Symbol) -> Any:
     )
     value, home, _ = _find(symbol, _present, {})
     return value if home is not None else None
-
-
-def _present(value: Any) -> bool:
-    return value is not None
-
-
-def _unsupported(keywords: tuple[str, ...], reason: str) -> dict[str, Support]:
-    return dict.fromkeys(keywords, Support(Status.UNSUPPORTED, reason))
 
 
 def _unavailable_comm(error: str, reason: str, bcast: str) -> CommCapabilities:
@@ -583,26 +392,6 @@ def _probe_comm(flashinfer: FlashInferInfo) -> CommCapabilities:
     )
 
 
-_MRO = type.__dict__["__mro__"]
-_NAMESPACE = type.__dict__["__dict__"]
-
-
-def _static_member(cls: type, name: str) -> Any:
-    """``name`` as defined on ``cls`` or a base, read from the class namespaces directly.
-
-    Unlike ``inspect.getattr_static`` this never goes through ``cls.__dict__``, which a
-    metaclass ``__getattribute__`` can intercept; None when no class defines ``name``.
-    """
-    for klass in _MRO.__get__(cls):
-        namespace = _NAMESPACE.__get__(klass)
-        if name in namespace:
-            found = namespace[name]
-            if isinstance(found, staticmethod | classmethod):
-                found = found.__func__
-            return found
-    return None
-
-
 def _probe_wrapper(module: Any, wrapper: Symbol, shapes: dict[str, Shape]) -> dict[str, Support]:
     """The ``plan`` answers of one wrapper; adds its shapes to ``shapes``."""
     plan_keywords = wrapper.methods[PLAN]
@@ -643,10 +432,6 @@ def _probe_attention(
         else:
             answers[key] = _probe_wrapper(module, wrapper, shapes)
     return answers, shapes
-
-
-def _freeze(nested: Mapping[str, Mapping[str, Support]]) -> Mapping[str, Mapping[str, Support]]:
-    return MappingProxyType({key: MappingProxyType(dict(value)) for key, value in nested.items()})
 
 
 def _placeholder(reason: str, *, in_progress: bool) -> Capabilities:

@@ -1,0 +1,106 @@
+"""Reading a syntax tree: small questions about single nodes, asked by every stage."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from fi_compat._forwarding.results import FunctionNode, MethodKind
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_SNIPPET = 60
+
+
+def calls_named(node: FunctionNode, name: str) -> bool:
+    """Does the body of ``node`` call something named ``name`` (``name(...)``, ``x.name(...)``)?
+
+    Read from the syntax tree: a mention in a comment, a string, a docstring, a default
+    value or a bare reference does not count. Used for ``TorchDistBackend.bcast`` and
+    ``get_global_rank`` by the live probe and the recorder alike.
+    """
+    for statement in node.body:
+        for sub in ast.walk(statement):
+            if not isinstance(sub, ast.Call):
+                continue
+            callee = sub.func
+            if (isinstance(callee, ast.Name) and callee.id == name) or (
+                isinstance(callee, ast.Attribute) and callee.attr == name
+            ):
+                return True
+    return False
+
+
+def method_kind(node: FunctionNode) -> MethodKind | None:
+    """How a ``def`` in a class body binds its first parameter (None for staticmethod)."""
+    names = {ast.unparse(decorator) for decorator in node.decorator_list}
+    if "staticmethod" in names:
+        return None
+    return "class" if "classmethod" in names else "instance"
+
+
+def _snippet(node: ast.AST) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= _SNIPPET else text[: _SNIPPET - 3] + "..."
+
+
+def _constant_key(node: ast.expr) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _parameters(node: FunctionNode | ast.Lambda) -> list[ast.arg]:
+    args = node.args
+    found = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+    found += [arg for arg in (args.vararg, args.kwarg) if arg is not None]
+    return found
+
+
+def _mentions(call: ast.Call, carriers: set[str]) -> bool:
+    """Does a direct argument of ``call`` name a carrier (cheap pre-check)?"""
+    values = [*call.args, *(keyword.value for keyword in call.keywords)]
+    return any(isinstance(value, ast.Name) and value.id in carriers for value in values)
+
+
+def _splatted(node: ast.expr, parent: ast.AST | None) -> bool:
+    """``**node`` in a call or a dict display: its items are copied, it is not kept."""
+    if isinstance(parent, ast.keyword):
+        return parent.arg is None
+    if isinstance(parent, ast.Dict):
+        pairs = zip(parent.keys, parent.values, strict=True)
+        return any(key is None and value is node for key, value in pairs)
+    return False
+
+
+def _only_read(node: ast.expr, parent: ast.AST | None) -> bool:
+    """``k in c``, ``if c``, ``not c``, ``for k in c``, ``return c``: nothing can change it."""
+    if isinstance(parent, ast.Compare | ast.Expr | ast.Return):
+        return True
+    if isinstance(parent, ast.UnaryOp):
+        return isinstance(parent.op, ast.Not)
+    if isinstance(parent, ast.If | ast.While | ast.IfExp | ast.Assert):
+        return parent.test is node
+    if isinstance(parent, ast.For | ast.AsyncFor | ast.comprehension):
+        return parent.iter is node
+    return False
+
+
+def _bound_names(node: ast.AST) -> Iterator[str]:
+    """Names a node binds (any scope inside the function counts: conservative)."""
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+        yield node.id
+    elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        yield node.name
+    elif isinstance(node, ast.Lambda):
+        pass
+    elif isinstance(node, ast.arg):
+        yield node.arg
+    elif isinstance(node, ast.Import | ast.ImportFrom):
+        for alias in node.names:
+            yield alias.asname or alias.name.partition(".")[0]
+    elif isinstance(node, ast.ExceptHandler) and node.name:
+        yield node.name
+    elif isinstance(node, ast.Global | ast.Nonlocal):
+        yield from node.names
+    elif isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
+        yield node.name
+    elif isinstance(node, ast.MatchMapping) and node.rest:
+        yield node.rest
