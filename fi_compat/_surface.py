@@ -29,7 +29,6 @@ from typing import Literal
 __all__ = [
     "ALL_SYMBOLS",
     "ATTENTION_FAMILIES",
-    "ATTENTION_WRAPPERS",
     "COMM",
     "COMM_SYMBOLS",
     "CUDART_MODULE",
@@ -61,6 +60,7 @@ __all__ = [
     "UNIFIED_FACTORY",
     "UNIFIED_FUSION",
     "WORKSPACE",
+    "WRAPPER_SYMBOLS",
     "Gate",
     "Home",
     "Item",
@@ -238,9 +238,9 @@ PREFILL_RAGGED = _wrapper("BatchPrefillWithRaggedKVCacheWrapper")
 DECODE = _wrapper("BatchDecodeWithPagedKVCacheWrapper")
 
 #: The attention wrappers whose ``plan`` must take the split-KV settings for determinism.
-ATTENTION_WRAPPERS: tuple[Symbol, ...] = (PREFILL_PAGED, PREFILL_RAGGED, DECODE)
+WRAPPER_SYMBOLS: tuple[Symbol, ...] = (PREFILL_PAGED, PREFILL_RAGGED, DECODE)
 
-ALL_SYMBOLS: tuple[Symbol, ...] = COMM_SYMBOLS + ATTENTION_WRAPPERS
+ALL_SYMBOLS: tuple[Symbol, ...] = COMM_SYMBOLS + WRAPPER_SYMBOLS
 
 #: Every FlashInfer attention wrapper class an engine can plan through, by the name
 #: ``flashinfer`` exports it under: the three above, their subclasses and the other families
@@ -328,7 +328,7 @@ def _split_gate(keyword: str) -> Gate:
         keyword,
         "0.4.0",
         f"`{keyword}=` on the `plan` of the prefill (paged, ragged) and decode wrappers",
-        tuple((f"{wrapper.key}.{PLAN}", keyword) for wrapper in ATTENTION_WRAPPERS),
+        tuple((f"{wrapper.key}.{PLAN}", keyword) for wrapper in WRAPPER_SYMBOLS),
     )
 
 

@@ -56,15 +56,13 @@ from fi_compat._signature import (
     supports,
 )
 from fi_compat._surface import (
-    ATTENTION_WRAPPERS as _WRAPPER_SYMBOLS,
-)
-from fi_compat._surface import (
     COMM,
     COMM_SYMBOLS,
     FLASHINFER,
     GATES,
     PLAN,
     TORCH_DIST_BACKEND,
+    WRAPPER_SYMBOLS,
     Symbol,
 )
 from fi_compat._version import __version__
@@ -105,12 +103,12 @@ _UNIFIED_API = tuple(owner for owner, _ in GATES["unified_api"].items)
 _LEGACY_API = tuple(owner for owner, _ in GATES["legacy_api"].items)
 
 #: The attention wrappers whose ``plan`` must take the split-KV settings for determinism.
-ATTENTION_WRAPPERS: tuple[str, ...] = tuple(wrapper.key for wrapper in _WRAPPER_SYMBOLS)
+ATTENTION_WRAPPERS: tuple[str, ...] = tuple(wrapper.key for wrapper in WRAPPER_SYMBOLS)
 
 #: Keyword arguments probed on each ``<wrapper>.plan``: the keys of
 #: :attr:`Capabilities.attention`, as :data:`COMM_PROBES` gives those of its ``kwargs``.
 ATTENTION_PROBES: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {f"{wrapper.key}.{PLAN}": wrapper.methods[PLAN] for wrapper in _WRAPPER_SYMBOLS}
+    {f"{wrapper.key}.{PLAN}": wrapper.methods[PLAN] for wrapper in WRAPPER_SYMBOLS}
 )
 
 #: The reason every item carries in the answer given to a re-entrant call.
@@ -424,7 +422,7 @@ def _probe_attention(
 ) -> tuple[dict[str, dict[str, Support]], dict[str, Shape]]:
     answers: dict[str, dict[str, Support]] = {}
     shapes: dict[str, Shape] = {}
-    for wrapper in _WRAPPER_SYMBOLS:
+    for wrapper in WRAPPER_SYMBOLS:
         key = f"{wrapper.key}.{PLAN}"
         if module is None:
             reason = f"flashinfer unavailable: {flashinfer.import_error or 'not installed'}"

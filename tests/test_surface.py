@@ -24,7 +24,6 @@ from fi_compat import _surface, capabilities
 from fi_compat._records import ReleaseRecord
 from fi_compat._surface import (
     ALL_SYMBOLS,
-    ATTENTION_WRAPPERS,
     COMM,
     DECODE_MODULE,
     FAST_DECODE_PLAN,
@@ -34,6 +33,7 @@ from fi_compat._surface import (
     NAMED_MODULES,
     TORCH_DIST_BACKEND,
     UNIFIED_FUSION,
+    WRAPPER_SYMBOLS,
     Home,
     Symbol,
     symbol_named,
@@ -71,7 +71,7 @@ def _has_home(record: ReleaseRecord, symbol: Symbol, home: _surface.Home) -> boo
     if symbol is TORCH_DIST_BACKEND:
         backend = record.torch_dist_backend
         return backend is not None and backend.module == home.module
-    if symbol in ATTENTION_WRAPPERS:
+    if symbol in WRAPPER_SYMBOLS:
         return record.attention.get(home.name) is not None
     if symbol.kind == "function":
         return record.comm_functions.get(home.name) is not None

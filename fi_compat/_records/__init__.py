@@ -591,12 +591,19 @@ def _sort_key(version: str) -> Version:
     return Version(version)
 
 
-@functools.lru_cache(maxsize=1)
 def listed_releases() -> list[str]:
-    """Releases named in ``signatures/releases.txt`` (the single source of truth), oldest first."""
+    """Releases named in ``releases.txt`` (the single source of truth), oldest first; a new
+    list on each call."""
+    return list(_listed())
+
+
+@functools.cache
+def _listed() -> tuple[str, ...]:
     text = _signatures().joinpath("releases.txt").read_text(encoding="utf-8")
     names = [line.strip() for line in text.splitlines()]
-    return sorted((name for name in names if name and not name.startswith("#")), key=_sort_key)
+    return tuple(
+        sorted((name for name in names if name and not name.startswith("#")), key=_sort_key)
+    )
 
 
 def available_releases() -> list[str]:

@@ -6,8 +6,8 @@ module it chose (``_unified``, ``_legacy`` or ``_reference``) is given whole. Cr
 workspace on the unified or the legacy API asks the same questions of the installed
 release (does this function take that keyword, would it accept the call we are
 about to bind, what is its ``kARResidualRMSNorm`` code) and refuses in the same words when
-it cannot (:func:`missing`, :func:`group_error`, :func:`trtllm_ranks_error`). Every answer
-comes from :func:`~fi_compat.get_capabilities` and every FlashInfer object from
+it cannot (:func:`capability_missing`, :func:`group_error`, :func:`trtllm_ranks_error`).
+Every answer comes from :func:`~fi_compat.get_capabilities` and every FlashInfer object from
 :func:`~fi_compat.capabilities.locate`, so FlashInfer names are spelled only in
 :mod:`fi_compat._surface`.
 
@@ -40,11 +40,11 @@ __all__ = [
     "Created",
     "Request",
     "accepts",
+    "capability_missing",
     "check_call",
     "group_error",
     "installed",
     "installed_pattern",
-    "missing",
     "not_taken",
     "trtllm_ranks_error",
 ]
@@ -132,7 +132,7 @@ def installed(caps: Capabilities, symbol: Symbol, feature: str) -> Any:
     """
     value = locate(symbol)
     if value is None:
-        raise missing(
+        raise capability_missing(
             feature,
             symbol.dotted,
             f"flashinfer {caps.flashinfer.version} without it",
@@ -192,7 +192,7 @@ def check_call(
         )
 
 
-def missing(feature: str, what: str, found: str, fix: str) -> CapabilityMissingError:
+def capability_missing(feature: str, what: str, found: str, fix: str) -> CapabilityMissingError:
     """The error for something the release lacks; ``feature`` names a gate where one
     applies (its release then goes into the message)."""
     gate = GATES.get(feature)

@@ -39,11 +39,11 @@ from fi_compat.comm._factory import (
     Created,
     Request,
     accepts,
+    capability_missing,
     check_call,
     group_error,
     installed,
     installed_pattern,
-    missing,
     not_taken,
 )
 from fi_compat.comm._names import PATTERN_NAMES
@@ -104,7 +104,7 @@ def create_legacy(caps: Capabilities, request: Request) -> Created:
     spec = request.spec
     unified = GATES["unified_api"].introduced_in
     if request.backend not in ("auto", "trtllm"):
-        raise missing(
+        raise capability_missing(
             "unified_api",
             f"backend={request.backend!r} (only the unified API has backends besides TRT-LLM)",
             f"flashinfer {caps.flashinfer.version} with only the legacy API",
@@ -113,7 +113,7 @@ def create_legacy(caps: Capabilities, request: Request) -> Created:
     decisions: list[str] = []
     for name, value in request.factory_options.items():
         if value is not None:
-            raise missing(
+            raise capability_missing(
                 "unified_api",
                 f"{name}= (an option of the unified {UNIFIED_FACTORY.key})",
                 f"flashinfer {caps.flashinfer.version} with only the legacy API",
@@ -121,7 +121,7 @@ def create_legacy(caps: Capabilities, request: Request) -> Created:
             )
     if request.gpus_per_node is not None:
         if request.gpus_per_node < spec.world_size:
-            raise missing(
+            raise capability_missing(
                 "unified_api",
                 f"a multi-node group ({spec.world_size} ranks, {request.gpus_per_node} GPUs "
                 "per node) on the MNNVL backend of the unified API",
@@ -148,7 +148,7 @@ def create_legacy(caps: Capabilities, request: Request) -> Created:
     fusion = installed(caps, LEGACY_FUSION, "legacy_api")
     destroy = locate(LEGACY_DESTROY)
     if not callable(destroy):
-        raise missing(
+        raise capability_missing(
             "legacy_api",
             f"{LEGACY_DESTROY.dotted} to free the legacy workspace",
             f"flashinfer {caps.flashinfer.version} without it",
@@ -163,7 +163,7 @@ def create_legacy(caps: Capabilities, request: Request) -> Created:
     }
     if spec.dtype is torch.float32:
         if not accepts(caps, LEGACY_FACTORY, "use_fp32_lamport"):
-            raise missing(
+            raise capability_missing(
                 "legacy_api",
                 f"{LEGACY_FACTORY.dotted} to take use_fp32_lamport= for float32",
                 f"flashinfer {caps.flashinfer.version} without it",
@@ -217,7 +217,7 @@ def _check_comm_backend(comm_backend: Any, group: Any) -> None:
     unified = GATES["unified_api"].introduced_in
     known = _backend_group(comm_backend)
     if group is None or (known is not _UNKNOWN and not _same_ranks(known, group)):
-        raise missing(
+        raise capability_missing(
             "unified_api",
             f"comm_backend= together with the group= it communicates over "
             f"({LEGACY_FACTORY.key} takes no comm_backend=, only group=)",

@@ -41,11 +41,11 @@ from fi_compat.comm._factory import (
     Created,
     Request,
     accepts,
+    capability_missing,
     check_call,
     group_error,
     installed,
     installed_pattern,
-    missing,
     not_taken,
     trtllm_ranks_error,
 )
@@ -118,7 +118,7 @@ def create_unified(caps: Capabilities, request: Request) -> Created:
         if value is default or value == default:
             continue
         if not accepts(caps, UNIFIED_FACTORY, name):
-            raise missing(
+            raise capability_missing(
                 name,
                 f"{UNIFIED_FACTORY.dotted} to take {name}=",
                 f"flashinfer {caps.flashinfer.version} without it",
@@ -129,7 +129,7 @@ def create_unified(caps: Capabilities, request: Request) -> Created:
     takes_backend = accepts(caps, UNIFIED_FACTORY, "comm_backend")
     if comm_backend is not None:
         if not takes_backend:
-            raise missing(
+            raise capability_missing(
                 "comm_backend",
                 f"{UNIFIED_FACTORY.dotted} to take comm_backend=",
                 f"flashinfer {caps.flashinfer.version} without it",

@@ -56,7 +56,13 @@ from fi_compat.comm._checks import (
     destroyed_error,
     workspace_spec,
 )
-from fi_compat.comm._factory import TRTLLM_RANKS, Created, Request, missing, trtllm_ranks_error
+from fi_compat.comm._factory import (
+    TRTLLM_RANKS,
+    Created,
+    Request,
+    capability_missing,
+    trtllm_ranks_error,
+)
 from fi_compat.comm._group import group_span
 from fi_compat.comm._legacy import create_legacy
 from fi_compat.comm._reference import create_reference
@@ -632,7 +638,7 @@ def _choose(spec: Spec, api: str, fallback: bool) -> tuple[Api, str | None]:
     if api == "auto" and fallback:
         return "reference", f"{COMM} has neither allreduce-fusion API"
     feature = "unified_api" if api == "unified" else "legacy_api"
-    raise missing(
+    raise capability_missing(
         feature,
         f"the {api if api != 'auto' else 'unified or legacy'} allreduce-fusion API",
         f"flashinfer {caps.flashinfer.version} without it",

@@ -15,7 +15,6 @@ from fi_compat import _records as records_module
 from fi_compat._records import SUFFIX, parse_record
 from fi_compat._surface import (
     ATTENTION_FAMILIES,
-    ATTENTION_WRAPPERS,
     COMM,
     COMM_SYMBOLS,
     DECODE_MODULE,
@@ -23,6 +22,7 @@ from fi_compat._surface import (
     MNNVL_MODULE,
     NAMED_MODULES,
     SPLIT_KEYWORDS,
+    WRAPPER_SYMBOLS,
 )
 from fi_compat.errors import InvalidArgumentError
 from fi_compat.testing import (
@@ -43,7 +43,7 @@ KINDS = (
     "KEYWORD_ONLY",
     "VAR_KEYWORD",
 )
-WRAPPERS = tuple(wrapper.key for wrapper in ATTENTION_WRAPPERS)
+WRAPPERS = tuple(wrapper.key for wrapper in WRAPPER_SYMBOLS)
 #: Every name a recorded release lists under ``comm.functions``.
 COMM_FUNCTIONS = tuple(
     name for symbol in COMM_SYMBOLS if symbol.kind == "function" for name in symbol.names
@@ -71,6 +71,15 @@ def _records() -> Iterator[ReleaseRecord]:
 
 
 # ---------------------------------------------------------------------- completeness
+
+
+def test_a_caller_changing_the_release_lists_changes_no_later_answer() -> None:
+    for lister in (listed_releases, available_releases):
+        first = lister()
+        expected = list(first)
+        first.append("9.9.9")
+        first.reverse()
+        assert lister() == expected
 
 
 def test_one_file_per_listed_release() -> None:

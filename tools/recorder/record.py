@@ -23,7 +23,6 @@ from typing import Any
 from fi_compat._forwarding import calls_named
 from fi_compat._surface import (
     ATTENTION_FAMILIES,
-    ATTENTION_WRAPPERS,
     COMM,
     COMM_SYMBOLS,
     DECODE_FUNCTIONS,
@@ -35,6 +34,7 @@ from fi_compat._surface import (
     TORCH_DIST_BACKEND,
     UNIFIED_FACTORY,
     WORKSPACE,
+    WRAPPER_SYMBOLS,
     Home,
     Symbol,
 )
@@ -137,7 +137,7 @@ def record_release(path: Path, *, release: str | None = None) -> Record:
             },
         },
         "attention": _by_name(
-            ATTENTION_WRAPPERS, lambda symbol, home: _wrapper(recorder, symbol, home)
+            WRAPPER_SYMBOLS, lambda symbol, home: _wrapper(recorder, symbol, home)
         ),
         "decode": _by_name(
             DECODE_FUNCTIONS, lambda _, home: recorder.function(home.module, home.name)
