@@ -37,7 +37,7 @@ __all__ = [
     "ClassRecord",
     "EnumRecord",
     "FunctionRecord",
-    "Hazard",
+    "HazardRecord",
     "NameKind",
     "NameRecord",
     "ParameterRecord",
@@ -246,8 +246,9 @@ class NameRecord:
 
 
 @dataclass(frozen=True)
-class Hazard:
-    """An import hazard: whether it is present and the ``file:line`` evidence."""
+class HazardRecord:
+    """A recorded import hazard of one release: whether it is present and the ``file:line``
+    evidence (the hazards fi-compat warns about are :class:`fi_compat.hazards.Hazard`)."""
 
     value: bool
     evidence: str | None
@@ -268,9 +269,9 @@ class ReleaseRecord:
     release: str
     source_filename: str
     source_sha256: str | None
-    comm_requires_cuda_runtime: Hazard
-    import_queries_gpu: Hazard
-    comm_requires_triton: Hazard
+    comm_requires_cuda_runtime: HazardRecord
+    import_queries_gpu: HazardRecord
+    comm_requires_triton: HazardRecord
     comm_exists: bool
     comm_functions: Mapping[str, FunctionRecord | None]
     comm_enums: Mapping[str, EnumRecord | None]
@@ -370,7 +371,7 @@ class ReleaseRecord:
         require_choice("gate", gate, tuple(GATES))
         entry = GATES[gate]
         if entry.hazard is not None:
-            hazard: Hazard = getattr(self, entry.hazard)
+            hazard: HazardRecord = getattr(self, entry.hazard)
             return not hazard.value
         return all(
             self.function(owner) is not None if keyword is None else self.accepts(owner, keyword)
@@ -532,8 +533,8 @@ def _name_tables(comm: Mapping[str, Any]) -> Mapping[str, Mapping[str, NameRecor
     return MappingProxyType({module: _names(table) for module, table in tables.items()})
 
 
-def _hazard(data: Mapping[str, Any]) -> Hazard:
-    return Hazard(bool(data["value"]), data["evidence"])
+def _hazard(data: Mapping[str, Any]) -> HazardRecord:
+    return HazardRecord(bool(data["value"]), data["evidence"])
 
 
 def parse_record(data: Mapping[str, Any]) -> ReleaseRecord:

@@ -17,11 +17,14 @@ this package imports neither torch nor flashinfer.
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 from fi_compat._records import (
     ClassRecord,
     EnumRecord,
     FunctionRecord,
-    Hazard,
+    HazardRecord,
     NameRecord,
     ParameterRecord,
     ReleaseRecord,
@@ -51,7 +54,7 @@ __all__ = [
     "FakeFlashInfer",
     "FakeUninstalledError",
     "FunctionRecord",
-    "Hazard",
+    "HazardRecord",
     "KernelPlan",
     "NameRecord",
     "ParameterRecord",
@@ -70,3 +73,17 @@ __all__ = [
 
 def __dir__() -> list[str]:
     return list(__all__)
+
+
+def __getattr__(name: str) -> Any:
+    # fi-compat 0.2.0 named HazardRecord "Hazard", like the unrelated fi_compat.hazards.Hazard.
+    if name == "Hazard":
+        warnings.warn(
+            "fi_compat.testing.Hazard is now fi_compat.testing.HazardRecord (the recorded "
+            "import hazard of a release; fi_compat.hazards.Hazard is the hazard fi-compat "
+            "reports): import HazardRecord instead; the old name goes in fi-compat 0.4.0",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return HazardRecord
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -760,3 +760,16 @@ def test_introduced_in_refuses_anything_but_a_named_module(bad: object) -> None:
 def test_introduced_in_refuses_anything_but_a_name(bad: object) -> None:
     with pytest.raises(InvalidArgumentError, match="name"):
         introduced_in(COMM, bad)  # type: ignore[arg-type]
+
+
+def test_the_recorded_hazard_is_a_hazard_record_and_the_old_name_warns() -> None:
+    import fi_compat.testing as kit
+
+    record = load_release("0.6.5")
+    assert type(record.comm_requires_cuda_runtime) is kit.HazardRecord
+    assert "Hazard" not in dir(kit)
+    with pytest.warns(DeprecationWarning, match=r"HazardRecord.*0\.4\.0"):
+        old = kit.Hazard
+    assert old is kit.HazardRecord
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        kit.Nothing  # noqa: B018
