@@ -17,7 +17,8 @@ import pytest
 
 from fi_compat import capabilities
 from fi_compat.capabilities import PROBE_IN_PROGRESS, Capabilities, Status, get_capabilities
-from fi_compat.cli import encodable, main
+from fi_compat.cli import main
+from fi_compat.cli._output import encodable
 from fi_compat.hazards import hazards
 from fi_compat.report import build_report, render_text
 from tests.support import fakes

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from fi_compat._surface import DECODE, PLAN
-from fi_compat.cli import write_err, write_out
+from fi_compat.cli._output import write_err, write_out
 
 __all__ = ["register", "run"]
 

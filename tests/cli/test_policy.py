@@ -161,9 +161,9 @@ def test_bad_arguments_exit_2(
 
 
 def test_policy_is_registered_in_the_cli() -> None:
-    from fi_compat.cli import COMMANDS
+    from fi_compat.cli import _COMMANDS
 
-    assert "policy" in COMMANDS
+    assert "policy" in _COMMANDS
 
 
 def test_exit_code_in_a_real_process_and_no_torch() -> None:

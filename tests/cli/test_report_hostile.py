@@ -20,7 +20,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from fi_compat.capabilities import get_capabilities
-from fi_compat.cli import EXIT_BROKEN_PIPE, main
+from fi_compat.cli import main
+from fi_compat.cli._output import EXIT_BROKEN_PIPE
 from fi_compat.errors import InvalidArgumentError
 from fi_compat.report import (
     FLAGS,
