@@ -30,7 +30,6 @@ from fi_compat.errors import UnknownRequirementError, explain
 from fi_compat.hazards import hazards
 
 __all__ = [
-    "FLAGS",
     "REQUIREMENTS",
     "REQUIREMENT_NAMES",
     "UnknownRequirementError",
@@ -59,7 +58,7 @@ REQUIREMENTS: Mapping[str, tuple[tuple[str, str, str], ...]] = MappingProxyType(
 )
 
 #: ``--require`` names that are flags rather than keyword arguments.
-FLAGS = ("flashinfer", "comm", "unified_api", "legacy_api")
+_FLAGS = ("flashinfer", "comm", "unified_api", "legacy_api")
 
 #: The answer tables the report prints, each with the prefix its ``signatures`` section
 #: puts before an owner: ``(section, prefix, {owner: keywords})``.
@@ -75,7 +74,7 @@ _BCAST = "bcast_root_is_group_local"
 
 def _requirement_names() -> dict[str, tuple[tuple[str, str, str], ...]]:
     names: dict[str, tuple[tuple[str, str, str], ...]] = dict(REQUIREMENTS)
-    names.update({flag: (("flag", flag, ""),) for flag in FLAGS})
+    names.update({flag: (("flag", flag, ""),) for flag in _FLAGS})
     names[_BCAST] = (("bcast", _BCAST, ""),)
     for section, prefix, table in _TABLES:
         for owner, keywords in table.items():
@@ -87,9 +86,10 @@ def _requirement_names() -> dict[str, tuple[tuple[str, str, str], ...]]:
 
 
 #: Every name ``--require`` accepts, and the items each stands for: the short names of
-#: :data:`REQUIREMENTS`, the :data:`FLAGS`, ``bcast_root_is_group_local``, and
-#: ``<owner>.<keyword>`` for every answer the report prints, bare (as in its ``comm`` and
-#: ``attention`` tables) and qualified (as in its ``signatures`` section, e.g.
+#: :data:`REQUIREMENTS`, the flags ``flashinfer``, ``comm``, ``unified_api`` and
+#: ``legacy_api``, ``bcast_root_is_group_local``, and ``<owner>.<keyword>`` for every answer
+#: the report prints, bare (as in its ``comm`` and ``attention`` tables) and qualified (as in
+#: its ``signatures`` section, e.g.
 #: ``flashinfer.comm.allreduce_fusion.trigger_completion_at_end``). Nothing else.
 REQUIREMENT_NAMES: Mapping[str, tuple[tuple[str, str, str], ...]] = MappingProxyType(
     _requirement_names()
@@ -192,7 +192,7 @@ def build_report(capabilities: Capabilities) -> dict[str, Any]:
 
 
 def _unknown_requirement(name: str) -> UnknownRequirementError:
-    short = ", ".join([*REQUIREMENTS, *FLAGS, _BCAST])
+    short = ", ".join([*REQUIREMENTS, *_FLAGS, _BCAST])
     what = f"unknown requirement {name!r}" + (" (an empty item)" if not name else "")
     return UnknownRequirementError(
         explain(
