@@ -634,10 +634,15 @@ def _canonical(version: str) -> str:
     )
 
 
+def _document(name: str) -> Any:
+    """The JSON document recorded for the release file ``name`` (uncached: see :func:`_load`)."""
+    data = _signatures().joinpath(f"{name}{SUFFIX}").read_bytes()
+    return json.loads(gzip.decompress(data))
+
+
 @functools.cache
 def _load(name: str) -> ReleaseRecord:
-    data = _signatures().joinpath(f"{name}{SUFFIX}").read_bytes()
-    return parse_record(json.loads(gzip.decompress(data)))
+    return parse_record(_document(name))
 
 
 def load_release(version: str) -> ReleaseRecord:

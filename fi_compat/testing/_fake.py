@@ -37,7 +37,6 @@ from fi_compat.testing._objects import (
     FakeFlashInfer,
     StandIn,
 )
-from fi_compat.testing._registry import _factory_options
 from fi_compat.testing._runtime import _INSTALLED, _PENDING
 
 __all__ = [
@@ -151,7 +150,7 @@ def fake_flashinfer(
         multicast=multicast,
         confidential_compute=confidential_compute,
         _workspace_classes=build.workspace_classes,
-        _factory_options=_factory_options(record),
+        _factory_options=build.factory_options,
     )
     paths = build.paths
     finder = _Finder(build)

@@ -26,19 +26,21 @@ from fi_compat._records import ReleaseRecord
 from fi_compat._surface import FLASHINFER
 from fi_compat.testing._generator import _generate
 from fi_compat.testing._objects import _LOCK
-from fi_compat.testing._registry import _collect, _workspace_classes
+from fi_compat.testing._registry import _collect, _factory_options, _workspace_classes
 
 
 @dataclass
 class _Build:
     """A generated fake package on disk, written once and imported by each fake of its kind
-    (Python caches its bytecode beside it), one live fake at a time."""
+    (its modules compiled once, into ``code``), one live fake at a time; with what its
+    fakes read of the release's registry."""
 
     record: ReleaseRecord
     directory: Path
     paths: dict[str, Path]
     packages: set[str]
     workspace_classes: dict[str, tuple[str, str]]
+    factory_options: tuple[str, ...]
     in_use: bool = False
     code: dict[str, CodeType] = field(default_factory=dict)
 
@@ -60,18 +62,17 @@ def _take_build(record: ReleaseRecord, *, cuda_runtime: bool, planned: frozenset
                 return build
     registry = _collect(record)
     directory = Path(tempfile.mkdtemp(prefix=f"fake-flashinfer-{record.release}-"))
-    if not _BUILDS_DIRECTORIES:
-        atexit.register(_remove_builds)
-    _BUILDS_DIRECTORIES.append(directory)
     sources = _generate(
         record, str(directory), cuda_runtime=cuda_runtime, planned=planned, registry=registry
     )
+    packages = {name.rpartition(".")[0] for name in sources if "." in name} | {FLASHINFER}
     build = _Build(
         record,
         directory,
-        _write(directory, sources),
-        {name.rpartition(".")[0] for name in sources if "." in name} | {FLASHINFER},
+        _write(directory, sources, packages),
+        packages,
         _workspace_classes(registry),
+        _factory_options(record),
         in_use=True,
     )
     with _LOCK:
@@ -79,21 +80,20 @@ def _take_build(record: ReleaseRecord, *, cuda_runtime: bool, planned: frozenset
     return build
 
 
-_BUILDS_DIRECTORIES: list[Path] = []
-
-
+@atexit.register
 def _remove_builds() -> None:
     """Remove every generated package (at interpreter exit)."""
-    for directory in _BUILDS_DIRECTORIES:
+    with _LOCK:
+        directories = [build.directory for builds in _BUILDS.values() for build in builds]
+    for directory in directories:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _write(directory: Path, sources: Mapping[str, str]) -> dict[str, Path]:
-    packages = {name.rpartition(".")[0] for name in sources if "." in name}
+def _write(directory: Path, sources: Mapping[str, str], packages: set[str]) -> dict[str, Path]:
     paths: dict[str, Path] = {}
     for name, text in sources.items():
         parts = name.split(".")
-        if name in packages or name == FLASHINFER:
+        if name in packages:
             path = directory.joinpath(*parts, "__init__.py")
         else:
             path = directory.joinpath(*parts[:-1], parts[-1] + ".py")

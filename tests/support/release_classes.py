@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import gzip
 import json
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -59,8 +58,7 @@ def sweep(on: bool) -> None:
 
 @functools.cache
 def _raw(release: str) -> Mapping[str, Any]:
-    path = _records._signatures().joinpath(f"{release}{_records.SUFFIX}")
-    data: Mapping[str, Any] = json.loads(gzip.decompress(path.read_bytes()))
+    data: Mapping[str, Any] = _records._document(release)
     return data
 
 
