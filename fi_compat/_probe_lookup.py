@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from fi_compat._arguments import require_instance
 from fi_compat._probe_guard import _getattr, _member
 from fi_compat._probe_import import _import_module
 from fi_compat._signature import describe_error
@@ -82,3 +83,21 @@ def _static_member(cls: type, name: str) -> Any:
                 found = found.__func__
             return found
     return None
+
+
+def locate(symbol: Symbol) -> Any:
+    """The installed FlashInfer's ``symbol`` from the first of its homes that has it.
+
+    None when no home has it, or looking raised (every step is guarded, as in the probe).
+    For use when a workspace is created or a call is bound, never per call.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``symbol`` is not a :class:`fi_compat._surface.Symbol`.
+    """
+    require_instance(
+        "symbol", symbol, Symbol, "a Symbol of fi_compat._surface", fix="pass e.g. LEGACY_FACTORY"
+    )
+    value, home, _ = _find(symbol, _present, {})
+    return value if home is not None else None

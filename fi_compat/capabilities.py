@@ -29,7 +29,8 @@ from typing import Any
 
 from packaging.version import Version
 
-from fi_compat._arguments import require_bool, require_instance
+from fi_compat._arguments import require_bool
+from fi_compat._deprecation import moved_attribute
 from fi_compat._log import get_logger
 
 # The probe's steps, one module per job. Every helper the probe below calls is looked up in
@@ -45,7 +46,7 @@ from fi_compat._probe_import import (
     _location,
     _parse_version,
 )
-from fi_compat._probe_lookup import _find, _nowhere, _present, _static_member
+from fi_compat._probe_lookup import _find, _nowhere, _static_member
 from fi_compat._signature import (
     Shape,
     Status,
@@ -80,13 +81,28 @@ __all__ = [
     "TorchInfo",
     "clear_cache",
     "get_capabilities",
-    "locate",
     "probe",
 ]
 
 
 def __dir__() -> list[str]:
     return list(__all__)
+
+
+def __getattr__(name: str) -> Any:
+    # fi-compat 0.2.0 exported locate(), whose argument is a private fi_compat._surface.Symbol.
+    return moved_attribute(
+        __name__,
+        {"locate": ("it takes a private Symbol and is fi-compat's own lookup", _locate)},
+        name,
+        until="0.4.0",
+    )
+
+
+def _locate() -> Any:
+    from fi_compat._probe_lookup import locate
+
+    return locate
 
 
 logger = get_logger(__name__)
@@ -323,24 +339,6 @@ def _probe_comm_callable(
         return False, _unsupported(keywords, _nowhere(symbol)), None
     shape, answers = _inspect(home.dotted, func, keywords)
     return True, answers, shape
-
-
-def locate(symbol: Symbol) -> Any:
-    """The installed FlashInfer's ``symbol`` from the first of its homes that has it.
-
-    None when no home has it, or looking raised (every step is guarded, as in the probe).
-    For use when a workspace is created or a call is bound, never per call.
-
-    Raises
-    ------
-    InvalidArgumentError
-        ``symbol`` is not a :class:`fi_compat._surface.Symbol`.
-    """
-    require_instance(
-        "symbol", symbol, Symbol, "a Symbol of fi_compat._surface", fix="pass e.g. LEGACY_FACTORY"
-    )
-    value, home, _ = _find(symbol, _present, {})
-    return value if home is not None else None
 
 
 def _unavailable_comm(error: str, reason: str, bcast: str) -> CommCapabilities:

@@ -21,6 +21,7 @@ from typing import Any, Literal, TypeVar
 from packaging.version import InvalidVersion, Version
 
 from fi_compat._arguments import require_choice, require_str
+from fi_compat._deprecation import renamed_keyword
 from fi_compat._surface import (
     ATTENTION_FAMILIES,
     COMM,
@@ -645,21 +646,23 @@ def _load(name: str) -> ReleaseRecord:
     return parse_record(_document(name))
 
 
-def load_release(version: str) -> ReleaseRecord:
+@renamed_keyword("version", "release", until="0.4.0")
+def load_release(release: str) -> ReleaseRecord:
     """The recorded signatures of one release.
 
     Parameters
     ----------
-    version
+    release
         A release string such as ``"0.6.5"`` or ``"0.7.2.post1"`` (compared as a
-        :class:`packaging.version.Version`, so ``"0.7.2post1"`` works too).
+        :class:`packaging.version.Version`, so ``"0.7.2post1"`` works too). Spelled
+        ``version=`` before fi-compat 0.3.0 (still taken, with a ``DeprecationWarning``).
 
     Raises
     ------
     UnknownReleaseError
         No signature file ships for that release (a ``LookupError``).
     """
-    return _load(_canonical(version))
+    return _load(_canonical(release))
 
 
 def introduced_in(module: str, name: str) -> str | None:

@@ -125,9 +125,17 @@ def _data() -> Mapping[str, Any]:
 
 
 @functools.lru_cache(maxsize=1)
-def measured_releases() -> tuple[str, ...]:
-    """Every release ``reach.json`` has measurements for, oldest first."""
+def _measured() -> tuple[str, ...]:
     return tuple(sorted(_data(), key=Version))
+
+
+def measured_releases() -> list[str]:
+    """Every release ``reach.json`` has measurements for, oldest first (a new list).
+
+    Like :func:`fi_compat.testing.available_releases`, it returns a list the caller may
+    change; before fi-compat 0.3.0 it returned a tuple.
+    """
+    return list(_measured())
 
 
 @functools.lru_cache(maxsize=64)

@@ -1,4 +1,4 @@
-"""The ``fi-compat`` command line: one module per subcommand, each with ``register``.
+"""The ``fi-compat`` command line: one private module per subcommand, each with ``register``.
 
 Every subcommand behaves like a well-mannered Unix tool on the way out:
 
@@ -36,7 +36,7 @@ def __dir__() -> list[str]:
     return list(__all__)
 
 
-#: Subcommand modules under ``fi_compat.cli``; each defines
+#: Subcommands; each is the module ``fi_compat.cli._<name>``, which defines
 #: ``register(subparsers) -> None`` and sets ``func`` on its parser.
 _COMMANDS: tuple[str, ...] = ("report", "policy")
 
@@ -50,7 +50,7 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"fi-compat {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMANDS:
-        importlib.import_module(f"fi_compat.cli.{name}").register(subparsers)
+        importlib.import_module(f"fi_compat.cli._{name}").register(subparsers)
     return parser
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from fi_compat._probe_lookup import locate
 from fi_compat._signature import inspect_callable
 from fi_compat._surface import (
     GATES,
@@ -24,7 +25,7 @@ from fi_compat._surface import (
     PATTERN,
     UNIFIED_FACTORY,
 )
-from fi_compat.capabilities import Capabilities, get_capabilities, locate
+from fi_compat.capabilities import Capabilities, get_capabilities
 from fi_compat.comm._bound import (
     Launcher,
     Values,

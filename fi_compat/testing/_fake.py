@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Iterator
 
 from fi_compat._arguments import require_bool, require_instance
+from fi_compat._deprecation import renamed_keyword
 from fi_compat._records import load_release
 from fi_compat._surface import COMM, FLASHINFER
 from fi_compat.testing._fake_kernel import KernelPlan
@@ -65,9 +66,10 @@ def _ours(name: str) -> bool:
     return name == FLASHINFER or name.startswith(FLASHINFER + ".")
 
 
+@renamed_keyword("version", "release", until="0.4.0")
 @contextlib.contextmanager
 def fake_flashinfer(
-    version: str,
+    release: str,
     *,
     cuda_runtime: bool = True,
     installed: bool = True,
@@ -86,8 +88,9 @@ def fake_flashinfer(
 
     Parameters
     ----------
-    version
-        A recorded release (see :func:`available_releases`), e.g. ``"0.6.5"``.
+    release
+        A recorded release (see :func:`available_releases`), e.g. ``"0.6.5"``. Spelled
+        ``version=`` before fi-compat 0.3.0 (still taken, with a ``DeprecationWarning``).
     cuda_runtime
         False imitates a process without a loaded CUDA runtime: ``import flashinfer.comm``
         raises ``AssertionError("libcudart is not loaded in the current process")`` the way
@@ -118,7 +121,7 @@ def fake_flashinfer(
     Raises
     ------
     UnknownReleaseError
-        ``version`` is not a recorded release.
+        ``release`` is not a recorded release.
     InvalidArgumentError
         ``cuda_runtime``, ``installed``, ``multicast`` or ``confidential_compute`` is not a
         bool, or an import error is neither an exception nor an exception class.
@@ -139,7 +142,7 @@ def fake_flashinfer(
                 "an exception or an exception class",
             )
             errors[module] = planned
-    record = load_release(version)
+    record = load_release(release)
     token = uuid.uuid4().hex
     build = _take_build(record, cuda_runtime=cuda_runtime, planned=frozenset(errors))
     kit = FakeFlashInfer(

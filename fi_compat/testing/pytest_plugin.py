@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import pytest
 
+from fi_compat._deprecation import renamed_keyword
 from fi_compat.testing._fake import FakeFlashInfer
 from fi_compat.testing._fake import fake_flashinfer as _fake_flashinfer
 
@@ -32,7 +33,7 @@ def __dir__() -> list[str]:
 class FakeFlashInferFactory(Protocol):
     """The fixture's type: same parameters as :func:`fi_compat.testing.fake_flashinfer`."""
 
-    def __call__(self, version: str, **options: Any) -> FakeFlashInfer: ...
+    def __call__(self, release: str, **options: Any) -> FakeFlashInfer: ...
 
 
 @pytest.fixture
@@ -40,7 +41,8 @@ def fake_flashinfer() -> Iterator[FakeFlashInferFactory]:
     """Factory installing a fake ``flashinfer`` of a recorded release until the test ends."""
     with contextlib.ExitStack() as stack:
 
-        def make(version: str, **options: Any) -> FakeFlashInfer:
-            return stack.enter_context(_fake_flashinfer(version, **options))
+        @renamed_keyword("version", "release", until="0.4.0")
+        def make(release: str, **options: Any) -> FakeFlashInfer:
+            return stack.enter_context(_fake_flashinfer(release, **options))
 
         yield make

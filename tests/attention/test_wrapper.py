@@ -151,12 +151,12 @@ def measured(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The made-up measurements, and the release's fast plan."""
     monkeypatch.setattr(_reach, "_data", lambda: DATA)
     _reach._release.cache_clear()
-    _reach.measured_releases.cache_clear()
+    _reach._measured.cache_clear()
     monkeypatch.setattr(_vouch, "fast_plan_of_release", lambda: release_fast_decode_plan)
     FAST_CALLS.clear()
     yield
     _reach._release.cache_clear()
-    _reach.measured_releases.cache_clear()
+    _reach._measured.cache_clear()
 
 
 @pytest.fixture

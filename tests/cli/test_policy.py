@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from fi_compat.cli import _policy as cli_policy
 from fi_compat.cli import main
-from fi_compat.cli import policy as cli_policy
 
 FLAG = "--enable-flashinfer-allreduce-fusion"
 ELIGIBLE = ["--arch", "Qwen3NextForCausalLM", "--sm", "9.0", "--tp", "4"]
