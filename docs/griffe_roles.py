@@ -1,4 +1,4 @@
-"""Griffe extension for the API reference: Sphinx cross-reference roles become links.
+"""Griffe extension for the API reference: Sphinx roles become links, ``versionadded`` a line.
 
 fi-compat's docstrings are NumPy style and name other objects with Sphinx roles
 (``:class:`FusionWorkspace```, ``:func:`~fi_compat.comm.create_workspace```), which read
@@ -94,6 +94,22 @@ def rewrite(obj: griffe.Object, text: str, public: dict[str, str]) -> str:
     return ROLE.sub(reference, text)
 
 
+#: A ``.. versionadded:: X`` directive and its indented continuation lines.
+VERSIONADDED = re.compile(
+    r"^\.\. versionadded:: (?P<version>\S+)[ \t]*\n?(?P<more>(?:[ \t]+\S.*\n?)*)", re.M
+)
+
+
+def added(text: str) -> str:
+    """``text`` with each ``.. versionadded::`` directive written as a line of Markdown."""
+
+    def line(match: re.Match[str]) -> str:
+        more = " ".join(match["more"].split())
+        return f"*Added in fi-compat {match['version']}.{' ' + more if more else ''}*\n"
+
+    return VERSIONADDED.sub(line, text)
+
+
 def _objects(obj: griffe.Object) -> list[griffe.Object]:
     """``obj`` and every object defined in it (aliases are visited where they are defined)."""
     found = [obj]
@@ -111,4 +127,4 @@ class SphinxRoles(griffe.Extension):
         public = public_paths(pkg)
         for obj in _objects(pkg):
             if obj.docstring is not None:
-                obj.docstring.value = rewrite(obj, obj.docstring.value, public)
+                obj.docstring.value = added(rewrite(obj, obj.docstring.value, public))

@@ -29,7 +29,7 @@ def on_page_markdown(markdown: str, *, page: Any, **_: Any) -> str:
     return markdown
 
 
-ROLE_LEFT = re.compile(r":(?:py:)?[a-z]+:`")
+ROLE_LEFT = re.compile(r":(?:py:)?[a-z]+:`|(?<!<code>)\.\. version(?:added|changed)::")
 
 
 def on_page_content(html: str, *, page: Any, **_: Any) -> str:

@@ -2,6 +2,8 @@
 
 Importing this package imports neither torch nor FlashInfer; the public names below are
 loaded on first use.
+
+.. versionadded:: 0.2.0
 """
 
 from __future__ import annotations

@@ -56,7 +56,10 @@ _FAILURES = (Exception, SystemExit, GeneratorExit)
 
 
 class Status(str, enum.Enum):
-    """The three answers a probe can give."""
+    """The three answers a probe can give.
+
+    .. versionadded:: 0.2.0
+    """
 
     SUPPORTED = "supported"
     UNSUPPORTED = "unsupported"
@@ -68,7 +71,10 @@ class Status(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Support:
-    """Whether one keyword argument is accepted, and why the probe thinks so."""
+    """Whether one keyword argument is accepted, and why the probe thinks so.
+
+    .. versionadded:: 0.2.0
+    """
 
     status: Status
     reason: str
@@ -86,6 +92,8 @@ class Support:
 @dataclass(frozen=True)
 class Shape:
     """What one callable accepts by keyword.
+
+    .. versionadded:: 0.2.0
 
     Attributes
     ----------

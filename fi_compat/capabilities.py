@@ -14,6 +14,8 @@ everything else FlashInfer can throw at the probe: ``SystemExit`` and other
 ``BaseException`` subclasses become findings too. Only ``KeyboardInterrupt`` propagates,
 because it is the user asking to stop. Error text is built without trusting ``str()``:
 an exception whose ``__str__`` raises is described as ``<unprintable ValueError>``.
+
+.. versionadded:: 0.2.0
 """
 
 from __future__ import annotations
@@ -108,24 +110,33 @@ def _locate() -> Any:
 logger = get_logger(__name__)
 
 
-#: Keyword arguments probed on each ``flashinfer.comm`` callable (by symbol key): the
-#: unified API (0.6.0+) and the legacy TRT-LLM IPC API (see :mod:`fi_compat._surface`).
 COMM_PROBES: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {symbol.key: symbol.keywords for symbol in COMM_SYMBOLS if symbol.keywords}
 )
+"""Keyword arguments probed on each ``flashinfer.comm`` callable (by symbol key): the
+unified API (0.6.0+) and the legacy TRT-LLM IPC API (see :mod:`fi_compat._surface`).
+
+.. versionadded:: 0.2.0
+"""
 
 #: The symbols that make up each API, from its gate.
 _UNIFIED_API = tuple(owner for owner, _ in GATES["unified_api"].items)
 _LEGACY_API = tuple(owner for owner, _ in GATES["legacy_api"].items)
 
-#: The attention wrappers whose ``plan`` must take the split-KV settings for determinism.
 ATTENTION_WRAPPERS: tuple[str, ...] = tuple(wrapper.key for wrapper in WRAPPER_SYMBOLS)
+"""The attention wrappers whose ``plan`` must take the split-KV settings for determinism.
 
-#: Keyword arguments probed on each ``<wrapper>.plan``: the keys of
-#: :attr:`Capabilities.attention`, as :data:`COMM_PROBES` gives those of its ``kwargs``.
+.. versionadded:: 0.2.0
+"""
+
 ATTENTION_PROBES: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {f"{wrapper.key}.{PLAN}": wrapper.methods[PLAN] for wrapper in WRAPPER_SYMBOLS}
 )
+"""Keyword arguments probed on each ``<wrapper>.plan``: the keys of
+:attr:`Capabilities.attention`, as :data:`COMM_PROBES` gives those of its ``kwargs``.
+
+.. versionadded:: 0.2.0
+"""
 
 #: The reason every item carries in the answer given to a re-entrant call.
 PROBE_IN_PROGRESS = (
@@ -138,6 +149,8 @@ PROBE_IN_PROGRESS = (
 @dataclass(frozen=True)
 class FlashInferInfo:
     """Whether FlashInfer is here, which release, and why it does not import.
+
+    .. versionadded:: 0.2.0
 
     Attributes
     ----------
@@ -175,7 +188,10 @@ class FlashInferInfo:
 
 @dataclass(frozen=True)
 class TorchInfo:
-    """The torch next to FlashInfer, for bug reports. Never imported by the probe itself."""
+    """The torch next to FlashInfer, for bug reports. Never imported by the probe itself.
+
+    .. versionadded:: 0.2.0
+    """
 
     version: str | None
     cuda_available: bool | None
@@ -185,6 +201,8 @@ class TorchInfo:
 @dataclass(frozen=True)
 class CommCapabilities:
     """What ``flashinfer.comm`` offers.
+
+    .. versionadded:: 0.2.0
 
     Attributes
     ----------
@@ -222,6 +240,8 @@ class CommCapabilities:
 @dataclass(frozen=True)
 class Capabilities:
     """Everything the probe found, frozen. Obtain it from :func:`get_capabilities`.
+
+    .. versionadded:: 0.2.0
 
     Attributes
     ----------
@@ -470,6 +490,8 @@ def probe() -> Capabilities:
 
     Never raises, except ``KeyboardInterrupt``. Every step is guarded on its own; should
     one still fail, the answer is every item ``unknown`` with the error as the reason.
+
+    .. versionadded:: 0.2.0
     """
     try:
         capabilities = _probe()
@@ -508,6 +530,8 @@ def get_capabilities(refresh: bool = False) -> Capabilities:
     :data:`PROBE_IN_PROGRESS` as the reason and ``flashinfer.probe_in_progress`` is True.
     The placeholder is not cached.
 
+    .. versionadded:: 0.2.0
+
     Parameters
     ----------
     refresh
@@ -538,7 +562,10 @@ def get_capabilities(refresh: bool = False) -> Capabilities:
 
 
 def clear_cache() -> None:
-    """Forget the cached answer; the next :func:`get_capabilities` probes again."""
+    """Forget the cached answer; the next :func:`get_capabilities` probes again.
+
+    .. versionadded:: 0.2.0
+    """
     global _cached
     with _lock:
         _cached = None

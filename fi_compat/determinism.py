@@ -11,6 +11,8 @@ The switch is read when a planner or workspace is *created*, never per call: set
 start-up, before building either, and leave it. A planner's ``Settings(deterministic=...)``
 is only an assertion about this switch; a value that disagrees with it is refused, so a
 deterministic planner can never run next to an allowed allreduce fusion.
+
+.. versionadded:: 0.2.0
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ _enabled = False
 def set_deterministic(enabled: bool) -> None:
     """Turn deterministic inference on or off for this process.
 
+    .. versionadded:: 0.2.0
+
     Parameters
     ----------
     enabled
@@ -59,12 +63,17 @@ def set_deterministic(enabled: bool) -> None:
 
 
 def is_deterministic() -> bool:
-    """Whether deterministic inference is on for this process."""
+    """Whether deterministic inference is on for this process.
+
+    .. versionadded:: 0.2.0
+    """
     return _enabled
 
 
 def deterministic(enabled: bool = True) -> AbstractContextManager[None]:
     """Set the switch for the duration of a ``with`` block, then restore it (for tests).
+
+    .. versionadded:: 0.2.0
 
     Parameters
     ----------
@@ -94,6 +103,8 @@ def _deterministic(enabled: bool) -> Iterator[None]:
 
 def ensure_fusion_allowed(what: str = "allreduce fusion") -> None:
     """Raise :class:`~fi_compat.errors.FusionForbiddenError` while determinism is on.
+
+    .. versionadded:: 0.2.0
 
     Parameters
     ----------

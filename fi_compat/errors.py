@@ -9,6 +9,8 @@ those are these very classes.
 
 Messages follow one pattern: what was expected, what was found, which FlashInfer release
 changed it, and what to do.
+
+.. versionadded:: 0.2.0
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ def explain(
 ) -> str:
     """Build a message in fi-compat's one shape.
 
+    .. versionadded:: 0.2.0
+
     Parameters
     ----------
     expected
@@ -70,7 +74,10 @@ def explain(
 
 
 class FiCompatError(Exception):
-    """Base class of every exception fi-compat raises on purpose."""
+    """Base class of every exception fi-compat raises on purpose.
+
+    .. versionadded:: 0.2.0
+    """
 
 
 class InvalidArgumentError(FiCompatError, TypeError, ValueError):
@@ -80,15 +87,22 @@ class InvalidArgumentError(FiCompatError, TypeError, ValueError):
     ``ValueError``, so an engine catches it with whichever built-in it expects for a bad
     argument. The errors for a tensor that does not fit a workspace, a malformed planner
     and a malformed deployment description subclass it.
+
+    .. versionadded:: 0.2.0
     """
 
 
 class FlashInferUnavailableError(FiCompatError, ImportError):
-    """FlashInfer (or ``flashinfer.comm``) cannot be imported here."""
+    """FlashInfer (or ``flashinfer.comm``) cannot be imported here.
+
+    .. versionadded:: 0.2.0
+    """
 
 
 class CapabilityMissingError(FiCompatError, RuntimeError):
     """The installed FlashInfer lacks something the caller asked for.
+
+    .. versionadded:: 0.2.0
 
     Attributes
     ----------
@@ -111,6 +125,8 @@ class NameUnavailableError(FiCompatError, AttributeError):
     answers False and ``from fi_compat.comm import name`` raises ``ImportError``; the
     message names the release that introduced it.
 
+    .. versionadded:: 0.2.0
+
     Attributes
     ----------
     introduced_in
@@ -127,11 +143,16 @@ class GroupNotSupportedError(CapabilityMissingError):
 
     Dropping it would make the workspace rendezvous span the whole world, which hangs
     when the group is smaller than the world, so fi-compat refuses instead.
+
+    .. versionadded:: 0.2.0
     """
 
 
 class DeterminismUnavailableError(CapabilityMissingError):
-    """Deterministic attention was asked for, but some ``plan`` cannot take the split settings."""
+    """Deterministic attention was asked for, but some ``plan`` cannot take the split settings.
+
+    .. versionadded:: 0.2.0
+    """
 
 
 class BackendNotDeterministicError(DeterminismUnavailableError):
@@ -141,6 +162,8 @@ class BackendNotDeterministicError(DeterminismUnavailableError):
     wrapper whose (class, backend) the measurement of the installed release saw drop or
     refuse ``fixed_split_size``/``disable_split_kv``, or could not measure at all: planning
     it would run without the settings and drift with the batch.
+
+    .. versionadded:: 0.2.0
 
     Attributes
     ----------
@@ -165,21 +188,32 @@ class BackendNotDeterministicError(DeterminismUnavailableError):
 
 
 class FusionForbiddenError(FiCompatError, RuntimeError):
-    """Allreduce fusion was asked for while deterministic inference is on."""
+    """Allreduce fusion was asked for while deterministic inference is on.
+
+    .. versionadded:: 0.2.0
+    """
 
 
 class WorkspaceMismatchError(InvalidArgumentError):
-    """Tensors given to a fused call do not fit the workspace they would run on."""
+    """Tensors given to a fused call do not fit the workspace they would run on.
+
+    .. versionadded:: 0.2.0
+    """
 
 
 class WorkspaceDestroyedError(FiCompatError, RuntimeError):
-    """A fusion workspace was used after ``destroy()``."""
+    """A fusion workspace was used after ``destroy()``.
+
+    .. versionadded:: 0.2.0
+    """
 
 
 class WorkspaceDetachedError(FiCompatError, RuntimeError):
     """A fusion workspace was used while its memory is detached (``checkpoint_prepare()``).
 
     A ``RuntimeError``, as FlashInfer's own refusal in the same case.
+
+    .. versionadded:: 0.2.0
     """
 
 
@@ -191,6 +225,8 @@ class PlannerConfigError(InvalidArgumentError):
     :mod:`fi_compat.determinism`, split settings passed by the caller, or a step given the
     wrong number of :class:`~fi_compat.attention.PlanArgs`. Raised before any wrapper is
     planned.
+
+    .. versionadded:: 0.2.0
     """
 
 
@@ -202,25 +238,42 @@ class TensorCoresRequiredError(DeterminismUnavailableError, ValueError):
     tensor cores, and ``disable_split_kv`` is silently ignored there. It is a
     :class:`DeterminismUnavailableError` (``RuntimeError``) and a ``ValueError``, like
     FlashInfer's own error for the same mistake.
+
+    .. versionadded:: 0.2.0
     """
 
 
 class PolicyInputError(InvalidArgumentError):
-    """An input to the fusion policy (:mod:`fi_compat.policy`) is out of range or malformed."""
+    """An input to the fusion policy (:mod:`fi_compat.policy`) is out of range or malformed.
+
+    .. versionadded:: 0.2.0
+    """
 
 
 class UnknownRequirementError(InvalidArgumentError):
-    """A ``fi-compat report --require`` name that the report does not print (or an empty one)."""
+    """A ``fi-compat report --require`` name that the report does not print (or an empty one).
+
+    .. versionadded:: 0.2.0
+    """
 
 
 class RecordingError(FiCompatError, ValueError):
     """A FlashInfer release could not be read or parsed into a signature record (raised by
-    the maintainers' recorder in ``tools/``)."""
+    the maintainers' recorder in ``tools/``).
+
+    .. versionadded:: 0.2.0
+    """
 
 
 class UnknownReleaseError(FiCompatError, LookupError):
-    """No recorded signatures ship for the requested FlashInfer release."""
+    """No recorded signatures ship for the requested FlashInfer release.
+
+    .. versionadded:: 0.2.0
+    """
 
 
 class FakeUninstalledError(FiCompatError, RuntimeError):
-    """A function of a fake flashinfer was called after its ``fake_flashinfer()`` ended."""
+    """A function of a fake flashinfer was called after its ``fake_flashinfer()`` ended.
+
+    .. versionadded:: 0.2.0
+    """

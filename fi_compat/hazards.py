@@ -4,6 +4,8 @@ Most hazards follow from probed features (a missing ``group``, a ``flashinfer.co
 asserts on import). A few concern what happens *during* ``import flashinfer`` on some
 releases and cannot be detected once the import has succeeded; those are matched against
 the release number, parsed with :mod:`packaging`, and never against a source build.
+
+.. versionadded:: 0.2.0
 """
 
 from __future__ import annotations
@@ -34,7 +36,10 @@ def __dir__() -> list[str]:
 
 
 class Severity(str, enum.Enum):
-    """How much a hazard matters to an engine."""
+    """How much a hazard matters to an engine.
+
+    .. versionadded:: 0.2.0
+    """
 
     ERROR = "error"  # a feature cannot work as the engine expects
     WARNING = "warning"  # works, with a trap an engine has fallen into before
@@ -46,7 +51,10 @@ class Severity(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Hazard:
-    """One known hazard: a stable id, its severity and a message for people."""
+    """One known hazard: a stable id, its severity and a message for people.
+
+    .. versionadded:: 0.2.0
+    """
 
     id: str
     severity: Severity
@@ -200,6 +208,8 @@ def _release_hazards(capabilities: Capabilities) -> list[Hazard]:
 
 def hazards(capabilities: Capabilities) -> tuple[Hazard, ...]:
     """Every known hazard of the FlashInfer described by ``capabilities``.
+
+    .. versionadded:: 0.2.0
 
     Raises
     ------

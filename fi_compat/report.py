@@ -2,6 +2,8 @@
 
 Data flows one way: :mod:`fi_compat.capabilities` probes, this module describes, and
 :mod:`fi_compat.cli` prints.
+
+.. versionadded:: 0.2.0
 """
 
 from __future__ import annotations
@@ -44,8 +46,6 @@ def __dir__() -> list[str]:
     return list(__all__)
 
 
-#: ``--require`` short names and the probed items each one stands for, as
-#: ``(section, owner, keyword)``: the keyword gates of :data:`fi_compat._surface.GATES`.
 REQUIREMENTS: Mapping[str, tuple[tuple[str, str, str], ...]] = MappingProxyType(
     {
         gate.key: tuple(
@@ -56,6 +56,11 @@ REQUIREMENTS: Mapping[str, tuple[tuple[str, str, str], ...]] = MappingProxyType(
         if gate.keyword
     }
 )
+"""``--require`` short names and the probed items each one stands for, as
+``(section, owner, keyword)``: the keyword gates of :data:`fi_compat._surface.GATES`.
+
+.. versionadded:: 0.2.0
+"""
 
 #: ``--require`` names that are flags rather than keyword arguments.
 _FLAGS = ("flashinfer", "comm", "unified_api", "legacy_api")
@@ -85,15 +90,18 @@ def _requirement_names() -> dict[str, tuple[tuple[str, str, str], ...]]:
     return names
 
 
-#: Every name ``--require`` accepts, and the items each stands for: the short names of
-#: :data:`REQUIREMENTS`, the flags ``flashinfer``, ``comm``, ``unified_api`` and
-#: ``legacy_api``, ``bcast_root_is_group_local``, and ``<owner>.<keyword>`` for every answer
-#: the report prints, bare (as in its ``comm`` and ``attention`` tables) and qualified (as in
-#: its ``signatures`` section, e.g.
-#: ``flashinfer.comm.allreduce_fusion.trigger_completion_at_end``). Nothing else.
 REQUIREMENT_NAMES: Mapping[str, tuple[tuple[str, str, str], ...]] = MappingProxyType(
     _requirement_names()
 )
+"""Every name ``--require`` accepts, and the items each stands for: the short names of
+:data:`REQUIREMENTS`, the flags ``flashinfer``, ``comm``, ``unified_api`` and
+``legacy_api``, ``bcast_root_is_group_local``, and ``<owner>.<keyword>`` for every answer
+the report prints, bare (as in its ``comm`` and ``attention`` tables) and qualified (as in
+its ``signatures`` section, e.g.
+``flashinfer.comm.allreduce_fusion.trigger_completion_at_end``). Nothing else.
+
+.. versionadded:: 0.2.0
+"""
 
 
 def _check_capabilities(capabilities: object) -> None:
@@ -145,6 +153,8 @@ def _split_reach(release: str | None) -> dict[str, Any]:
 
 def build_report(capabilities: Capabilities) -> dict[str, Any]:
     """Everything the probe found, as plain JSON-ready data.
+
+    .. versionadded:: 0.2.0
 
     Raises
     ------
@@ -211,6 +221,8 @@ def parse_requirements(text: str) -> list[str]:
 
     An empty ``text`` names nothing; an empty item (``"group,,comm"``) is an error.
 
+    .. versionadded:: 0.2.0
+
     Raises
     ------
     UnknownRequirementError
@@ -240,6 +252,8 @@ def missing(capabilities: Capabilities, names: Iterable[str]) -> list[str]:
 
     Each entry says what is missing and why. ``unknown`` counts as missing: CI that
     requires a capability must not pass on a guess.
+
+    .. versionadded:: 0.2.0
 
     Raises
     ------
@@ -318,6 +332,8 @@ def _render_reach(release: str | None) -> list[str]:
 
 def render_text(capabilities: Capabilities) -> str:
     """The report for people.
+
+    .. versionadded:: 0.2.0
 
     Raises
     ------

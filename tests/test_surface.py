@@ -41,6 +41,7 @@ from fi_compat._surface import (
 from fi_compat.errors import InvalidArgumentError
 from fi_compat.testing import available_releases, introduced_in, load_release
 from fi_compat.testing import fake_flashinfer as fake_flashinfer_release
+from tests.support.spellings import docstrings as spelling_docstrings
 from tests.support.spellings import spellings
 
 PACKAGE = Path(_surface.__file__).parent
@@ -246,14 +247,10 @@ _TOOLS = Path(tools.__file__).parent
 
 
 def _code_strings(path: Path) -> Iterator[tuple[int, str]]:
-    """``(line, text)`` of each string constant of a module but its docstrings."""
+    """``(line, text)`` of each string constant of a module but its docstrings (those of
+    modules, classes, functions and attributes: a string statement after an assignment)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    docstrings = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            first = node.body[0] if node.body else None
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                docstrings.add(id(first.value))
+    docstrings = spelling_docstrings(tree)
     for node in ast.walk(tree):  # __all__ names fi-compat's own objects (a drop-in keeps a name)
         if isinstance(node, ast.Assign) and any(
             isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
@@ -285,6 +282,7 @@ def test_the_recorded_only_check_catches_a_name(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text(
         '"""Docstrings may say flashinfer.decode."""\n'
+        'z = 1\n"""So may attribute docstrings: flashinfer.decode."""\n'
         'a = "flashinfer.decode"\n'
         'b = "fast_decode_plan"\n'
         'c = "my_fast_decode_plan_helper"\n'

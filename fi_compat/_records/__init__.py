@@ -80,6 +80,8 @@ class ParameterRecord:
     """One parameter as written in the release's ``def``.
 
     ``default`` and ``annotation`` are source text (``ast.unparse``), None when absent.
+
+    .. versionadded:: 0.2.0
     """
 
     name: str
@@ -101,6 +103,8 @@ class ParameterRecord:
 @dataclass(frozen=True)
 class FunctionRecord:
     """The recorded ``def`` of one function or method.
+
+    .. versionadded:: 0.2.0
 
     Attributes
     ----------
@@ -187,6 +191,8 @@ class ClassRecord:
     alias to the method it names (``{"begin_forward": "plan"}``: the class attribute is that
     very function); ``methods`` lists the alias too, with the named method's record (whose
     :attr:`FunctionRecord.name` is therefore not its key).
+
+    .. versionadded:: 0.2.0
     """
 
     name: str
@@ -208,7 +214,10 @@ class ClassRecord:
 
 @dataclass(frozen=True)
 class EnumRecord:
-    """A constant-holder class such as ``AllReduceFusionPattern`` and its members."""
+    """A constant-holder class such as ``AllReduceFusionPattern`` and its members.
+
+    .. versionadded:: 0.2.0
+    """
 
     name: str
     defined_in: str
@@ -218,6 +227,8 @@ class EnumRecord:
 @dataclass(frozen=True)
 class NameRecord:
     """One public name of a module as ``import`` binds it (:meth:`ReleaseRecord.public_names`).
+
+    .. versionadded:: 0.2.0
 
     Attributes
     ----------
@@ -248,8 +259,14 @@ class NameRecord:
 
 @dataclass(frozen=True)
 class HazardRecord:
-    """A recorded import hazard of one release: whether it is present and the ``file:line``
-    evidence (the hazards fi-compat warns about are :class:`fi_compat.hazards.Hazard`)."""
+    """A recorded import hazard of one release: whether it is present, and the evidence.
+
+    ``evidence`` is the ``file:line`` that shows it. The hazards fi-compat warns about are
+    :class:`fi_compat.hazards.Hazard`.
+
+    .. versionadded:: 0.3.0
+       Named ``Hazard`` in 0.2.0 (that name still works, with a ``DeprecationWarning``).
+    """
 
     value: bool
     evidence: str | None
@@ -265,6 +282,8 @@ class ReleaseRecord:
     ``"TorchDistBackend.bcast"`` / ``"AllReduceFusionWorkspace.destroy"`` (comm classes);
     a method of an attention family (:meth:`attention_family`) is found the same way
     (``"BatchMLAPagedAttentionWrapper.plan"``).
+
+    .. versionadded:: 0.2.0
     """
 
     release: str
@@ -595,7 +614,10 @@ def _sort_key(version: str) -> Version:
 
 def listed_releases() -> list[str]:
     """Releases named in ``releases.txt`` (the single source of truth), oldest first; a new
-    list on each call."""
+    list on each call.
+
+    .. versionadded:: 0.2.0
+    """
     return list(_listed())
 
 
@@ -609,7 +631,10 @@ def _listed() -> tuple[str, ...]:
 
 
 def available_releases() -> list[str]:
-    """Releases with a shipped signature file, sorted by :class:`packaging.version.Version`."""
+    """Releases with a shipped signature file, sorted by :class:`packaging.version.Version`.
+
+    .. versionadded:: 0.2.0
+    """
     names = [
         entry.name[: -len(SUFFIX)]
         for entry in _signatures().iterdir()
@@ -650,6 +675,8 @@ def _load(name: str) -> ReleaseRecord:
 def load_release(release: str) -> ReleaseRecord:
     """The recorded signatures of one release.
 
+    .. versionadded:: 0.2.0
+
     Parameters
     ----------
     release
@@ -670,6 +697,8 @@ def introduced_in(module: str, name: str) -> str | None:
 
     Releases are taken in version order over :func:`available_releases`; answers are
     cached for the process.
+
+    .. versionadded:: 0.2.0
 
     Parameters
     ----------

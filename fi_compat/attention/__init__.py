@@ -47,6 +47,8 @@ Engines that keep their own ``plan`` calls wrap each FlashInfer wrapper instead:
 The same checks run when wrapping; per ``plan`` the wrapper only merges the settings.
 
 Importing this package imports neither torch nor FlashInfer.
+
+.. versionadded:: 0.2.0
 """
 
 from __future__ import annotations

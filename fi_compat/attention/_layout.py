@@ -23,7 +23,10 @@ DECODE = _surface.DECODE.key
 
 
 class Layout(str, enum.Enum):
-    """How many paged wrappers a phase has, and what each one attends to."""
+    """How many paged wrappers a phase has, and what each one attends to.
+
+    .. versionadded:: 0.2.0
+    """
 
     #: One wrapper per phase.
     SINGLE = "single"
@@ -56,6 +59,8 @@ class PlanArgs:
         PlanArgs(kv_indptr, kv_indices, last_page_len, num_qo_heads, num_kv_heads,
                  head_dim, page_size, q_data_type=torch.bfloat16)
 
+    .. versionadded:: 0.2.0
+
     Raises
     ------
     PlannerConfigError
@@ -86,6 +91,8 @@ class PlanArgs:
 @dataclass(frozen=True)
 class PlanTarget:
     """One wrapper the planner drives, and the keyword arguments it adds to each of its plans.
+
+    .. versionadded:: 0.2.0
 
     Attributes
     ----------

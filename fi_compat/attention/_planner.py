@@ -161,6 +161,8 @@ class AttentionPlanner:
     captured batch size for the CUDA-graph wrappers), then per step call
     :meth:`plan_prefill` / :meth:`plan_decode` with the engine's own arguments.
 
+    .. versionadded:: 0.2.0
+
     Parameters
     ----------
     layout

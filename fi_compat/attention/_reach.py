@@ -52,7 +52,10 @@ FAST_DECODE_PLAN = _surface.FAST_DECODE_PLAN.key
 
 
 class Verdict(str, enum.Enum):
-    """What one (release, family, backend) does with the split settings."""
+    """What one (release, family, backend) does with the split settings.
+
+    .. versionadded:: 0.2.0
+    """
 
     #: The kernel's plan receives both settings as given (``None`` as ``-1``).
     REACHES = "reaches"
@@ -71,7 +74,10 @@ class Verdict(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Reach:
-    """The measured answer for one (release, family, backend)."""
+    """The measured answer for one (release, family, backend).
+
+    .. versionadded:: 0.2.0
+    """
 
     release: str
     family: str
@@ -88,6 +94,8 @@ class Reach:
 @dataclass(frozen=True)
 class FamilyReach:
     """Everything measured about one wrapper family in one release.
+
+    .. versionadded:: 0.2.0
 
     Attributes
     ----------
@@ -134,6 +142,8 @@ def measured_releases() -> list[str]:
 
     Like :func:`fi_compat.testing.available_releases`, it returns a list the caller may
     change; before fi-compat 0.3.0 it returned a tuple.
+
+    .. versionadded:: 0.2.0
     """
     return list(_measured())
 
@@ -216,6 +226,8 @@ def family_reach(release: str | None, family: str) -> FamilyReach | None:
     ``release`` None (FlashInfer's version could not be read), a release that was not
     measured, and a family that was not measured in it all answer None.
 
+    .. versionadded:: 0.2.0
+
     Raises
     ------
     InvalidArgumentError
@@ -234,6 +246,8 @@ def reach(release: str | None, family: str, backend: str) -> Reach:
 
     ``release`` None (FlashInfer's version could not be read) is unknown as well, and so
     are a release, a family or a backend (``""`` included) that was not measured.
+
+    .. versionadded:: 0.2.0
 
     Raises
     ------

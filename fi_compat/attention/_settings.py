@@ -25,22 +25,34 @@ __all__ = [
     "Settings",
 ]
 
-#: ``fixed_split_size`` for prefill plans, in pages: SGLang's
-#: ``SGLANG_FLASHINFER_PREFILL_SPLIT_TILE_SIZE`` default and vLLM's batch-invariant value.
 DEFAULT_PREFILL_SPLIT_SIZE = 4096
+"""``fixed_split_size`` for prefill plans, in pages: SGLang's
+``SGLANG_FLASHINFER_PREFILL_SPLIT_TILE_SIZE`` default and vLLM's batch-invariant value.
 
-#: ``fixed_split_size`` for decode plans, in pages: SGLang's
-#: ``SGLANG_FLASHINFER_DECODE_SPLIT_TILE_SIZE`` default and vLLM's batch-invariant value.
+.. versionadded:: 0.2.0
+"""
+
 DEFAULT_DECODE_SPLIT_SIZE = 2048
+"""``fixed_split_size`` for decode plans, in pages: SGLang's
+``SGLANG_FLASHINFER_DECODE_SPLIT_TILE_SIZE`` default and vLLM's batch-invariant value.
 
-#: The keyword arguments the planner owns on every ``plan`` call (FlashInfer 0.4.0+).
+.. versionadded:: 0.2.0
+"""
+
 SPLIT_KEYWORDS: tuple[str, ...] = _surface.SPLIT_KEYWORDS
+"""The keyword arguments the planner owns on every ``plan`` call (FlashInfer 0.4.0+).
+
+.. versionadded:: 0.2.0
+"""
 
 _NOTHING: Mapping[str, object] = MappingProxyType({})
 
 
-#: What FlashInfer's ``plan`` reads as "no fixed split size": ``None`` becomes ``-1``.
 NO_FIXED_SIZE = -1
+"""What FlashInfer's ``plan`` reads as "no fixed split size": ``None`` becomes ``-1``.
+
+.. versionadded:: 0.2.0
+"""
 
 
 def _size(value: int | None) -> int | None:
@@ -57,6 +69,8 @@ class Settings:
     when splitting is on, so a pair is deterministic when it disables splitting or fixes the
     size; ``(None, False)`` (vLLM's ``(-1, False)``) lets FlashInfer pick the split per
     batch and is refused when deterministic.
+
+    .. versionadded:: 0.2.0
 
     Attributes
     ----------

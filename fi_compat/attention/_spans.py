@@ -40,6 +40,8 @@ __all__ = [
 class KvSpan:
     """The KV slice one wrapper attends to, for each request of the batch.
 
+    .. versionadded:: 0.2.0
+
     Attributes
     ----------
     kv_lens
@@ -148,6 +150,8 @@ def _cross_encoder(encoder_lens: Tensor) -> KvSpan:
 def full_span(kv_lens: Tensor) -> KvSpan:
     """Every request attends to its first ``kv_lens`` positions (full attention).
 
+    .. versionadded:: 0.2.0
+
     Raises
     ------
     PlannerConfigError
@@ -163,6 +167,8 @@ def window_decode_span(seq_lens: Tensor, window_left: int) -> KvSpan:
     The new token at position ``seq_len - 1`` sees ``window_left`` positions to its left
     and itself, so the span is ``min(seq_len, window_left + 1)`` long and ends at
     ``seq_len``. This is :func:`window_prefill_span` with one new token.
+
+    .. versionadded:: 0.2.0
 
     Raises
     ------
@@ -181,6 +187,8 @@ def window_prefill_span(
 
     The new tokens sit at positions ``prefix_len .. seq_len - 1``; the first of them looks
     back ``window_left`` positions.
+
+    .. versionadded:: 0.2.0
 
     Parameters
     ----------
@@ -218,6 +226,8 @@ def cross_attention_decoder_span(kv_lens: Tensor, encoder_lens: Tensor) -> KvSpa
     starts at ``encoder_len`` and is ``kv_lens`` long (``seq_lens``, or the cached prefix
     when a ragged wrapper covers the new tokens).
 
+    .. versionadded:: 0.2.0
+
     Raises
     ------
     PlannerConfigError
@@ -230,6 +240,8 @@ def cross_attention_decoder_span(kv_lens: Tensor, encoder_lens: Tensor) -> KvSpa
 
 def cross_attention_encoder_span(encoder_lens: Tensor) -> KvSpan:
     """The cross-attention wrapper's span: the encoder's tokens, from position 0.
+
+    .. versionadded:: 0.2.0
 
     Raises
     ------

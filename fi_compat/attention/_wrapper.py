@@ -276,7 +276,10 @@ def _deterministic_class(
 
 
 def is_deterministic_wrapper(wrapper: object) -> bool:
-    """True for an object :func:`deterministic_wrapper` made."""
+    """True for an object :func:`deterministic_wrapper` made.
+
+    .. versionadded:: 0.2.0
+    """
     return getattr(type(wrapper), "_fi_compat_settled", None) is not None
 
 
@@ -310,6 +313,8 @@ def deterministic_wrapper(
     capabilities: Capabilities | None = None,
 ) -> W:
     """An object that behaves as ``wrapper`` and whose every plan carries the split settings.
+
+    .. versionadded:: 0.2.0
 
     Parameters
     ----------
@@ -439,6 +444,8 @@ def fast_decode_plan(wrapper: Any, *args: Any, **kwargs: Any) -> Any:
     wrapper it adds that wrapper's split settings (and refuses contradicting ones, or a
     release whose fast plan was not measured to hand them to the kernel); given anything
     else it is the release's own call.
+
+    .. versionadded:: 0.2.0
 
     Raises
     ------

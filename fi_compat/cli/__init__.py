@@ -10,6 +10,8 @@ Every subcommand behaves like a well-mannered Unix tool on the way out:
   ``set -o pipefail`` treats both alike). Remaining output is pointed at ``os.devnull``,
   as the Python documentation recommends, so the interpreter's final flush stays quiet.
 - Ctrl-C stops it with one line on stderr and status ``EXIT_INTERRUPTED`` (130).
+
+.. versionadded:: 0.2.0
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status.
+
+    .. versionadded:: 0.2.0
 
     Parameters
     ----------

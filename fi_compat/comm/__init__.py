@@ -26,6 +26,8 @@ One stable API over FlashInfer's allreduce + residual add + RMSNorm fusion:
 Importing this package imports neither torch nor FlashInfer; each name is loaded on first
 use. ``__all__`` lists fi-compat's own names only, so ``from fi_compat.comm import *``
 imports no FlashInfer.
+
+.. versionadded:: 0.2.0
 """
 
 from __future__ import annotations

@@ -355,6 +355,8 @@ class PreparedAllReduce:
     Writing new values into them is what they are for; ``resize_()``, ``set_()`` or
     ``as_strided_()`` on one of them after ``prepare`` is not detected.
 
+    .. versionadded:: 0.2.0
+
     Attributes
     ----------
     workspace

@@ -109,6 +109,8 @@ def create_allreduce_fusion_workspace(
     described there. The keyword-only options exist only in the newest releases and raise
     :class:`~fi_compat.errors.CapabilityMissingError` elsewhere when set.
 
+    .. versionadded:: 0.2.0
+
     Returns
     -------
     FusionWorkspace
@@ -210,6 +212,8 @@ def allreduce_fusion(
     workspace's dtype, device, contiguous; ``rms_gamma``: ``(hidden_dim,)``; the others:
     tensors on the workspace's device) and no two outputs may be the same tensor. A
     FlashInfer workspace object is passed through, but ``input`` must be a tensor.
+
+    .. versionadded:: 0.2.0
 
     Returns
     -------

@@ -38,6 +38,8 @@ def allreduce_residual_rmsnorm(
     computed step by step with torch.distributed when ``workspace`` is None or a reference
     workspace.
 
+    .. versionadded:: 0.2.0
+
     Parameters
     ----------
     input, residual

@@ -44,6 +44,8 @@ class AllReduceFusionPattern:
     ``kARResidualRMSNorm`` (all-reduce, residual add, RMSNorm) exists in every release with
     allreduce fusion (0.2.9+); the MoE patterns arrived in 0.6.8 and the dynamic and
     per-token-group FP8 patterns later.
+
+    .. versionadded:: 0.2.0
     """
 
     kAllReduce = 0

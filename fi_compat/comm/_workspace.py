@@ -94,6 +94,8 @@ class FusionWorkspace:
     buffers. ``destroy()`` is idempotent and frees the buffers with the destroy function
     of the workspace's own API; the workspace is also a context manager.
 
+    .. versionadded:: 0.2.0
+
     Attributes
     ----------
     api
@@ -512,6 +514,8 @@ def create_workspace(
     fallback: bool = True,
 ) -> FusionWorkspace:
     """Create an allreduce-fusion workspace for the installed FlashInfer release.
+
+    .. versionadded:: 0.2.0
 
     Parameters
     ----------

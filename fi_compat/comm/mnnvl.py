@@ -11,6 +11,8 @@ the right process instead of hanging. A name the release lacks raises
 that introduced it.
 
 Importing this module imports neither torch nor FlashInfer.
+
+.. versionadded:: 0.2.0
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ the group-local root to the global rank with ``torch.distributed.get_global_rank
 from 0.6.13, whose class does that itself, it is FlashInfer's class unchanged.
 Looked up on each access (declared here for type checkers, ``__all__`` and this reference);
 raises :class:`~fi_compat.errors.NameUnavailableError` where the release has no such class.
+
+.. versionadded:: 0.2.0
 """
 
 

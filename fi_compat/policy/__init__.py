@@ -7,6 +7,8 @@ every forward pass once that decision is known. The rules, their precedence and 
 allow-list are described in the fusion policy guide, ``docs/guide/policy.md``.
 
 This package imports neither torch nor flashinfer.
+
+.. versionadded:: 0.2.0
 """
 
 from __future__ import annotations

@@ -27,8 +27,6 @@ __all__ = [
     "parse_compute_capability",
 ]
 
-# Architectures (``config.json`` -> ``architectures[0]``) that SGLang auto-enables
-# FlashInfer allreduce fusion for. Kept in this one place; every rule reads it.
 FUSION_ARCHITECTURES: frozenset[str] = frozenset(
     {
         # -- SGLang PR #22664 (merged 2026-04-18), server_args.py
@@ -57,18 +55,29 @@ FUSION_ARCHITECTURES: frozenset[str] = frozenset(
         "NemotronH_Omni_Reasoning_V3",
     }
 )
+"""Architectures (``config.json`` -> ``architectures[0]``) that SGLang auto-enables
+FlashInfer allreduce fusion for. Kept in this one place; every rule reads it.
 
-# Compute-capability majors that count as "SM90 or SM100 class". SGLang's
-# `is_sm90_supported()` is `major == 9` (H100, H200, H20: 9.0) and its
-# `is_sm100_supported()` is `major == 10` (B200/GB200: 10.0, B300/GB300: 10.3);
-# both also require a CUDA toolkit of at least 12.3 / 12.8, which fi-compat does not
-# model. Consumer and workstation Blackwell (12.x), Thor (11.0) and Ampere (8.x) do
-# not count.
+.. versionadded:: 0.2.0
+"""
+
 FUSION_COMPUTE_CAPABILITY_MAJORS: frozenset[int] = frozenset({9, 10})
+"""Compute-capability majors that count as "SM90 or SM100 class". SGLang's
+`is_sm90_supported()` is `major == 9` (H100, H200, H20: 9.0) and its
+`is_sm100_supported()` is `major == 10` (B200/GB200: 10.0, B300/GB300: 10.3);
+both also require a CUDA toolkit of at least 12.3 / 12.8, which fi-compat does not
+model. Consumer and workstation Blackwell (12.x), Thor (11.0) and Ampere (8.x) do
+not count.
+
+.. versionadded:: 0.2.0
+"""
 
 
 class FusionChoice(enum.Enum):
-    """What the user said about allreduce fusion on the command line."""
+    """What the user said about allreduce fusion on the command line.
+
+    .. versionadded:: 0.2.0
+    """
 
     UNSET = "unset"
     """No flag given: the policy may auto-enable."""
@@ -86,6 +95,8 @@ class RuleEffect(enum.IntEnum):
     The order of this enum *is* the precedence: any applying ``VETO`` beats any
     ``USER_DISABLE``/``USER_ENABLE``, which beat any ``BLOCK_AUTO_ENABLE``. When no rule
     applies, fusion is auto-enabled.
+
+    .. versionadded:: 0.2.0
     """
 
     VETO = 0
@@ -99,7 +110,10 @@ class RuleEffect(enum.IntEnum):
 
 
 class RuleId(enum.Enum):
-    """Stable identifiers of the rules, also used in ``--json`` output."""
+    """Stable identifiers of the rules, also used in ``--json`` output.
+
+    .. versionadded:: 0.2.0
+    """
 
     ENFORCE_DISABLE = "enforce-disable"
     DETERMINISTIC_INFERENCE = "deterministic-inference"
@@ -119,6 +133,8 @@ class RuleId(enum.Enum):
 
 def parse_compute_capability(text: str) -> tuple[int, int]:
     """Parse a compute capability such as ``"9.0"``, ``"10.3"``, ``"sm90"`` or ``"100"``.
+
+    .. versionadded:: 0.2.0
 
     Raises
     ------
@@ -147,6 +163,8 @@ def is_h20_device(device_name: str) -> bool:
 
     Matches SGLang's test: the name contains ``H20`` but not ``H200``; case-insensitive.
 
+    .. versionadded:: 0.2.0
+
     Raises
     ------
     PolicyInputError
@@ -160,6 +178,8 @@ def is_h20_device(device_name: str) -> bool:
 @dataclass(frozen=True)
 class Deployment:
     """What the fusion policy needs to know about one engine deployment.
+
+    .. versionadded:: 0.2.0
 
     Parameters
     ----------

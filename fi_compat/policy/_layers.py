@@ -23,13 +23,19 @@ __all__ = [
     "should_fuse_mlp_allreduce_with_next_layer",
 ]
 
-# SGLang's FUSE_ALLREDUCE_MAX_BATCH_SIZE in layers/communicator.py: fusion applies
-# to forward passes of 1..2048 tokens.
 DEFAULT_MAX_FUSION_TOKENS = 2048
+"""SGLang's FUSE_ALLREDUCE_MAX_BATCH_SIZE in layers/communicator.py: fusion applies
+to forward passes of 1..2048 tokens.
+
+.. versionadded:: 0.2.0
+"""
 
 
 class ScatterMode(enum.Enum):
-    """How tokens are spread over ranks where the MLP runs (SGLang's ``ScatterMode``)."""
+    """How tokens are spread over ranks where the MLP runs (SGLang's ``ScatterMode``).
+
+    .. versionadded:: 0.2.0
+    """
 
     SCATTERED = "scattered"
     """Each rank holds its own tokens (e.g. ``--moe-dense-tp-size 1``): no TP all-reduce."""
@@ -59,6 +65,8 @@ def should_fuse_mlp_allreduce_with_next_layer(
     max_fusion_tokens: int = DEFAULT_MAX_FUSION_TOKENS,
 ) -> bool:
     """Whether this layer's MLP allreduce should be fused into the next layer's norm.
+
+    .. versionadded:: 0.2.0
 
     Parameters
     ----------
@@ -127,6 +135,8 @@ def align_dummy_run_num_tokens(num_tokens: int, attn_tp_size: int, require_mlp_s
     every batch to a multiple of the attention-TP size; a warm-up that skips that
     padding crashes on a token count the attention-TP ranks cannot split.
 
+    .. versionadded:: 0.2.0
+
     Parameters
     ----------
     num_tokens
@@ -158,7 +168,10 @@ def align_dummy_run_num_tokens(num_tokens: int, attn_tp_size: int, require_mlp_s
 
 @dataclass(frozen=True)
 class DummyRunShape:
-    """Batch size and token count of a warm-up forward pass after alignment."""
+    """Batch size and token count of a warm-up forward pass after alignment.
+
+    .. versionadded:: 0.2.0
+    """
 
     batch_size: int
     num_tokens: int
@@ -176,6 +189,8 @@ def align_dummy_run_shape(
     ``batch_size * num_tokens_per_request``; the batch size is that count floor-divided
     by ``num_tokens_per_request``, as SGLang's ``_dummy_run`` does. The token count is
     authoritative: it need not equal ``batch_size * num_tokens_per_request``.
+
+    .. versionadded:: 0.2.0
 
     Raises
     ------

@@ -35,6 +35,8 @@ ENABLE_FLAG = "--enable-flashinfer-allreduce-fusion"
 class FusionRule:
     """One rule of the policy: when it applies, and what it then does.
 
+    .. versionadded:: 0.2.0
+
     Parameters
     ----------
     rule_id
@@ -99,6 +101,8 @@ class FusionRule:
 @dataclass(frozen=True)
 class FusionDecision:
     """The outcome of :func:`decide_fusion`.
+
+    .. versionadded:: 0.2.0
 
     Attributes
     ----------
@@ -240,6 +244,7 @@ DEFAULT_RULES: tuple[FusionRule, ...] = (
         priority=3,
     ),
 )
+""".. versionadded:: 0.2.0"""
 
 
 def _applies(rule: FusionRule, deployment: Deployment) -> bool:
@@ -275,6 +280,8 @@ def decide_fusion(
     (:attr:`FusionRule.sort_key`) decides. Fusion is on when that rule is
     :attr:`RuleEffect.USER_ENABLE`, or when no rule applies (auto-enable). The result
     does not depend on the order of ``rules``.
+
+    .. versionadded:: 0.2.0
 
     Parameters
     ----------

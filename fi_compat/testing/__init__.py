@@ -13,6 +13,8 @@
 
 With pytest the same is available as the ``fake_flashinfer`` fixture (a factory). Importing
 this package imports neither torch nor flashinfer.
+
+.. versionadded:: 0.2.0
 """
 
 from __future__ import annotations

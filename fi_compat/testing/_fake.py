@@ -86,6 +86,8 @@ def fake_flashinfer(
     cleared. On exit the fake modules are removed, the set-aside modules restored and the
     cache cleared again.
 
+    .. versionadded:: 0.2.0
+
     Parameters
     ----------
     release

@@ -43,6 +43,8 @@ _DATA_ERRORS = (OSError, RuntimeError, ValueError, KeyError, TypeError, Attribut
 class KernelPlan:
     """What one fake ``plan`` call handed the kernel, as the measured data says.
 
+    .. versionadded:: 0.2.0
+
     Attributes
     ----------
     wrapper

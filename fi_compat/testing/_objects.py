@@ -27,9 +27,12 @@ from fi_compat.testing._fake_kernel import KernelPlan
 
 __all__ = ["CUDART_MESSAGE", "Call", "Default", "FakeFlashInfer", "StandIn"]
 
-#: The message releases up to 0.6.13 assert with when ``import flashinfer.comm`` runs in a
-#: process without a loaded CUDA runtime.
 CUDART_MESSAGE = "libcudart is not loaded in the current process"
+"""The message releases up to 0.6.13 assert with when ``import flashinfer.comm`` runs in a
+process without a loaded CUDA runtime.
+
+.. versionadded:: 0.2.0
+"""
 
 
 #: Guards the call logs and the tables of live fakes and generated packages.
@@ -39,7 +42,10 @@ _KITS: dict[str, FakeFlashInfer] = {}
 
 
 class Default:
-    """Sentinel standing in for a recorded default value (``source`` is its source text)."""
+    """Sentinel standing in for a recorded default value (``source`` is its source text).
+
+    .. versionadded:: 0.2.0
+    """
 
     __slots__ = ("source",)
 
@@ -64,7 +70,10 @@ class Default:
 
 
 class StandIn:
-    """An opaque object returned where the real function returns a tensor or handle."""
+    """An opaque object returned where the real function returns a tensor or handle.
+
+    .. versionadded:: 0.2.0
+    """
 
     __slots__ = ("label",)
 
@@ -78,6 +87,8 @@ class StandIn:
 @dataclass(frozen=True)
 class Call:
     """One call into the fake.
+
+    .. versionadded:: 0.2.0
 
     Attributes
     ----------
@@ -103,6 +114,8 @@ class Call:
 class FakeFlashInfer:
     """A fake ``flashinfer`` installed in ``sys.modules`` (see
     :func:`~fi_compat.testing.fake_flashinfer`).
+
+    .. versionadded:: 0.2.0
 
     Attributes
     ----------

@@ -134,6 +134,8 @@ def _runs(flags: Sequence[bool], releases: Sequence[str]) -> list[tuple[str, str
 def compat_table(releases: Sequence[str] | None = None) -> str:
     """The Markdown table (with a one-line legend), ending in a newline.
 
+    .. versionadded:: 0.2.0
+
     Parameters
     ----------
     releases

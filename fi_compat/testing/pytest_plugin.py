@@ -9,6 +9,8 @@ fi_compat.testing.pytest_plugin``. The fixture returns a factory::
         ...
 
 Each fake made by the factory is removed at the end of the test (the newest one first).
+
+.. versionadded:: 0.2.0
 """
 
 from __future__ import annotations
@@ -31,14 +33,20 @@ def __dir__() -> list[str]:
 
 
 class FakeFlashInferFactory(Protocol):
-    """The fixture's type: same parameters as :func:`fi_compat.testing.fake_flashinfer`."""
+    """The fixture's type: same parameters as :func:`fi_compat.testing.fake_flashinfer`.
+
+    .. versionadded:: 0.2.0
+    """
 
     def __call__(self, release: str, **options: Any) -> FakeFlashInfer: ...
 
 
 @pytest.fixture
 def fake_flashinfer() -> Iterator[FakeFlashInferFactory]:
-    """Factory installing a fake ``flashinfer`` of a recorded release until the test ends."""
+    """Factory installing a fake ``flashinfer`` of a recorded release until the test ends.
+
+    .. versionadded:: 0.2.0
+    """
     with contextlib.ExitStack() as stack:
 
         @renamed_keyword("version", "release", until="0.4.0")

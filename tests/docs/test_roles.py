@@ -118,6 +118,16 @@ def test_the_extension_leaves_no_role_in_any_docstring() -> None:
     assert left == []
 
 
+def test_versionadded_becomes_a_line_and_keeps_its_continuation() -> None:
+    text = "Summary.\n\n.. versionadded:: 0.3.0\n   Named ``Hazard`` in\n   0.2.0.\n\nAttributes\n"
+    assert roles.added(text) == (
+        "Summary.\n\n*Added in fi-compat 0.3.0. Named ``Hazard`` in 0.2.0.*\n\nAttributes\n"
+    )
+    assert roles.added("Summary.\n\n.. versionadded:: 0.2.0") == (
+        "Summary.\n\n*Added in fi-compat 0.2.0.*\n"
+    )
+
+
 def test_the_build_fails_on_a_role_left_in_a_page(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("mkdocs", reason="needs mkdocs (the docs extra)")
     monkeypatch.syspath_prepend(str(ROOT))
@@ -126,6 +136,8 @@ def test_the_build_fails_on_a_role_left_in_a_page(monkeypatch: pytest.MonkeyPatc
     assert hooks.on_page_content("<p><code>X</code></p>", page=page) == "<p><code>X</code></p>"
     with pytest.raises(Exception, match="Sphinx role is shown literally"):
         hooks.on_page_content("<p>See :class:`X`.</p>", page=page)
+    with pytest.raises(Exception, match="shown literally"):
+        hooks.on_page_content("<p>.. versionadded:: 0.2.0</p>", page=page)
 
 
 def test_the_reference_uses_the_extension() -> None:

@@ -37,13 +37,23 @@ _SPELLED = re.compile(
 )
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
+def docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the docstring constants in ``tree``: those of modules, classes and
+    functions, and attribute docstrings (a string statement right after an assignment)."""
     found: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                found.add(id(body[0].value))
+            for index, statement in enumerate(node.body):
+                first = index == 0
+                after_assignment = not first and isinstance(
+                    node.body[index - 1], ast.Assign | ast.AnnAssign
+                )
+                if (
+                    (first or after_assignment)
+                    and isinstance(statement, ast.Expr)
+                    and isinstance(statement.value, ast.Constant)
+                ):
+                    found.add(id(statement.value))
     return found
 
 
@@ -56,7 +66,7 @@ _OURS = re.compile(r"fi_compat\.comm\.\w+")
 
 def spellings(path: Path) -> list[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = _docstrings(tree)
+    skip = docstrings(tree)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
