@@ -336,6 +336,30 @@ class _Gathered:
     error: str | None = None
 
 
+def _parameters(func: Callable[..., Any]) -> list[inspect.Parameter]:
+    """``func``'s signature's parameters, each checked to be a readable parameter.
+
+    A hostile ``__signature__`` (an :class:`inspect.Signature` subclass) can hand out a
+    mapping keyed by anything, or parameters whose name is not a str; such a signature is
+    unreadable (:class:`TypeError`), never a set of keywords that breaks a sort later.
+    """
+    parameters = []
+    for key, parameter in inspect.signature(func).parameters.items():
+        if (
+            type(key) is not str
+            or not isinstance(parameter, inspect.Parameter)
+            or type(parameter.name) is not str
+            or parameter.name != key
+            or not isinstance(parameter.kind, inspect._ParameterKind)
+        ):
+            raise TypeError(
+                f"its signature's parameters are not keyed by their str names (found the key "
+                f"{exact_text(key) or type(key).__name__})"
+            )
+        parameters.append(parameter)
+    return parameters
+
+
 def _gather(
     name: str,
     func: Callable[..., Any],
@@ -348,10 +372,10 @@ def _gather(
     Raises only for the top callable's signature; the caller turns that into an
     ``unknown`` shape.
     """
-    signature = inspect.signature(func)
-    keywords = {p.name: name for p in signature.parameters.values() if p.kind in _KEYWORD_KINDS}
+    signature = _parameters(func)
+    keywords = {p.name: name for p in signature if p.kind in _KEYWORD_KINDS}
     var_keyword = next(
-        (p.name for p in signature.parameters.values() if p.kind is inspect.Parameter.VAR_KEYWORD),
+        (p.name for p in signature if p.kind is inspect.Parameter.VAR_KEYWORD),
         None,
     )
     if var_keyword is None:
@@ -381,7 +405,7 @@ def _gather(
     if id(target) in seen:
         return unknown(f"**{var_keyword} forwarding loops back to {target_name}")
     try:
-        parameters = [(p.name, p.kind.name) for p in inspect.signature(target).parameters.values()]
+        parameters = [(p.name, p.kind.name) for p in _parameters(target)]
         inner = _gather(target_name, target, target_owner, depth + 1, seen | {id(target)})
     except _FAILURES as failure:
         return unknown(f"cannot read the signature of {target_name} ({describe_error(failure)})")

@@ -77,6 +77,8 @@ SUBPROCESS_CASES = (
     "getattr-comm-RuntimeError",
     "path-int",
     "version-huge-release",
+    "comm-signature-non-str-keys",
+    "comm-signature-name-not-str",
 )
 
 

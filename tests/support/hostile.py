@@ -380,7 +380,54 @@ def wrapper_packages() -> list[Hostile]:
             FULL - {("comm", "allreduce_fusion", "trigger_completion_at_end")},
         )
     )
+    # Signature subclasses whose parameters cannot be sorted or trusted: unreadable.
+    for name, parameters in SIGNATURE_PARAMETERS:
+        comm = fakes.NEW_COMM + (
+            "\nimport inspect\n"
+            "class _Named(inspect.Parameter):\n    @property\n    def name(self):\n"
+            "        return 7\n"
+            "class _Sig(inspect.Signature):\n    @property\n    def parameters(self):\n"
+            "        P = inspect.Parameter\n"
+            f"        return {parameters}\n"
+            "def allreduce_fusion(*args, trigger_completion_at_end=True, **kwargs):\n"
+            "    return None\n"
+            "allreduce_fusion.__signature__ = _Sig()\n"
+        )
+        out.append(
+            Hostile(
+                f"comm-signature-{name}",
+                fakes.package(comm=comm),
+                FULL - {("comm", "allreduce_fusion", "trigger_completion_at_end")},
+            )
+        )
     return out
+
+
+#: ``Signature.parameters`` mappings a hostile ``__signature__`` hands out: (id, source).
+SIGNATURE_PARAMETERS: tuple[tuple[str, str], ...] = (
+    (
+        "non-str-keys",
+        '{1: P("x", P.KEYWORD_ONLY), "trigger_completion_at_end": '
+        'P("trigger_completion_at_end", P.KEYWORD_ONLY)}',
+    ),
+    (
+        "none-key",
+        '{None: P("trigger_completion_at_end", P.KEYWORD_ONLY)}',
+    ),
+    (
+        "name-not-str",
+        '{"x": _Named("x", P.KEYWORD_ONLY), "trigger_completion_at_end": '
+        'P("trigger_completion_at_end", P.KEYWORD_ONLY)}',
+    ),
+    (
+        "value-not-a-parameter",
+        '{"trigger_completion_at_end": "trigger_completion_at_end"}',
+    ),
+    (
+        "key-differs-from-name",
+        '{"trigger_completion_at_end": P("group", P.KEYWORD_ONLY)}',
+    ),
+)
 
 
 BACKEND_HEAD = """
