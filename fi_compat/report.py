@@ -28,6 +28,8 @@ from fi_compat._surface import (
 )
 from fi_compat.attention import _reach
 from fi_compat.capabilities import ATTENTION_PROBES, COMM_PROBES, Capabilities
+from fi_compat.comm._factory import dropin_feature
+from fi_compat.comm._taken import DROPIN_ARGUMENTS, dropin_support
 from fi_compat.errors import UnknownRequirementError, explain
 from fi_compat.hazards import hazards
 
@@ -81,6 +83,7 @@ def _requirement_names() -> dict[str, tuple[tuple[str, str, str], ...]]:
     names: dict[str, tuple[tuple[str, str, str], ...]] = dict(REQUIREMENTS)
     names.update({flag: (("flag", flag, ""),) for flag in _FLAGS})
     names[_BCAST] = (("bcast", _BCAST, ""),)
+    names.update({dropin_feature(name): (("dropin", name, ""),) for name in DROPIN_ARGUMENTS})
     for section, prefix, table in _TABLES:
         for owner, keywords in table.items():
             for keyword in keywords:
@@ -98,7 +101,10 @@ REQUIREMENT_NAMES: Mapping[str, tuple[tuple[str, str, str], ...]] = MappingProxy
 ``legacy_api``, ``bcast_root_is_group_local``, and ``<owner>.<keyword>`` for every answer
 the report prints, bare (as in its ``comm`` and ``attention`` tables) and qualified (as in
 its ``signatures`` section, e.g.
-``flashinfer.comm.allreduce_fusion.trigger_completion_at_end``). Nothing else.
+``flashinfer.comm.allreduce_fusion.trigger_completion_at_end``), and
+``dropin:allreduce_fusion.<argument>`` for each argument of fi-compat's drop-in
+``allreduce_fusion`` (met where a non-default value runs on the installed release). The
+JSON report's ``requirements`` lists every one with its answer. Nothing else.
 
 .. versionadded:: 0.2.0
 """
@@ -198,6 +204,7 @@ def build_report(capabilities: Capabilities) -> dict[str, Any]:
             for name, shape in shapes.items()
         },
         "hazards": [hazard.to_dict() for hazard in hazards(capabilities)],
+        "requirements": _requirements(capabilities),
     }
 
 
@@ -206,10 +213,12 @@ def _unknown_requirement(name: str) -> UnknownRequirementError:
     what = f"unknown requirement {name!r}" + (" (an empty item)" if not name else "")
     return UnknownRequirementError(
         explain(
-            f"a name that fi-compat report prints: {short}, or <owner>.<keyword> from its "
+            f"a name that fi-compat report prints: {short}, <owner>.<keyword> from its "
             "comm, attention or signatures section, such as "
             f"{DECODE.key}.{PLAN}.fixed_split_size or "
-            f"{UNIFIED_FUSION.dotted}.trigger_completion_at_end",
+            f"{UNIFIED_FUSION.dotted}.trigger_completion_at_end, or "
+            f"{dropin_feature('<argument>')} for an argument of fi-compat's drop-in "
+            f"{UNIFIED_FUSION.key}",
             what,
             fix="spell the name as fi-compat report prints it, one per comma-separated item",
         )
@@ -265,8 +274,22 @@ def missing(capabilities: Capabilities, names: Iterable[str]) -> list[str]:
     """
     _check_capabilities(capabilities)
     names = require_strs("names", names)
+    flags = _flags(capabilities)
+    lacking: list[str] = []
+    for raw in names:
+        name = raw.strip()
+        if name not in REQUIREMENT_NAMES:
+            raise _unknown_requirement(name)
+        lacking += _lacking(capabilities, name, flags, None)
+    return lacking
+
+
+_Flags = dict[str, tuple[bool, str | None]]
+
+
+def _flags(capabilities: Capabilities) -> _Flags:
     comm = capabilities.comm
-    flags = {
+    return {
         "flashinfer": (
             capabilities.flashinfer.importable,
             capabilities.flashinfer.import_error
@@ -277,28 +300,67 @@ def missing(capabilities: Capabilities, names: Iterable[str]) -> list[str]:
         "unified_api": (comm.unified_api, comm.error or f"no {UNIFIED_FACTORY.key}"),
         "legacy_api": (comm.legacy_api, comm.error or f"no {LEGACY_FUSION.key}"),
     }
+
+
+def _lacking(
+    capabilities: Capabilities,
+    name: str,
+    flags: _Flags,
+    dropin: Mapping[str, Support] | None,
+) -> list[str]:
+    """What requirement ``name`` (a key of :data:`REQUIREMENT_NAMES`) lacks; empty if met."""
     lacking: list[str] = []
-    for raw in names:
-        name = raw.strip()
-        items = REQUIREMENT_NAMES.get(name)
-        if items is None:
-            raise _unknown_requirement(name)
-        for section, owner, keyword in items:
-            if section == "flag":
-                present, why = flags[owner]
-                if not present:
-                    lacking.append(f"{owner}: unavailable ({why})")
-                continue
-            support = _lookup(capabilities, section, owner, keyword)
-            if support.status is Status.SUPPORTED:
-                continue
-            if section == "bcast":
-                lacking.append(f"{owner}: {support.status.value} ({support.reason})")
-                continue
-            gate = GATES.get(keyword)
-            since = f"; needs FlashInfer {gate.introduced_in}+" if gate else ""
-            lacking.append(f"{owner}({keyword}=): {support.status.value} ({support.reason}{since})")
+    for section, owner, keyword in REQUIREMENT_NAMES[name]:
+        if section == "flag":
+            present, why = flags[owner]
+            if not present:
+                lacking.append(f"{owner}: unavailable ({why})")
+            continue
+        if section == "dropin":
+            if dropin is None:
+                dropin = dropin_support(capabilities)
+            support = dropin[dropin_feature(owner)]
+            if not support.supported:
+                lacking.append(f"{name}: {support.status.value} ({support.reason})")
+            continue
+        support = _lookup(capabilities, section, owner, keyword)
+        if support.status is Status.SUPPORTED:
+            continue
+        if section == "bcast":
+            lacking.append(f"{owner}: {support.status.value} ({support.reason})")
+            continue
+        gate = GATES.get(keyword)
+        since = f"; needs FlashInfer {gate.introduced_in}+" if gate else ""
+        lacking.append(f"{owner}({keyword}=): {support.status.value} ({support.reason}{since})")
     return lacking
+
+
+def _requirements(capabilities: Capabilities) -> dict[str, dict[str, str]]:
+    """Every name ``--require`` accepts, with what it would answer: met or missing, and why."""
+    flags = _flags(capabilities)
+    dropin = dropin_support(capabilities)
+    answers = {}
+    for name in REQUIREMENT_NAMES:
+        lacking = _lacking(capabilities, name, flags, dropin)
+        answers[name] = (
+            {"status": "missing", "reason": "; ".join(lacking)}
+            if lacking
+            else {"status": "met", "reason": ""}
+        )
+    return answers
+
+
+def _render_dropin(capabilities: Capabilities) -> list[str]:
+    """The drop-in ``allreduce_fusion``'s arguments that a non-default value cannot take."""
+    refused = [
+        f"    {name.rpartition('.')[2]:<26} {support.status.value:<12} {support.reason}"
+        for name, support in dropin_support(capabilities).items()
+        if not support.supported
+    ]
+    head = f"  {dropin_feature('<argument>')}"
+    if not refused:
+        return [f"{head}  every argument runs"]
+    return [f"{head}  a non-default value of these is refused:", *refused]
 
 
 def _yes(value: bool | None) -> str:
@@ -376,6 +438,8 @@ def render_text(capabilities: Capabilities) -> str:
             lines.append(f"  {owner}")
             for keyword, support in answers.items():
                 lines.append(f"    {keyword:<26} {support.status.value:<12} {support.reason}")
+        if not title:
+            lines += _render_dropin(capabilities)
     lines += _render_reach(info.version) if info.installed else []
     found = hazards(capabilities)
     lines += ["", "hazards" if found else "hazards           none known"]

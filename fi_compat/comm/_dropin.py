@@ -49,7 +49,7 @@ _RMSNORM = AllReduceFusionPattern.kARResidualRMSNorm
 _ALLREDUCE = AllReduceFusionPattern.kAllReduce
 
 #: Arguments of the newest ``allreduce_fusion`` after ``pattern``, with their defaults.
-_DEFAULTS: dict[str, Any] = {
+DEFAULTS: dict[str, Any] = {
     "launch_with_pdl": False,
     "trigger_completion_at_end": True,
     "output": None,
@@ -199,19 +199,12 @@ def allreduce_fusion(
 ) -> torch.Tensor:
     """FlashInfer's ``allreduce_fusion`` (0.7.2.post1 signature), on any release.
 
-    With a :class:`~fi_compat.comm.FusionWorkspace` and the plain
-    ``kARResidualRMSNorm`` pattern, this is
-    :func:`~fi_compat.comm.allreduce_residual_rmsnorm` (missing outputs are allocated).
-    Other patterns are mapped to the workspace's API; a FlashInfer workspace object is
-    passed to the installed ``allreduce_fusion`` as is.
-
-    Every argument is checked before anything reaches FlashInfer: the switches are bools,
-    ``rms_eps`` a finite real number >= 0, ``pattern`` an ``AllReduceFusionPattern``
-    code; on a FusionWorkspace each tensor given must fit the workspace (``input``,
-    ``residual_in``, ``residual_out``, ``norm_out``, ``output``: ``input``'s shape, the
-    workspace's dtype, device, contiguous; ``rms_gamma``: ``(hidden_dim,)``; the others:
-    tensors on the workspace's device) and no two outputs may be the same tensor. A
-    FlashInfer workspace object is passed through, but ``input`` must be a tensor.
+    With a :class:`~fi_compat.comm.FusionWorkspace` and the plain ``kARResidualRMSNorm``
+    pattern, this is :func:`~fi_compat.comm.allreduce_residual_rmsnorm` (missing outputs
+    are allocated); other patterns are mapped to the workspace's API, and a FlashInfer
+    workspace object is passed to the installed ``allreduce_fusion`` as is. Every argument
+    is checked first; the allreduce-fusion guide, ``docs/guide/comm.md`` ("Drop-in
+    names"), says how.
 
     .. versionadded:: 0.2.0
 
@@ -364,7 +357,7 @@ def allreduce_fusion(
 
 
 def _is_default(name: str, value: Any) -> bool:
-    default = _DEFAULTS[name]
+    default = DEFAULTS[name]
     return value is default or (
         default is not None and type(value) is type(default) and value == default
     )

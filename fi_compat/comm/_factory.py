@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from fi_compat._probe_lookup import locate
-from fi_compat._surface import GATES, PATTERN, Symbol
+from fi_compat._surface import GATES, PATTERN, UNIFIED_FUSION, Symbol
 from fi_compat.capabilities import Capabilities
 from fi_compat.comm._bound import Bound
 from fi_compat.comm._checks import Spec
@@ -204,11 +204,22 @@ def capability_missing(feature: str, what: str, found: str, fix: str) -> Capabil
     )
 
 
+#: The prefix of the ``--require`` names (and of the errors' ``feature``) of the drop-in
+#: ``allreduce_fusion``'s arguments: ``dropin:allreduce_fusion.<argument>``.
+DROPIN_FUSION = f"dropin:{UNIFIED_FUSION.key}"
+
+
+def dropin_feature(name: str) -> str:
+    """The requirement name (and error ``feature``) of the drop-in argument ``name``."""
+    return f"{DROPIN_FUSION}.{name}"
+
+
 def not_taken(symbol: Symbol, name: str, version: str | None) -> CapabilityMissingError:
     """The error for a drop-in argument ``name`` the installed ``symbol`` does not take.
 
     The message names the release that brought the keyword: its gate's, else the first
-    recorded release whose ``symbol`` takes it.
+    recorded release whose ``symbol`` takes it. The error's ``feature`` is the argument's
+    ``--require`` name (:func:`dropin_feature`).
     """
     from fi_compat._records import first_accepting  # the recorded data, on failure only
 
@@ -222,7 +233,7 @@ def not_taken(symbol: Symbol, name: str, version: str | None) -> CapabilityMissi
             changed_in=first,
             fix=f"leave {name} at its default, or upgrade {upgrade}",
         ),
-        feature=name,
+        feature=dropin_feature(name),
         introduced_in=first,
     )
 

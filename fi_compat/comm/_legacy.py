@@ -320,10 +320,10 @@ _SAME_NAME = (
     "layout_code",
 )
 #: The drop-in's arguments only some releases' legacy call takes (passed where it does).
-_WHERE_TAKEN = ("block_quant_group_size", "weight_bias")
+WHERE_TAKEN = ("block_quant_group_size", "weight_bias")
 #: Every drop-in argument with a counterpart here (``output`` is ``allreduce_out``); any
 #: other (the MoE patterns' arguments, 0.6.8+) is refused when given.
-_MAPPED = frozenset((*_SAME_NAME, *_WHERE_TAKEN, "output"))
+MAPPED = frozenset((*_SAME_NAME, *WHERE_TAKEN, "output"))
 
 
 def call_legacy(
@@ -359,7 +359,7 @@ def call_legacy(
             feature=f"{PATTERN.key}.{name}",
         )
     for name in given:
-        if name not in _MAPPED:
+        if name not in MAPPED:
             raise not_taken(LEGACY_FUSION, name, caps.flashinfer.version)
     output = values["output"]
     if output is None:
@@ -378,7 +378,7 @@ def call_legacy(
         kwargs[name] = values[name]
     shape = caps.comm.shapes.get(LEGACY_FUSION.key)
     accepted = shape.keywords if shape is not None and shape.keywords is not None else {}
-    for name in _WHERE_TAKEN:
+    for name in WHERE_TAKEN:
         if name in given:
             if name not in accepted:
                 raise not_taken(LEGACY_FUSION, name, caps.flashinfer.version)
