@@ -9,7 +9,7 @@ VENV310 := .venv310
 STAMP310 := $(VENV310)/.installed
 
 .PHONY: setup report test test-fast test-all test-suite test-py310 lint bench clean record \
-	record-all compare-griffe measure-reach measure-layers release-check dist docs
+	record-all compare-griffe measure-reach measure-layers measure-sizes release-check dist docs
 
 # pytest-xdist workers for the test runs (both cores of the project's machines).
 WORKERS ?= 2
@@ -134,6 +134,13 @@ measure-reach: $(STAMP)
 # one release).
 measure-layers: $(STAMP)
 	$(BIN)/python -m tools.layers $(V)
+
+# `make measure-sizes` re-measures, for every recorded release from 0.6.0, which call sizes
+# (tokens x hidden) one fused workspace serves on the TRT-LLM and MNNVL backends, what reaches
+# the kernel and what is_buffer_size_sufficient answers, into fi_compat/comm/sizes.json
+# (about 2.5 min; `V=0.7.3` measures one release).
+measure-sizes: $(STAMP)
+	$(BIN)/python -m tools.sizes $(V)
 
 # Prints how griffe's reading of every recorded release compares with the recorded JSON.
 compare-griffe: $(STAMP)

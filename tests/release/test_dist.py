@@ -48,6 +48,7 @@ DATA = (
     "fi_compat/py.typed",
     "fi_compat/attention/reach.json",
     "fi_compat/comm/layers.json",
+    "fi_compat/comm/sizes.json",
     "fi_compat/_records/releases.txt",
     "fi_compat/_records/README.md",
 )
