@@ -1,14 +1,8 @@
 """Every exception fi-compat raises, in one module.
 
-Every exception subclasses a built-in as well as :class:`FiCompatError`, so an engine can
-catch ``ValueError`` or ``RuntimeError`` without importing fi-compat, or catch everything
-fi-compat raises with ``except FiCompatError``. The modules that raise them also export
-them where users meet them (``fi_compat.attention.PlannerConfigError``,
-``fi_compat.policy.PolicyInputError``, ``fi_compat.testing.UnknownReleaseError``, ...):
-those are these very classes.
-
-Messages follow one pattern: what was expected, what was found, which FlashInfer release
-changed it, and what to do.
+Every exception subclasses a built-in as well as :class:`FiCompatError`; the names other
+modules export (``fi_compat.attention.PlannerConfigError``, ...) are these very classes. The
+errors guide, ``docs/guide/errors.md``, lists them and when each is raised.
 
 .. versionadded:: 0.2.0
 """
@@ -18,6 +12,7 @@ from __future__ import annotations
 __all__ = [
     "BackendNotDeterministicError",
     "CapabilityMissingError",
+    "DeploymentRefusedError",
     "DeterminismUnavailableError",
     "FakeUninstalledError",
     "FiCompatError",
@@ -248,6 +243,28 @@ class PolicyInputError(InvalidArgumentError):
 
     .. versionadded:: 0.2.0
     """
+
+
+class DeploymentRefusedError(FiCompatError, ValueError):
+    """An engine's rule set refuses the described deployment, as the engine refuses it.
+
+    Raised by :func:`fi_compat.policy.decide_fusion` when the applying rule that decides
+    is one the engine answers with an error at start-up (for example SGLang 0.5.23's
+    ``_resolve_backend`` for an explicit backend the GPU or the node count cannot
+    serve). A ``ValueError``, as the engine's own refusal. The message carries the
+    engine's reason.
+
+    .. versionadded:: 0.3.0
+
+    Attributes
+    ----------
+    rule
+        The value of the :class:`fi_compat.policy.RuleId` that refused.
+    """
+
+    def __init__(self, message: str, *, rule: str) -> None:
+        super().__init__(message)
+        self.rule = rule
 
 
 class UnknownRequirementError(InvalidArgumentError):

@@ -13,9 +13,10 @@ This package imports neither torch nor flashinfer.
 
 from __future__ import annotations
 
-from fi_compat.errors import PolicyInputError
+from fi_compat.errors import DeploymentRefusedError, PolicyInputError
 from fi_compat.policy._deployment import (
     FUSION_ARCHITECTURES,
+    FUSION_BACKENDS,
     FUSION_COMPUTE_CAPABILITY_MAJORS,
     Deployment,
     FusionChoice,
@@ -32,18 +33,37 @@ from fi_compat.policy._layers import (
     align_dummy_run_shape,
     should_fuse_mlp_allreduce_with_next_layer,
 )
-from fi_compat.policy._rules import DEFAULT_RULES, FusionDecision, FusionRule, decide_fusion
+from fi_compat.policy._rules import (
+    DEFAULT_RULES,
+    FusionDecision,
+    FusionRule,
+    FusionRuleSet,
+    decide_fusion,
+)
+from fi_compat.policy._sglang import (
+    SGLANG_0_5_23_FUSION_ARCHITECTURES,
+    SGLANG_0_5_23_RULES,
+    sglang_0_5_23_backend,
+    sglang_0_5_23_refusal,
+)
+from fi_compat.policy._vllm import VLLM_0_33_0_RULES, vllm_0_33_0_backend, vllm_0_33_0_refusal
 
 __all__ = [
     "DEFAULT_MAX_FUSION_TOKENS",
     "DEFAULT_RULES",
     "FUSION_ARCHITECTURES",
+    "FUSION_BACKENDS",
     "FUSION_COMPUTE_CAPABILITY_MAJORS",
+    "SGLANG_0_5_23_FUSION_ARCHITECTURES",
+    "SGLANG_0_5_23_RULES",
+    "VLLM_0_33_0_RULES",
     "Deployment",
+    "DeploymentRefusedError",
     "DummyRunShape",
     "FusionChoice",
     "FusionDecision",
     "FusionRule",
+    "FusionRuleSet",
     "PolicyInputError",
     "RuleEffect",
     "RuleId",
@@ -53,7 +73,11 @@ __all__ = [
     "decide_fusion",
     "is_h20_device",
     "parse_compute_capability",
+    "sglang_0_5_23_backend",
+    "sglang_0_5_23_refusal",
     "should_fuse_mlp_allreduce_with_next_layer",
+    "vllm_0_33_0_backend",
+    "vllm_0_33_0_refusal",
 ]
 
 

@@ -12,12 +12,19 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from fi_compat._arguments import require_bool, require_instance, require_int, require_str
+from fi_compat._arguments import (
+    require_bool,
+    require_choice,
+    require_instance,
+    require_int,
+    require_str,
+)
 from fi_compat.determinism import is_deterministic
 from fi_compat.errors import PolicyInputError
 
 __all__ = [
     "FUSION_ARCHITECTURES",
+    "FUSION_BACKENDS",
     "FUSION_COMPUTE_CAPABILITY_MAJORS",
     "Deployment",
     "FusionChoice",
@@ -59,6 +66,15 @@ FUSION_ARCHITECTURES: frozenset[str] = frozenset(
 FlashInfer allreduce fusion for. Kept in this one place; every rule reads it.
 
 .. versionadded:: 0.2.0
+"""
+
+FUSION_BACKENDS: frozenset[str] = frozenset({"auto", "trtllm", "mnnvl", "cutedsl"})
+"""Backend names :attr:`Deployment.fusion_backend` takes: SGLang 0.5.23's choices of
+``--flashinfer-allreduce-fusion-backend``. vLLM 0.33.0's
+``VLLM_FLASHINFER_ALLREDUCE_BACKEND`` takes the first three; its rule set refuses
+``cutedsl``.
+
+.. versionadded:: 0.3.0
 """
 
 FUSION_COMPUTE_CAPABILITY_MAJORS: frozenset[int] = frozenset({9, 10})
@@ -127,6 +143,17 @@ class RuleId(enum.Enum):
     MULTI_NODE = "multi-node"
     H20_DEVICE = "h20-device"
     MOE_A2A_BACKEND = "moe-a2a-backend"
+    BACKEND_REFUSED = "backend-refused"
+    """The engine refuses the chosen backend at start-up (engine rule sets only). New in 0.3.0."""
+    MIMO_CUTEDSL = "mimo-cutedsl"
+    """A condition of SGLang's MiMo CuTe DSL auto-enable does not hold. New in 0.3.0."""
+    UNSUPPORTED_WORLD_SIZE = "unsupported-world-size"
+    """vLLM's fusion pass has no workspace size for this TP size on this GPU. New in 0.3.0."""
+    NO_COMPILATION = "no-compilation"
+    """vLLM at optimization level O0 compiles nothing, so its fusion pass never runs.
+    New in 0.3.0."""
+    OPTIMIZATION_LEVEL = "optimization-level"
+    """vLLM's optimization level leaves fusion off by default (O0, O1). New in 0.3.0."""
     AUTO_ENABLE = "auto-enable"
     """Not a rule: the outcome when no rule applies."""
 
@@ -200,19 +227,35 @@ class Deployment:
     moe_a2a_backend
         MoE all-to-all backend; ``"none"`` means none.
     deterministic
-        Whether deterministic inference is on. Defaults to the process-wide switch,
-        :func:`fi_compat.determinism.is_deterministic`, read when the description is
-        made, so an engine that set determinism once cannot describe a deployment that
-        forgets it.
+        Whether deterministic inference is on; defaults to
+        :func:`fi_compat.determinism.is_deterministic`, read when the description is made.
     fusion_choice
         What the user said about fusion.
+    fusion_backend
+        The FlashInfer fusion backend the user named, or None: SGLang's
+        ``--flashinfer-allreduce-fusion-backend`` (naming one also asks for fusion),
+        vLLM's ``VLLM_FLASHINFER_ALLREDUCE_BACKEND`` (it only picks the backend). One
+        of :data:`FUSION_BACKENDS`. :data:`DEFAULT_RULES` do not read it. New in 0.3.0.
+    optimization_level
+        vLLM's optimization level, 0 to 3 (``-O``; vLLM's default is 2). Only vLLM's
+        rule set reads it. New in 0.3.0.
+    dtype
+        The model's dtype as SGLang spells it (``bfloat16``, ``float16``, ...). Only
+        SGLang's MiMo auto-enable reads it. New in 0.3.0.
+    encoder_only
+        SGLang's ``--encoder-only``. Only SGLang's MiMo auto-enable reads it. New in 0.3.0.
+    enable_pdmux
+        SGLang's ``--enable-pdmux``. Only SGLang's MiMo auto-enable reads it. New in
+        0.3.0.
 
     Raises
     ------
     PolicyInputError
         If a size is below 1 or not an int, the capability is malformed, a string is
-        empty, or ``dp_attention`` or ``deterministic`` is not a bool (``"false"`` would
-        otherwise count as on).
+        empty, a switch (``dp_attention``, ``deterministic``, ``encoder_only``,
+        ``enable_pdmux``) is not a bool (``"false"`` would otherwise count as on),
+        ``fusion_backend`` is not None or one of :data:`FUSION_BACKENDS`, or
+        ``optimization_level`` is not an int from 0 to 3.
     """
 
     architecture: str
@@ -225,6 +268,11 @@ class Deployment:
     moe_a2a_backend: str = "none"
     deterministic: bool = field(default_factory=is_deterministic)
     fusion_choice: FusionChoice = FusionChoice.UNSET
+    fusion_backend: str | None = None
+    optimization_level: int = 2
+    dtype: str = "bfloat16"
+    encoder_only: bool = False
+    enable_pdmux: bool = False
 
     def __post_init__(self) -> None:
         require_str(
@@ -260,6 +308,30 @@ class Deployment:
             error=PolicyInputError,
             fix="pass a FusionChoice member",
         )
+        if self.fusion_backend is not None:
+            require_choice(
+                "fusion_backend",
+                self.fusion_backend,
+                tuple(sorted(FUSION_BACKENDS)),
+                error=PolicyInputError,
+                fix="pass None or a backend name",
+            )
+        require_int(
+            "optimization_level",
+            self.optimization_level,
+            minimum=0,
+            maximum=3,
+            error=PolicyInputError,
+        )
+        require_str(
+            "dtype",
+            self.dtype,
+            nonempty=True,
+            detail="the model's dtype, e.g. 'bfloat16'",
+            error=PolicyInputError,
+        )
+        require_bool("encoder_only", self.encoder_only, error=PolicyInputError)
+        require_bool("enable_pdmux", self.enable_pdmux, error=PolicyInputError)
 
     @property
     def sm(self) -> str:
@@ -279,4 +351,9 @@ class Deployment:
             "moe_a2a_backend": self.moe_a2a_backend,
             "deterministic": self.deterministic,
             "fusion_choice": self.fusion_choice.value,
+            "fusion_backend": self.fusion_backend,
+            "optimization_level": self.optimization_level,
+            "dtype": self.dtype,
+            "encoder_only": self.encoder_only,
+            "enable_pdmux": self.enable_pdmux,
         }

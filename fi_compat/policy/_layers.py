@@ -66,6 +66,9 @@ def should_fuse_mlp_allreduce_with_next_layer(
 ) -> bool:
     """Whether this layer's MLP allreduce should be fused into the next layer's norm.
 
+    The fusion policy guide, ``docs/guide/policy.md`` ("Per layer and warm-up"), says when
+    a layer fuses.
+
     .. versionadded:: 0.2.0
 
     Parameters
@@ -86,15 +89,11 @@ def should_fuse_mlp_allreduce_with_next_layer(
     Returns
     -------
     bool
-        False when fusion is off, the MLP runs SCATTERED (or MOE_FULL), on the last
-        layer, at TP 1, or when ``num_tokens`` is 0 or above ``max_fusion_tokens``.
 
     Raises
     ------
     PolicyInputError
-        If ``tp_size`` or ``max_fusion_tokens`` is below 1, ``num_tokens`` is negative,
-        ``mlp_mode`` is not a :class:`ScatterMode`, ``fusion_enabled`` is neither a bool
-        nor a :class:`FusionDecision`, or ``is_last_layer`` is not a bool.
+        A size below 1 (``num_tokens``: negative), or an argument of the wrong type.
     """
     require_instance(
         "mlp_mode",
@@ -131,9 +130,7 @@ def should_fuse_mlp_allreduce_with_next_layer(
 def align_dummy_run_num_tokens(num_tokens: int, attn_tp_size: int, require_mlp_sync: bool) -> int:
     """Round a warm-up (dummy run) token count the way the scheduler pads real batches.
 
-    When MLP sync is required (DP attention and its relatives), the scheduler pads
-    every batch to a multiple of the attention-TP size; a warm-up that skips that
-    padding crashes on a token count the attention-TP ranks cannot split.
+    The fusion policy guide, ``docs/guide/policy.md`` ("Per layer and warm-up"), says why.
 
     .. versionadded:: 0.2.0
 

@@ -7,12 +7,18 @@ and lets the applying rule that comes first in one total order decide.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fi_compat._arguments import describe, require_bool, require_instance, require_int
-from fi_compat.errors import PolicyInputError, explain
+from fi_compat._arguments import (
+    describe,
+    require_bool,
+    require_instance,
+    require_int,
+    require_str,
+)
+from fi_compat.errors import DeploymentRefusedError, PolicyInputError, explain
 from fi_compat.policy._deployment import (
     FUSION_ARCHITECTURES,
     FUSION_COMPUTE_CAPABILITY_MAJORS,
@@ -23,7 +29,7 @@ from fi_compat.policy._deployment import (
     is_h20_device,
 )
 
-__all__ = ["DEFAULT_RULES", "FusionDecision", "FusionRule", "decide_fusion"]
+__all__ = ["DEFAULT_RULES", "FusionDecision", "FusionRule", "FusionRuleSet", "decide_fusion"]
 
 # The public package's name, so that log records keep the logger they always had.
 _logger = logging.getLogger("fi_compat.policy")
@@ -50,12 +56,18 @@ class FusionRule:
     priority
         Tie-break between rules of one effect class (lower is reported first). It
         never changes *whether* fusion is on, only which applying rule is named.
+    refuses
+        Whether the engine refuses the deployment at start-up where this rule decides:
+        :func:`decide_fusion` then raises :class:`~fi_compat.errors.DeploymentRefusedError`
+        with the rule's explanation instead of answering. Only a
+        :attr:`RuleEffect.VETO` rule can refuse. New in 0.3.0.
 
     Raises
     ------
     PolicyInputError
         If ``rule_id`` is not a :class:`RuleId`, ``effect`` not a :class:`RuleEffect`,
-        ``applies`` or ``explain`` not callable, or ``priority`` not an int.
+        ``applies`` or ``explain`` not callable, ``priority`` not an int, or ``refuses``
+        not a bool or set on a rule that is not a veto.
     """
 
     rule_id: RuleId
@@ -63,6 +75,7 @@ class FusionRule:
     applies: Callable[[Deployment], bool] = field(compare=False)
     explain: Callable[[Deployment], str] = field(compare=False)
     priority: int = 0
+    refuses: bool = False
 
     def __post_init__(self) -> None:
         require_instance(
@@ -91,6 +104,15 @@ class FusionRule:
                     )
                 )
         require_int("priority", self.priority, error=PolicyInputError)
+        require_bool("refuses", self.refuses, error=PolicyInputError)
+        if self.refuses and self.effect is not RuleEffect.VETO:
+            raise PolicyInputError(
+                explain(
+                    "refuses=True only on a RuleEffect.VETO rule",
+                    f"a {self.effect.name} rule",
+                    fix="make the refusing rule a veto",
+                )
+            )
 
     @property
     def sort_key(self) -> tuple[int, int, str]:
@@ -117,6 +139,11 @@ class FusionDecision:
         Kept as data; the caller decides whether to log them.
     applied_rules
         Every rule that applied, in precedence order.
+    backend
+        The FlashInfer fusion backend the engine runs when fusion is on, as the rule
+        set's engine resolves it (``"trtllm"``, ``"mnnvl"``, ``"cutedsl"``); None when
+        fusion is off or the rules name no backend (:data:`DEFAULT_RULES` do not).
+        New in 0.3.0.
     """
 
     enabled: bool
@@ -124,6 +151,7 @@ class FusionDecision:
     reason: str
     warnings: tuple[str, ...] = ()
     applied_rules: tuple[RuleId, ...] = ()
+    backend: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready view of this decision."""
@@ -133,7 +161,80 @@ class FusionDecision:
             "reason": self.reason,
             "warnings": list(self.warnings),
             "applied_rules": [r.value for r in self.applied_rules],
+            "backend": self.backend,
         }
+
+
+@dataclass(frozen=True)
+class FusionRuleSet:
+    """A named rule set: an engine's rules, the flag it names and the backend it picks.
+
+    Iterating it gives its rules, so it goes wherever a tuple of :class:`FusionRule`
+    does. Given to :func:`decide_fusion` as a whole, it also names the backend of an
+    enabled decision and words the warnings with the engine's own flag. A plain tuple
+    of its rules decides the same (on or off, the deciding rule, a refusal) but names
+    no backend and words warnings with SGLang's old ``--enable-flashinfer-allreduce-fusion``.
+
+    .. versionadded:: 0.3.0
+
+    Parameters
+    ----------
+    name
+        What the rule set models, e.g. ``"SGLang 0.5.23"``.
+    rules
+        The rules; ids unique, as :func:`decide_fusion` requires.
+    enable_flag
+        The engine's spelling of an explicit enable, named in warnings.
+    backend
+        Given a deployment the rules enable fusion for, the backend the engine runs.
+        None: the rule set names no backend.
+
+    Raises
+    ------
+    PolicyInputError
+        If ``name`` or ``enable_flag`` is not a non-empty str, ``rules`` is not a tuple
+        of rules with unique ids, or ``backend`` is neither None nor callable.
+    """
+
+    name: str
+    rules: tuple[FusionRule, ...]
+    enable_flag: str
+    backend: Callable[[Deployment], str | None] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        require_str("name", self.name, nonempty=True, error=PolicyInputError)
+        require_str("enable_flag", self.enable_flag, nonempty=True, error=PolicyInputError)
+        require_instance(
+            "rules", self.rules, tuple, "a tuple of FusionRule", error=PolicyInputError
+        )
+        _check_rules(self.rules)
+        if self.backend is not None and not callable(self.backend):
+            raise PolicyInputError(
+                explain(
+                    "backend to be None or a callable taking a Deployment",
+                    describe(self.backend),
+                    fix="pass a function, e.g. backend=lambda d: 'trtllm'",
+                )
+            )
+
+    def __iter__(self) -> Iterator[FusionRule]:
+        return iter(self.rules)
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def rule(self, rule_id: RuleId) -> FusionRule:
+        """The rule of this set with id ``rule_id``.
+
+        Raises
+        ------
+        PolicyInputError
+            If the set has no such rule.
+        """
+        for candidate in self.rules:
+            if candidate.rule_id is rule_id:
+                return candidate
+        raise PolicyInputError(f"expected a rule of {self.name}; found no {rule_id!r} in it.")
 
 
 DEFAULT_RULES: tuple[FusionRule, ...] = (
@@ -272,14 +373,15 @@ def _check_rules(rules: Sequence[FusionRule]) -> None:
 
 
 def decide_fusion(
-    deployment: Deployment, rules: Iterable[FusionRule] = DEFAULT_RULES
+    deployment: Deployment, rules: Iterable[FusionRule] | FusionRuleSet = DEFAULT_RULES
 ) -> FusionDecision:
     """Decide whether FlashInfer allreduce fusion is on for ``deployment``.
 
-    Every rule is evaluated; the applying rule that comes first in the total order
-    (:attr:`FusionRule.sort_key`) decides. Fusion is on when that rule is
-    :attr:`RuleEffect.USER_ENABLE`, or when no rule applies (auto-enable). The result
-    does not depend on the order of ``rules``.
+    The applying rule that comes first in one total order (:attr:`FusionRule.sort_key`)
+    decides, whatever the order of ``rules``. The fusion policy guide,
+    ``docs/guide/policy.md``, gives the rules and their precedence. When the deciding
+    rule refuses (:attr:`FusionRule.refuses`), the engine the rules model would not
+    start with this deployment, and this function raises.
 
     .. versionadded:: 0.2.0
 
@@ -301,6 +403,9 @@ def decide_fusion(
         :class:`FusionRule`, two rules share an id, a rule claims
         :attr:`RuleId.AUTO_ENABLE`, or a rule's ``applies`` answers something other than
         a bool.
+    DeploymentRefusedError
+        If the deciding rule refuses: the engine modelled by ``rules`` would not start
+        with this deployment. A ``ValueError``.
     """
     require_instance(
         "deployment",
@@ -311,6 +416,8 @@ def decide_fusion(
         fix="describe the deployment with Deployment(architecture=..., "
         "compute_capability=..., ...)",
     )
+    rule_set = rules if isinstance(rules, FusionRuleSet) else None
+    flag = rule_set.enable_flag if rule_set is not None else ENABLE_FLAG
     if isinstance(rules, FusionRule | str | bytes) or not isinstance(rules, Iterable):
         raise PolicyInputError(
             explain(
@@ -323,6 +430,7 @@ def decide_fusion(
     _check_rules(rule_list)
     applied = sorted((r for r in rule_list if _applies(r, deployment)), key=lambda r: r.sort_key)
     applied_ids = tuple(r.rule_id for r in applied)
+    backend_of = rule_set.backend if rule_set is not None else None
     if not applied:
         decision = FusionDecision(
             enabled=True,
@@ -331,30 +439,39 @@ def decide_fusion(
                 f"auto-enabled: {deployment.architecture} on SM {deployment.sm} with TP "
                 f"{deployment.tp_size} meets every auto-enable condition"
             ),
+            backend=backend_of(deployment) if backend_of is not None else None,
         )
     else:
         winner = applied[0]
+        if winner.refuses:
+            where = f" of {rule_set.name}" if rule_set is not None else ""
+            raise DeploymentRefusedError(
+                f"{winner.explain(deployment)} (rule {winner.rule_id.value!r}{where})",
+                rule=winner.rule_id.value,
+            )
+        enabled = winner.effect is RuleEffect.USER_ENABLE
         user_enabled = any(r.effect is RuleEffect.USER_ENABLE for r in applied)
         warnings: list[str] = []
         if user_enabled and winner.effect is RuleEffect.VETO:
             warnings.extend(
-                f"Disable {ENABLE_FLAG} because {r.explain(deployment)}."
+                f"Disable {flag} because {r.explain(deployment)}."
                 for r in applied
                 if r.effect is RuleEffect.VETO
             )
         elif winner.effect is RuleEffect.USER_ENABLE:
             warnings.extend(
-                f"{ENABLE_FLAG} is honoured although {r.explain(deployment)}; "
+                f"{flag} is honoured although {r.explain(deployment)}; "
                 "fusion would not have been enabled automatically."
                 for r in applied
                 if r.effect is RuleEffect.BLOCK_AUTO_ENABLE
             )
         decision = FusionDecision(
-            enabled=winner.effect is RuleEffect.USER_ENABLE,
+            enabled=enabled,
             rule=winner.rule_id,
             reason=winner.explain(deployment),
             warnings=tuple(warnings),
             applied_rules=applied_ids,
+            backend=backend_of(deployment) if enabled and backend_of is not None else None,
         )
     _logger.debug("allreduce fusion decision for %r: %r", deployment, decision)
     return decision

@@ -81,6 +81,11 @@ def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
         "moe_a2a_backend": "none",
         "deterministic": False,
         "fusion_choice": "enable",
+        "fusion_backend": None,
+        "optimization_level": 2,
+        "dtype": "bfloat16",
+        "encoder_only": False,
+        "enable_pdmux": False,
     }
     decision = data["decision"]
     assert decision["enabled"] is True
