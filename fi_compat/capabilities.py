@@ -1,19 +1,10 @@
 """Capability probing: what does the FlashInfer installed here actually accept?
 
-:func:`get_capabilities` answers once per process and caches the answer. The probe imports
-``flashinfer`` and ``flashinfer.comm`` and reads signatures; every import, every attribute
-read and every inspection is guarded, so a broken, absent or hostile FlashInfer becomes a
-finding (an ``unavailable`` flag or an ``unknown`` answer carrying the error text), never
-a crash and never a ``supported`` it cannot show.
-
-Releases before 0.6.14 raise ``AssertionError`` (not ``ImportError``) from
-``import flashinfer.comm`` on a machine without a loaded CUDA runtime; other builds raise
-``OSError`` or ``TypeError``; a C-extension callable without signature metadata makes
-``inspect.signature`` raise ``ValueError``. All of those are caught here, and so is
-everything else FlashInfer can throw at the probe: ``SystemExit`` and other
-``BaseException`` subclasses become findings too. Only ``KeyboardInterrupt`` propagates,
-because it is the user asking to stop. Error text is built without trusting ``str()``:
-an exception whose ``__str__`` raises is described as ``<unprintable ValueError>``.
+:func:`get_capabilities` answers once per process and caches the answer. Every import,
+attribute read and inspection of the probe is guarded, so a broken, absent or hostile
+FlashInfer becomes a finding (an ``unavailable`` flag or an ``unknown`` answer carrying the
+error text), never a crash. The report guide, ``docs/guide/report.md``, says how the probe
+answers.
 
 .. versionadded:: 0.2.0
 """
@@ -522,13 +513,9 @@ def get_capabilities(refresh: bool = False) -> Capabilities:
     """What the installed FlashInfer supports, probed once per process.
 
     Safe to call from many threads at once: exactly one thread probes, the others wait for
-    its answer. Never raises because of FlashInfer.
-
-    A call made by the probing thread while it probes (``flashinfer/__init__.py`` importing
-    fi-compat and asking for capabilities, say) cannot wait for the answer it is part of
-    computing: it gets a placeholder in which every item is ``unknown`` with
-    :data:`PROBE_IN_PROGRESS` as the reason and ``flashinfer.probe_in_progress`` is True.
-    The placeholder is not cached.
+    its answer. Never raises because of FlashInfer. A call made by the probing thread while
+    it probes gets an uncached placeholder (:data:`PROBE_IN_PROGRESS`); the report guide,
+    ``docs/guide/report.md``, says how the probe answers.
 
     .. versionadded:: 0.2.0
 

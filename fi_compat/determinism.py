@@ -1,16 +1,9 @@
 """The one switch for deterministic inference.
 
-An engine sets determinism once, at start-up, with :func:`set_deterministic`. Everything in
-fi-compat that could break it reads this switch: the attention planner
-(:mod:`fi_compat.attention`) adds fixed split settings to every ``plan`` call, the comm
-facade (:mod:`fi_compat.comm`) refuses to create an allreduce-fusion workspace, and the
-fusion policy (:mod:`fi_compat.policy`) never enables fusion. There is no second flag that
-could disagree with this one.
-
-The switch is read when a planner or workspace is *created*, never per call: set it at
-start-up, before building either, and leave it. A planner's ``Settings(deterministic=...)``
-is only an assertion about this switch; a value that disagrees with it is refused, so a
-deterministic planner can never run next to an allowed allreduce fusion.
+An engine sets determinism once, at start-up, with :func:`set_deterministic`; the attention
+planner, the comm facade and the fusion policy all read this switch, and there is no second
+flag that could disagree with it. The errors guide, ``docs/guide/errors.md``, says what each
+does while it is on.
 
 .. versionadded:: 0.2.0
 """

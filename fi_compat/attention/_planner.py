@@ -159,7 +159,9 @@ class AttentionPlanner:
 
     Build one per set of wrappers (for example one for the eager wrappers and one per
     captured batch size for the CUDA-graph wrappers), then per step call
-    :meth:`plan_prefill` / :meth:`plan_decode` with the engine's own arguments.
+    :meth:`plan_prefill` / :meth:`plan_decode` with the engine's own arguments. The
+    deterministic-attention guide, ``docs/guide/attention.md``, says what each ``plan``
+    gets and what is refused.
 
     .. versionadded:: 0.2.0
 
@@ -169,48 +171,32 @@ class AttentionPlanner:
         :class:`Layout` of the model.
     prefill
         The paged prefill wrappers (a list or tuple), in :attr:`Layout.roles` order; empty
-        or ``None`` when this planner does no prefill (a draft model's decode-only
-        backend).
+        or ``None`` when this planner does no prefill.
     ragged
         The ragged prefill wrapper, if the engine uses one.
     decode
         The decode wrappers (a list or tuple), in :attr:`Layout.roles` order; may be empty
         or ``None``.
     window_left
-        The attention window (FlashInfer's ``window_left``); required for
-        :attr:`Layout.SLIDING_WINDOW`, refused otherwise.
+        FlashInfer's ``window_left``; for :attr:`Layout.SLIDING_WINDOW` only.
     settings
-        Defaults to ``Settings()``: deterministic exactly when
-        :func:`fi_compat.determinism.is_deterministic` says so now.
+        Defaults to ``Settings()``: deterministic exactly when the switch says so now.
     capabilities
-        Used for the installed release (its measurements, and error messages); probed when
-        needed.
+        The installed release's; probed when needed.
     fast_decode
-        The engine replays CUDA graphs through FlashInfer's ``fast_decode_plan``:
-        :meth:`plan_decode` with ``fast=True`` calls it (with the same settings as
-        ``plan``). Deterministic, a release whose fast plan was not measured to hand the
-        settings to the kernel for these decode wrappers is refused here.
+        The engine replays CUDA graphs through FlashInfer's ``fast_decode_plan``, which
+        :meth:`plan_decode` with ``fast=True`` calls with the same settings.
 
     Raises
     ------
     DeterminismUnavailableError
-        Deterministic, and some wrapper's ``plan`` does not take (``unsupported``) or may
-        not take (``unknown``) ``fixed_split_size`` and ``disable_split_kv``; or (as
-        :class:`~fi_compat.errors.BackendNotDeterministicError`) its class and backend
-        were not measured to hand them to the kernel on the installed release (``fa3``,
-        ``cutlass``, ``cudnn``, ``auto`` where it may resolve to those, MLA, POD, ...), or
-        it is no FlashInfer wrapper at all.
+        Deterministic, and some wrapper's ``plan`` does not (or may not) take the split
+        settings, or (as :class:`~fi_compat.errors.BackendNotDeterministicError`) its class
+        and backend were not measured to hand them to the kernel.
     TensorCoresRequiredError
         Deterministic, and a decode wrapper was built without tensor cores.
     PlannerConfigError
-        Whatever the determinism setting: an unknown ``layout``; ``prefill`` or ``decode``
-        not a list or tuple (a bare wrapper, a str, ``None``) or with the wrong count for
-        the layout; a wrapper that is ``None``, a class, or has no callable ``plan``; the
-        same wrapper object in two places; a wrapper of another FlashInfer class in a
-        slot; a bad ``window_left``; ``settings`` not a :class:`Settings` or ``None``, or
-        disagreeing with the determinism switch; ``capabilities`` not a
-        :class:`~fi_compat.capabilities.Capabilities` or ``None``. Deterministic only: a
-        CUDA-graph wrapper given to a planner built with ``Settings(cuda_graph=False)``.
+        A wrong ``layout``, wrapper, ``window_left``, ``settings`` or ``capabilities``.
     """
 
     __slots__ = (

@@ -1,14 +1,9 @@
 """Whether a wrapper's split settings reach the kernel: measured per release, read here.
 
-``fixed_split_size=`` and ``disable_split_kv=`` are keywords of ``plan``, but whether they
-reach the kernel's scheduler depends on the wrapper class and on the backend ``plan``
-resolves to: in 0.7.2.post1 the prefill wrappers hand them to the compiled module only on
-``fa2``; ``fa3``, ``cudnn`` and ``cutlass`` drop them without a word. A keyword a signature
-accepts says nothing about this, so it is measured: ``python -m tools.reach`` runs each
-release's own Python on the CPU with its compiled-module loaders replaced by recorders,
-calls every family's ``plan`` on every backend with sentinel settings and records what
-arrives at the kernel boundary. The result ships as ``reach.json`` next to this module;
-the wheel tests re-measure the real releases and compare.
+Whether ``fixed_split_size=`` and ``disable_split_kv=`` reach the kernel's scheduler
+depends on the wrapper class and backend, so ``python -m tools.reach`` measures it per
+release into ``reach.json``, next to this module. The deterministic-attention guide,
+``docs/guide/attention.md`` ("What reaches the kernel, measured"), says how.
 
 The file is read once, on the first question, and only the asked release's entry is
 turned into objects (cached); the per-``plan`` path never comes here.

@@ -65,10 +65,9 @@ class Settings:
     """How the planner fixes FlashInfer's split-KV reduction order.
 
     Every ``plan`` of a deterministic planner or wrapper gets one pair
-    ``(fixed_split_size, disable_split_kv)``. FlashInfer's scheduler reads the fixed size only
-    when splitting is on, so a pair is deterministic when it disables splitting or fixes the
-    size; ``(None, False)`` (vLLM's ``(-1, False)``) lets FlashInfer pick the split per
-    batch and is refused when deterministic.
+    ``(fixed_split_size, disable_split_kv)``; a pair is deterministic when it disables
+    splitting or fixes the size. The deterministic-attention guide,
+    ``docs/guide/attention.md``, gives the defaults and the engines' own pairs.
 
     .. versionadded:: 0.2.0
 
@@ -76,32 +75,23 @@ class Settings:
     ----------
     deterministic
         ``None`` (the default): follow :func:`fi_compat.determinism.is_deterministic` when
-        the planner is built. An explicit value must agree with that switch; it is an
-        assertion, never a second switch (a deterministic planner next to an allowed
-        allreduce fusion would not be deterministic).
+        the planner is built; an explicit value must agree with it.
     prefill_split_size
         ``fixed_split_size`` for prefill plans (paged and ragged), in pages; ``None`` or
-        ``-1`` for no fixed size (then ``disable_split_kv`` must be True when deterministic).
+        ``-1`` for no fixed size.
     decode_split_size
         ``fixed_split_size`` for decode plans, in pages; ``None`` or ``-1`` as above.
     cuda_graph
-        The planner drives wrappers that are captured in and replayed from CUDA graphs:
-        every plan gets ``fixed_split_size=None`` and ``disable_split_kv=True`` (a fixed
-        split size can change the number of launched CTAs between replays). The
-        deterministic wrapper defaults to this mode for a wrapper built with
-        ``use_cuda_graph=True``.
+        The wrappers are captured in and replayed from CUDA graphs: every plan gets
+        ``fixed_split_size=None`` and ``disable_split_kv=True``.
     disable_split_kv
-        ``None`` (the default): True in CUDA-graph mode, False otherwise. An explicit value
-        gives the engine's own pair, e.g. vLLM's batch-invariant ``(4096, True)``; False is
-        refused in CUDA-graph mode.
+        ``None`` (the default): True in CUDA-graph mode, False otherwise.
 
     Raises
     ------
     PlannerConfigError
-        ``deterministic`` or ``disable_split_kv`` is neither ``None`` nor a bool,
-        ``cuda_graph`` is not a bool (``"false"`` would count as on), a split size is
-        neither ``None``, ``-1`` nor a positive int, or ``cuda_graph=True`` comes with
-        ``disable_split_kv=False``.
+        A field of the wrong type or value (``cuda_graph="false"`` included), or
+        ``cuda_graph=True`` with ``disable_split_kv=False``.
     """
 
     deterministic: bool | None = None

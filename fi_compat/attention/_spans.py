@@ -1,17 +1,10 @@
 """Which KV positions each wrapper of a two-wrapper layout attends to, per request.
 
-Plain tensor arithmetic on whatever device the inputs live on (tests run it on the CPU).
-Only tensor methods are used, so this module never imports torch itself. Every function
-returns a :class:`KvSpan`: request ``i`` attends to KV positions
-``kv_start[i] .. kv_start[i] + kv_lens[i] - 1`` of its row in the engine's
-request-to-token table. Engines build their indptr / indices from that span.
-
-Checked on every call, without touching the tensors' values (so without a device sync):
-each length is a 1-D torch tensor of an integer dtype, the lengths given together have the
-same shape and device, ``window_left`` is an int ``>= 0`` and ``ragged`` a bool; anything
-else raises :class:`~fi_compat.attention.PlannerConfigError`. Not checked, because reading
-values would cost a device sync: ``0 <= prefix_lens <= seq_lens`` element-wise and
-``encoder_lens >= 0``.
+Plain tensor arithmetic on whatever device the inputs live on, using only tensor methods
+(this module never imports torch). Every function returns a :class:`KvSpan` and checks its
+arguments without reading their values. The deterministic-attention guide,
+``docs/guide/attention.md`` ("Spans", "A step is checked whole"), gives each wrapper's span
+and what is checked.
 """
 
 from __future__ import annotations
@@ -200,10 +193,7 @@ def window_prefill_span(
         The attention window, as FlashInfer's ``window_left`` (>= 0).
     ragged
         A ragged wrapper covers the new tokens, so the paged window wrapper covers only the
-        part of the cached prefix inside the window: ``min(prefix_len, window_left)``
-        positions ending at ``prefix_len``. Without one, the paged wrapper covers the
-        window and the new tokens: ``min(seq_len, window_left + new tokens)`` positions
-        ending at ``seq_len``.
+        cached prefix inside the window (the guide's "Spans", ``docs/guide/attention.md``).
 
     Raises
     ------

@@ -1,30 +1,10 @@
 """The deterministic wrapper: an engine's FlashInfer wrapper whose every plan carries the settings.
 
-:func:`deterministic_wrapper` takes a wrapper object the engine built and returns an object
-the engine keeps where the wrapper was. It is an instance of a subclass of the wrapper's own
-class, made once per class and settings, that shares the wrapper's attribute dictionary: so
-``run``, ``forward``, every attribute, ``isinstance`` and FlashInfer's own functions that
-take the wrapper as ``self`` (``fast_decode_plan``) behave as on the wrapper, and state set
-through one is seen through the other. Only three things differ:
-
-* ``plan`` (and its alias ``begin_forward``) adds the split settings chosen when wrapping;
-  a split keyword the engine passes itself is accepted when it makes FlashInfer's scheduler
-  do the same thing (:func:`~fi_compat.attention._settings.same_split`), and refused with
-  :class:`~fi_compat.errors.PlannerConfigError` otherwise;
-* assigning ``plan`` or ``begin_forward`` (SGLang installs
-  ``functools.partial(fast_decode_plan, wrapper)`` for CUDA-graph replays) is served when the
-  value is the release's own ``fast_decode_plan`` bound to this wrapper and the measurement
-  says that fast plan hands the settings to the kernel; the installed partial then carries the
-  settings too. Any other replacement is refused with
-  :class:`~fi_compat.errors.DeterminismUnavailableError`: fi-compat cannot see what an
-  engine's own fast plan passes to the kernel (SGLang's prefill fast plan hard-codes
-  ``disable_split_kv=False``);
-* :func:`fast_decode_plan` (a drop-in for ``flashinfer.decode.fast_decode_plan``) adds the
-  settings when given a deterministic wrapper.
-
-Every check runs when wrapping; per ``plan`` the wrapper looks for the two split keywords
-and merges the settings into the call, nothing more. When determinism is off,
-:func:`deterministic_wrapper` returns the wrapper itself: the engine's calls are FlashInfer's.
+:func:`deterministic_wrapper` returns an instance of a subclass of the wrapper's own class,
+made once per class and settings, that shares the wrapper's attribute dictionary. Only
+``plan`` (and its alias ``begin_forward``), assigning either, and :func:`fast_decode_plan`
+differ; every check runs when wrapping. The deterministic-attention guide,
+``docs/guide/attention.md`` ("The deterministic wrapper"), explains each.
 """
 
 from __future__ import annotations
@@ -314,6 +294,9 @@ def deterministic_wrapper(
 ) -> W:
     """An object that behaves as ``wrapper`` and whose every plan carries the split settings.
 
+    The deterministic-attention guide, ``docs/guide/attention.md`` ("The deterministic
+    wrapper"), says what the object is and what is refused.
+
     .. versionadded:: 0.2.0
 
     Parameters
@@ -322,34 +305,27 @@ def deterministic_wrapper(
         A FlashInfer attention wrapper the engine built (any family, any subclass).
     settings
         Defaults to ``Settings(cuda_graph=True)`` for a wrapper built with
-        ``use_cuda_graph=True`` and ``Settings()`` otherwise; deterministic exactly when
-        :func:`fi_compat.determinism.is_deterministic` says so now. Prefill families plan
-        with the prefill size, decode families with the decode size.
+        ``use_cuda_graph=True`` and ``Settings()`` otherwise.
     capabilities
-        Used for the installed release (the measurements are per release); probed when
-        needed.
+        The installed release's; probed when needed.
 
     Returns
     -------
-    The wrapper itself when determinism is off. Otherwise a new object of a subclass of
-    ``type(wrapper)`` sharing ``wrapper``'s attributes, as the module docstring says.
+    The wrapper itself when determinism is off; otherwise an object of a subclass of
+    ``type(wrapper)`` sharing ``wrapper``'s attributes.
 
     Raises
     ------
     BackendNotDeterministicError
         Deterministic, and the wrapper's class and backend were not measured to hand the
-        split settings to the kernel on the installed release (or it is no FlashInfer
-        wrapper).
+        split settings to the kernel (or it is no FlashInfer wrapper).
     DeterminismUnavailableError
         Deterministic, and its ``plan`` does not take the split keywords (before 0.4.0).
     TensorCoresRequiredError
         Deterministic, and a decode wrapper was built without tensor cores.
     PlannerConfigError
-        ``wrapper`` is None, a class, has no callable ``plan`` or no attribute dictionary;
-        ``settings`` is not a :class:`Settings` or disagrees with the switch;
-        ``capabilities`` is not a :class:`~fi_compat.capabilities.Capabilities`; a CUDA-graph
-        wrapper with eager settings; a deterministic wrapper wrapped again with other
-        settings.
+        A wrong ``wrapper``, ``settings`` or ``capabilities``, a CUDA-graph wrapper with
+        eager settings, or a deterministic wrapper wrapped again with other settings.
     """
     _check_wrapper(wrapper)
     check_options(settings, capabilities)

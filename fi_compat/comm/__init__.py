@@ -1,31 +1,13 @@
 """Allreduce fusion on every FlashInfer release, with an unfused reference path.
 
-One stable API over FlashInfer's allreduce + residual add + RMSNorm fusion:
-
-* :func:`create_workspace` makes a :class:`FusionWorkspace` on the unified API (0.6.0+),
-  the legacy TRT-LLM IPC API (0.2.9 to 0.5.x, still present later) or, when fusion is
-  unavailable, the unfused reference path; it passes ``group`` and ``comm_backend`` only
-  where the installed release takes them and never drops a group that matters.
-* :func:`allreduce_residual_rmsnorm` is the per-layer call; everything that depends on
-  the release was decided when the workspace was created, and every tensor is checked
-  before the launch.
-* :meth:`FusionWorkspace.prepare` checks a set of static buffers once and returns a
-  :class:`PreparedAllReduce`, a zero-argument call with no per-call work besides the
-  launch (for CUDA-graph capture and decode loops over fixed buffers).
-* :func:`create_allreduce_fusion_workspace`, :func:`allreduce_fusion` and
-  :class:`AllReduceFusionPattern` are drop-in replacements for ``flashinfer.comm``'s, with
-  the newest signatures.
-* Every other public name of the installed ``flashinfer.comm`` (``QuantizationSFLayout``,
-  ``MoeAlltoAll``, ``Mapping``, ...) is handed through as it is, looked up on each access,
-  and :mod:`fi_compat.comm.mnnvl` does the same for ``flashinfer.comm.mnnvl`` (with a
-  ``TorchDistBackend`` whose ``bcast`` takes a group-local root on every release). A name
-  the installed release lacks raises :class:`~fi_compat.errors.NameUnavailableError`, an
-  ``AttributeError`` that names the release that introduced it. So
-  ``import flashinfer.comm as comm`` can become ``import fi_compat.comm as comm``.
-
-Importing this package imports neither torch nor FlashInfer; each name is loaded on first
-use. ``__all__`` lists fi-compat's own names only, so ``from fi_compat.comm import *``
-imports no FlashInfer.
+:func:`create_workspace` makes a :class:`FusionWorkspace` once, at start-up;
+:func:`allreduce_residual_rmsnorm` is the per-layer call, and :meth:`FusionWorkspace.prepare`
+checks static buffers once for a call with no per-call work. The drop-ins
+(:func:`create_allreduce_fusion_workspace`, :func:`allreduce_fusion`,
+:class:`AllReduceFusionPattern`) and every other name of the installed ``flashinfer.comm``,
+handed through, let ``import flashinfer.comm as comm`` become
+``import fi_compat.comm as comm``. Importing this package imports neither torch nor
+FlashInfer. The allreduce-fusion guide, ``docs/guide/comm.md``, explains the rest.
 
 .. versionadded:: 0.2.0
 """

@@ -1,31 +1,13 @@
 """The bound call: the argument list of a fused call, defined once, and the calls made of it.
 
-A call on a workspace passes the ten values of :class:`Call`, always by position and always
-in its order: a keyword call of that many arguments is dearer on the per-call path, and so
-is building an object per call. :class:`Call` names them once, with their types; the
-protocols take them as ``*call: *Call`` (what ``mypy --strict`` checks at every call: two
-swapped arguments of different types are refused) and hand them on as that one tuple,
-:data:`Values`, which each consumer unpacks in the order :class:`Call` gives.
-
-Each API module makes a :class:`Launcher` (a launch, and the same launch frozen on fixed
-arguments, both taking the call, its outputs as allocated and the token count), and
-:func:`bind` turns it into the workspace's paths: ``run`` for
-:func:`~fi_compat.comm.allreduce_residual_rmsnorm` and ``prepare`` for
-:meth:`~fi_compat.comm.FusionWorkspace.prepare`. Nothing here runs per call but those
-closures: one validation call, then the launch. The launches that call FlashInfer by
-keyword or by position are built here from a table of what each FlashInfer parameter takes
-(:func:`keyword_launch`, :func:`positional_launch`), and the prepared call is a
-:class:`PreparedAllReduce` over a zero-argument call made by :func:`freeze_call`.
-
-Placing arguments once: a call with more than 15 keyword arguments makes CPython build a
-dict on every call (the legacy ``trtllm_allreduce_fusion`` takes 21), and a
-:func:`functools.partial` with stored keywords merges them into a new dict on every call. A
-positional call does neither. So positions are worked out once, when a workspace is created
-or a call is prepared, from the callable's own signature (:func:`positional_layout`), and
-only where its parameters are explicit (a plain ``def``): a forwarding wrapper's ``(*args,
-**kwargs)`` says nothing about the order of what it forwards to, so such a callable, or one
-with a keyword-only or unknown name, is called by keyword: correct on every release, and the
-wrapper builds its ``**kwargs`` dict anyway.
+:class:`Call` names the ten values a call on a workspace passes, always by position and in
+its order (the protocols take them as ``*call: *Call``, so ``mypy --strict`` refuses two
+swapped arguments of different types). Each API module makes a :class:`Launcher`, which
+:func:`bind` turns into the workspace's ``run`` and ``prepare`` paths; the launches are built
+by :func:`keyword_launch` and :func:`positional_launch`, with positions placed once from the
+callable's own signature (:func:`positional_layout`), and the prepared call by
+:func:`freeze_call`. The allreduce-fusion guide, ``docs/guide/comm.md``, says why arguments
+go by position and when by keyword.
 """
 
 from __future__ import annotations

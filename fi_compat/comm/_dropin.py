@@ -1,15 +1,9 @@
 """Drop-in names with the newest FlashInfer signatures, adapted to the installed release.
 
-``import flashinfer.comm as comm`` can become ``import fi_compat.comm as comm``:
-``comm.create_allreduce_fusion_workspace``, ``comm.allreduce_fusion`` and
-``comm.AllReduceFusionPattern`` keep FlashInfer 0.7.2.post1's parameter names, order,
-kinds and defaults, and run on whatever release is installed (unified API, legacy API, or
-the unfused reference path for the patterns it can compute).
-
-An argument the installed release does not take is dropped only while it holds its
-default value (so dropping cannot change the result); any other value raises
-:class:`~fi_compat.errors.CapabilityMissingError`. ``trigger_completion_at_end`` follows
-the rule of :func:`~fi_compat.comm.allreduce_residual_rmsnorm`.
+``create_allreduce_fusion_workspace``, ``allreduce_fusion`` and ``AllReduceFusionPattern``
+keep FlashInfer 0.7.2.post1's parameters and run on whatever release is installed. The
+allreduce-fusion guide, ``docs/guide/comm.md`` ("Drop-in names"), says what an argument the
+release cannot take does.
 """
 
 from __future__ import annotations

@@ -33,10 +33,10 @@ def allreduce_residual_rmsnorm(
     """All-reduce ``input``, add ``residual``, apply RMSNorm with ``weight``.
 
     ``residual_out = allreduce(input) + residual`` and
-    ``norm_out = rmsnorm(residual_out) * weight``, fused into one FlashInfer kernel
-    (pattern ``kARResidualRMSNorm``) on whichever API the workspace was bound to, or
-    computed step by step with torch.distributed when ``workspace`` is None or a reference
-    workspace.
+    ``norm_out = rmsnorm(residual_out) * weight``, in one fused FlashInfer kernel on the
+    workspace's API, or step by step (the reference path) when ``workspace`` is None or a
+    reference workspace. The allreduce-fusion guide, ``docs/guide/comm.md``, says what is
+    checked before the launch.
 
     .. versionadded:: 0.2.0
 
@@ -47,23 +47,18 @@ def allreduce_residual_rmsnorm(
     weight
         The RMSNorm weight, ``(hidden_dim,)``.
     workspace
-        From :func:`~fi_compat.comm.create_workspace`; None runs the unfused reference
-        path over ``group``.
+        From :func:`~fi_compat.comm.create_workspace`; None runs the reference path over
+        ``group``.
     eps
-        RMSNorm epsilon: a finite real number >= 0 (a float; an int is accepted).
+        RMSNorm epsilon: a finite real number >= 0.
     norm_out, residual_out
-        Preallocated outputs (allocated when None), of input's shape, dtype and device;
-        not the same tensor object as each other or as ``weight``. In place is fine:
-        ``norm_out=input, residual_out=residual``.
+        Preallocated outputs (allocated when None); may be ``input`` and ``residual``.
     use_oneshot, fp32_acc, launch_with_pdl
-        Passed to FlashInfer (the reference path honours ``fp32_acc``). Bools
-        (``use_oneshot`` may be None); anything else is refused.
+        Bools passed to FlashInfer (``use_oneshot`` may be None).
     trigger_completion_at_end
-        A bool, passed where the release takes it (0.6.8+); before that, see
-        ``FusionWorkspace.decisions`` for how False is honoured.
+        A bool, passed where the release takes it (0.6.8+).
     group
-        The process group of the reference path when ``workspace`` is None (a workspace
-        carries its own).
+        The reference path's process group when ``workspace`` is None.
 
     Returns
     -------
@@ -73,13 +68,9 @@ def allreduce_residual_rmsnorm(
     Raises
     ------
     WorkspaceMismatchError
-        A tensor does not fit the workspace (checked before any launch): not a tensor,
-        wrong shape, dtype, device or layout, no tokens or more than ``max_token_num``,
-        ``residual_out`` the same tensor as ``norm_out``. Without a workspace: tensors
-        that do not fit each other, or a dtype other than float16, bfloat16, float32.
+        A tensor does not fit the workspace (without one: the other tensors).
     InvalidArgumentError
-        ``workspace`` is neither a FusionWorkspace nor None; a switch is not a bool;
-        ``eps`` is not a finite real number >= 0.
+        A wrong ``workspace``, switch or ``eps``.
     WorkspaceDestroyedError
         The workspace was destroyed.
     """

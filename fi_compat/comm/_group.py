@@ -1,14 +1,10 @@
 """Process groups: does a group span the whole world, and a ``TorchDistBackend`` that
 broadcasts from a group-local root.
 
-FlashInfer's ``TorchDistBackend`` (0.6.0+, first in ``flashinfer.comm.mnnvl``, later in
-``flashinfer.comm.comm_backend``) takes a ``group``. Its ``bcast(data, root)`` is called
-with a *group-local* root (MPI style), but early releases hand that root to
-``torch.distributed.broadcast_object_list(src=root)`` as a *global* rank: with a group
-whose ranks are not ``0..n-1`` that broadcasts from the wrong process or hangs. Where the
-probe reports ``bcast_root_is_group_local`` as anything but ``supported``,
-:func:`group_backend` subclasses the release's class and replaces ``bcast`` with one that
-maps the root itself.
+Where the probe reports ``bcast_root_is_group_local`` as anything but ``supported``,
+:func:`group_backend` subclasses FlashInfer's ``TorchDistBackend`` with a ``bcast`` that maps
+the group-local root to a global rank itself. The allreduce-fusion guide,
+``docs/guide/comm.md`` ("``group`` is never silently dropped"), says why.
 """
 
 from __future__ import annotations

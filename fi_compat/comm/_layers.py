@@ -1,37 +1,11 @@
 """The lowest public launch layer: the unified fused call without the work fi-compat has done.
 
-On a TRT-LLM workspace and the residual RMSNorm pattern, FlashInfer's public
-``allreduce_fusion`` (0.6.0+) runs, on every call: its API wrapper (0.6.10+, for trace
-dumping), the dispatch on the workspace's class and the pattern, a check that the
-workspace's symmetric-memory handles are attached (0.7.x), the input's shape, a new
-``allreduce_out`` tensor, a contiguity check and a flat view of each tensor, and a call of
-the legacy public ``trtllm_allreduce_fusion`` through its ``@deprecated`` wrapper, which
-calls ``warnings.warn`` every time. The legacy function then checks the token count, world
-size, hidden size and dtype against the workspace's metadata, picks one-shot or two-shot,
-and calls the compiled module.
-
-fi-compat has done most of that when the workspace was created (the workspace class and the
-pattern are fixed) or does it on every call anyway (shape, dtype, device, contiguity and the
-token limit, in its validator). So a workspace binds its calls to the legacy function below
-its deprecation wrapper, with the arguments the public function would have passed
-(:func:`lowest_layer`), and adds the one check it does not otherwise make: that the handles
-are attached (where the release checks it). Where the binding is not known to be exact, the
-workspace stays on the public call, with the reason in its ``decisions``.
-
-What the public function passes, and what it checks, is measured per release by
-``tools/layers.py`` (the release run on the CPU, its legacy function and compiled module
-replaced by recorders, its lines traced) into ``layers.json``: the legacy function's every
-parameter and where its value comes from (:data:`SOURCES`), the checks fi-compat must add,
-and a SHA-256 of both functions' source. The runtime binds lower only when:
-
-* the installed release has a ``legacy`` entry, and both functions' sources hash as
-  measured (a patched or rebuilt FlashInfer stays on the public call);
-* the public name reaches FlashInfer's function through nothing but FlashInfer's trace
-  wrapper, with trace dumping off (``FLASHINFER_TRACE_DUMP``, read when the workspace is
-  created); with API logging on (``FLASHINFER_LOGLEVEL``), or anything else wrapped or
-  patched in, the public call is kept, so FlashInfer's logging keeps working;
-* the legacy function is FlashInfer's, under ``@deprecated`` alone;
-* the workspace is FlashInfer's TRT-LLM workspace.
+On a TRT-LLM workspace and the residual RMSNorm pattern, a workspace calls the legacy
+``trtllm_allreduce_fusion`` below its deprecation wrapper, with the arguments the public
+``allreduce_fusion`` would pass (:func:`lowest_layer`), as ``tools/layers.py`` measured them
+per release into ``layers.json`` (:data:`SOURCES`); where that binding is not known to be
+exact, it stays on the public call. The allreduce-fusion guide, ``docs/guide/comm.md``
+("Below the public call"), says what is measured and when the public call is kept.
 """
 
 from __future__ import annotations

@@ -7,19 +7,10 @@ release that has a member gives it the same value (a test checks that against th
 recorded signatures). Whether the *installed* release can run a pattern is checked when the
 pattern is used, not here.
 
-``import fi_compat.comm as comm`` must give an engine every name ``import flashinfer.comm as
-comm`` gives it (``comm.QuantizationSFLayout``, ``comm.MoeAlltoAll``, ...), and
-``fi_compat.comm.mnnvl`` every name of ``flashinfer.comm.mnnvl``. The names fi-compat adapts
-are its own objects; every other public name is looked up in the installed module on each
-access (never cached, so a refreshed probe or another fake release is seen at once) and
-returned as it is. A name the installed release lacks raises
-:class:`~fi_compat.errors.NameUnavailableError`, an ``AttributeError`` naming the first
-recorded release that has it.
-
-The module is imported through the probe (:func:`~fi_compat.capabilities.get_capabilities`),
-so an old release whose ``import flashinfer.comm`` raises ``AssertionError`` or ``OSError``
-without a CUDA runtime gives the same ``AttributeError``, saying why, instead of that
-exception.
+Every other public name of ``flashinfer.comm`` (and of ``flashinfer.comm.mnnvl``) is looked
+up in the installed module, imported through the probe, on each access and returned as it
+is. The allreduce-fusion guide, ``docs/guide/comm.md`` ("Every other name is handed
+through"), says what a missing name raises.
 """
 
 from __future__ import annotations

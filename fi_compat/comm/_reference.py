@@ -1,18 +1,8 @@
 """The unfused reference path: torch.distributed all-reduce, residual add, RMSNorm.
 
-It computes what FlashInfer's fused ``kARResidualRMSNorm`` kernel computes, step by step:
-
-1. ``reduced = allreduce(input)`` over the group, in the input's dtype; with
-   ``fp32_acc=True`` (or float32 input) the sum is taken in float32 and rounded once, as
-   the kernel does with FP32 accumulation. (gloo in torch 2.13 all-reduces bfloat16 and
-   float16 on CPU natively, so no float32 detour is needed for them.)
-2. ``residual_out = reduced + residual``: added in float32, rounded to the input dtype.
-3. ``norm_out = residual_out * rsqrt(mean(residual_out**2) + eps) * weight``: the mean is
-   taken in float32 over the rounded ``residual_out``, the products in float32, and the
-   result rounded once to the input dtype.
-
-The input is never modified. With a single process (a group of one, or torch.distributed
-not initialized) no communication happens at all.
+It computes what FlashInfer's fused ``kARResidualRMSNorm`` kernel computes, step by step,
+in the precision the allreduce-fusion guide, ``docs/guide/comm.md`` ("The reference
+path"), gives.
 
 Like the API modules it owns its whole path: the workspace (:func:`create_reference`, no
 buffers, nothing to destroy), its launch, the call without a workspace

@@ -3,34 +3,9 @@
 Creating a workspace checks the arguments (``_checks``), decides which path runs it
 (:func:`_choose`: the unified API of 0.6.0+, the legacy TRT-LLM IPC API of 0.2.9+, or the
 unfused reference path) and hands the rest, as one ``Request``, to that path's module
-(``_unified``, ``_legacy``, ``_reference``), which decides which keywords the installed
-release gets, how a process group reaches the rendezvous, and binds the per-call path.
-Every decision is made from :func:`fi_compat.get_capabilities`, never from the version
-number, and logged once at debug level.
-
-FlashInfer's workspace interface on every workspace (the functions at the end of this
-module):
-
-Engines written against FlashInfer's own workspace objects (0.6.0+) read ``backend``,
-``metadata["use_fp32_lamport"]`` and ``mc_ptr``, ask ``is_buffer_size_sufficient(tp_size=,
-num_tokens=, hidden_dim=, dtype=, ...)`` before each fused call, and call ``destroy()``,
-``checkpoint_prepare()`` and ``checkpoint_restore(comm_backend)``. A fi-compat workspace
-answers all of them on every API:
-
-* unified: FlashInfer's own object answers, through a size check that also says False
-  where fi-compat's per-call checks would refuse the tensors (another hidden size or
-  dtype, zero tokens), so that an engine that asks first never gets a typed refusal later.
-  The check keeps the release's own signature (``use_oneshot=`` on TRT-LLM, ``strategy=``
-  on MNNVL), which engines inspect. A release without checkpointing raises
-  ``NotImplementedError``, as the newest FlashInfer does for a workspace that cannot
-  detach its buffers.
-* legacy (the TRT-LLM IPC API before 0.6.0): the newest release's TRT-LLM answers,
-  computed as it computes them: ``metadata`` is the dict the legacy factory returns with
-  ``create_metadata=True`` (0.5.0+), else its five keys computed the same way; the size
-  check is FlashInfer's metadata check (world size, ``tokens x hidden`` within the buffer,
-  the Lamport dtype) and fi-compat's own; checkpointing raises ``NotImplementedError``.
-* reference (unfused): the size check is fi-compat's own; checkpointing raises
-  ``NotImplementedError``; there is no ``metadata``, as on FlashInfer's MNNVL workspaces.
+(``_unified``, ``_legacy``, ``_reference``). The functions at the end of this module give
+every workspace FlashInfer's workspace interface. The allreduce-fusion guide,
+``docs/guide/comm.md``, says what is decided and what each API answers.
 """
 
 from __future__ import annotations
@@ -249,13 +224,10 @@ class FusionWorkspace:
         """Check these tensors once and return a call that launches on them.
 
         The arguments are those of :func:`~fi_compat.comm.allreduce_residual_rmsnorm`,
-        checked the same way (every :class:`~fi_compat.errors.WorkspaceMismatchError`
-        is raised here); outputs left as None are allocated now. The returned
-        :class:`~fi_compat.comm.PreparedAllReduce` takes no arguments: each call launches
-        the fused kernel (or the reference path) on these very tensors, reading whatever
-        values they hold, with no per-call checks. It is for static buffers, such as
-        those of a CUDA graph, that keep their shape and storage; prepare one per layer
-        and batch size.
+        checked the same way; outputs left as None are allocated now. The returned
+        :class:`~fi_compat.comm.PreparedAllReduce` launches on these very tensors with no
+        per-call checks. The allreduce-fusion guide, ``docs/guide/comm.md`` ("Prepared
+        calls"), says when to use it.
 
         Raises
         ------
@@ -515,6 +487,10 @@ def create_workspace(
 ) -> FusionWorkspace:
     """Create an allreduce-fusion workspace for the installed FlashInfer release.
 
+    Which API runs it, which keywords the release gets and how ``group`` reaches the
+    rendezvous are decided here, once. The allreduce-fusion guide, ``docs/guide/comm.md``,
+    explains each decision and every check.
+
     .. versionadded:: 0.2.0
 
     Parameters
@@ -524,34 +500,22 @@ def create_workspace(
     max_token_num, hidden_dim, dtype
         The largest batch, the hidden size and the activation dtype.
     group
-        The ``torch.distributed`` process group (None: the default group). Passed as
-        ``group=`` where the factory takes it (0.6.10.post1+); otherwise, when it is not
-        the whole world, carried by a ``TorchDistBackend`` over the group as
-        ``comm_backend=`` (0.6.0+); otherwise :class:`GroupNotSupportedError`.
+        The ``torch.distributed`` process group (None: the default group); never silently
+        dropped.
     backend
-        FlashInfer's backend: ``"auto"``, ``"trtllm"``, ``"mnnvl"`` or
-        ``"mnnvl-cutedsl"`` (legacy workspaces are ``"trtllm"``).
+        FlashInfer's backend: ``"auto"``, ``"trtllm"``, ``"mnnvl"`` or ``"mnnvl-cutedsl"``.
     api
-        ``"auto"`` (unified where present, else legacy), or force one of ``"unified"``,
-        ``"legacy"``, ``"reference"``.
+        ``"auto"`` (unified where present, else legacy), ``"unified"``, ``"legacy"`` or
+        ``"reference"``.
     comm_backend, gpus_per_node, force_oneshot_support, factory_options
-        Passed to the unified factory (extra keyword options via ``factory_options``, a
-        mapping with str keys); a value the release cannot take raises
-        :class:`CapabilityMissingError`. ``factory_options`` may not hold a keyword
-        fi-compat sets itself (``world_size``, ``rank``, ``max_token_num``,
-        ``hidden_dim``, ``dtype``, ``backend``, ``group``, ``comm_backend``,
-        ``gpus_per_node``, ``force_oneshot_support``, the legacy ``tp_rank``,
-        ``tp_size``, ``use_fp32_lamport``, ...): every call is checked against what the
-        workspace was created for, so FlashInfer must allocate exactly that.
-        ``force_oneshot_support`` is a bool.
+        Passed to the unified factory; ``factory_options`` (str keys) holds extra keywords,
+        none that fi-compat sets itself.
     device
-        Where the tensors live: None (the current CUDA device, or CPU without CUDA),
-        ``"cpu"``, ``"cuda"``, ``"cuda:<index>"``, an index or a ``torch.device``.
+        None (the current CUDA device, or CPU without CUDA), ``"cpu"``, ``"cuda"``,
+        ``"cuda:<index>"``, an index or a ``torch.device``.
     fallback
-        A bool. When fusion is unavailable (no ``flashinfer.comm``, neither API, world
-        size 1, a world size the TRT-LLM kernel cannot run on the legacy API or
-        ``backend="trtllm"``), return a reference workspace (``api == "reference"``,
-        ``reason`` says why) instead of raising.
+        A bool: when fusion is unavailable, return a reference workspace (``reason`` says
+        why) instead of raising.
 
     Raises
     ------
@@ -562,15 +526,10 @@ def create_workspace(
     CapabilityMissingError, FlashInferUnavailableError
         Something asked for is not in the installed release (and no fallback applies).
     WorkspaceMismatchError
-        The sizes or dtype are wrong, or ``world_size``/``rank`` do not describe
-        ``group``.
+        The sizes or dtype are wrong, or ``world_size``/``rank`` do not describe ``group``.
     InvalidArgumentError
-        ``api``, ``backend``, ``device``, ``gpus_per_node`` or ``factory_options`` is
-        wrong, a switch is not a bool, or the world size cannot run fused (1 for every
-        fused API; other than 2, 4, 8, 16 for the TRT-LLM kernel: the legacy API,
-        ``backend="trtllm"``, or ``"auto"`` when FlashInfer picks TRT-LLM) and
-        ``fallback`` does not apply. Raised before any FlashInfer call, except in the
-        last case, where the workspace FlashInfer made is destroyed first.
+        An argument or switch is wrong, or the world size cannot run fused and ``fallback``
+        does not apply.
     """
     check_arguments(api, backend, gpus_per_node, force_oneshot_support, fallback)
     options = check_factory_options(factory_options)

@@ -1,14 +1,9 @@
 """``flashinfer.comm.mnnvl`` for ``from fi_compat.comm.mnnvl import ...``.
 
-Every public name of the installed release's ``flashinfer.comm.mnnvl`` (``CommBackend``,
-``MnnvlConfig``, ``McastGPUBuffer``, ``is_mnnvl_fabric_supported``, ...) is handed through
-as it is, except :data:`TorchDistBackend`: where the installed release's ``bcast(data,
-root)`` reads ``root`` as a global rank (before 0.6.13), a subclass is returned whose
-``bcast`` maps the group-local root MPI defines to the global rank first, so a
-``TorchDistBackend(group=...)`` over a group whose ranks are not ``0..n-1`` broadcasts from
-the right process instead of hanging. A name the release lacks raises
-:class:`~fi_compat.errors.NameUnavailableError` (an ``AttributeError``) naming the release
-that introduced it.
+Every public name of the installed release's ``flashinfer.comm.mnnvl`` is handed through as
+it is, except :data:`TorchDistBackend`, whose ``bcast`` takes a group-local root on every
+release. The allreduce-fusion guide, ``docs/guide/comm.md`` ("Every other name is handed
+through"), says how.
 
 Importing this module imports neither torch nor FlashInfer.
 

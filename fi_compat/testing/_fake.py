@@ -80,11 +80,9 @@ def fake_flashinfer(
 ) -> Iterator[FakeFlashInfer]:
     """Install a fake ``flashinfer`` imitating a recorded release, for the ``with`` block.
 
-    On enter, every ``flashinfer`` module in ``sys.modules`` (the real one included) is
-    set aside, the fake is generated, ``flashinfer`` and ``flashinfer.comm`` are imported
-    from it (unless a failure mode says otherwise) and ``fi_compat.capabilities``' cache is
-    cleared. On exit the fake modules are removed, the set-aside modules restored and the
-    cache cleared again.
+    The real ``flashinfer`` modules are set aside and restored on exit; the capability
+    cache is cleared on entry and exit. The testing guide, ``docs/guide/testing.md``, says
+    what the fake does and how each option shows.
 
     .. versionadded:: 0.2.0
 
@@ -94,26 +92,17 @@ def fake_flashinfer(
         A recorded release (see :func:`available_releases`), e.g. ``"0.6.5"``. Spelled
         ``version=`` before fi-compat 0.3.0 (still taken, with a ``DeprecationWarning``).
     cuda_runtime
-        False imitates a process without a loaded CUDA runtime: ``import flashinfer.comm``
-        raises ``AssertionError("libcudart is not loaded in the current process")`` the way
-        releases up to 0.6.13 do (whatever the release).
+        False imitates a process without a loaded CUDA runtime.
     installed
-        False imitates "flashinfer is not installed": ``import flashinfer`` raises
-        ``ModuleNotFoundError`` (``sys.modules["flashinfer"]`` is set to None).
+        False imitates "flashinfer is not installed".
     import_error
         An exception (or class) that ``import flashinfer`` raises, e.g. ``OSError``.
     comm_import_error
         An exception (or class) that ``import flashinfer.comm`` raises, e.g. ``TypeError``.
     multicast
-        Whether the imitated GPUs support NVLink multicast (True: one NVSwitch node such
-        as H100 or B200 SXM). False: ``backend="auto"`` resolves to TRT-LLM from 0.6.16
-        on, and a workspace whose release needs multicast raises ``RuntimeError`` (an MNNVL
-        workspace of 0.6.10 .. 0.6.14 gets ``mc_ptr == 0`` instead).
+        Whether the imitated GPUs support NVLink multicast.
     confidential_compute
-        Whether the imitated GPUs run in NVIDIA Confidential Computing mode (no multicast;
-        from 0.6.16 the MNNVL backend refuses it and a TRT-LLM workspace is backed by
-        torch symmetric memory, so its ``checkpoint_prepare`` raises
-        ``NotImplementedError``).
+        Whether the imitated GPUs run in NVIDIA Confidential Computing mode.
 
     Yields
     ------
@@ -125,8 +114,7 @@ def fake_flashinfer(
     UnknownReleaseError
         ``release`` is not a recorded release.
     InvalidArgumentError
-        ``cuda_runtime``, ``installed``, ``multicast`` or ``confidential_compute`` is not a
-        bool, or an import error is neither an exception nor an exception class.
+        A switch is not a bool, or an import error is neither an exception nor its class.
     """
     require_bool("cuda_runtime", cuda_runtime)
     require_bool("installed", installed)

@@ -1,17 +1,11 @@
 """The fake's kernel boundary: what an attention ``plan`` hands the kernel, from measured data.
 
-A fake wrapper computes nothing, but whether a ``plan`` call's split settings
-(``fixed_split_size=``, ``disable_split_kv=``) would reach the kernel's scheduler is a
-measured fact of every release, family and backend (:mod:`fi_compat.attention._reach`,
-``reach.json``). When a fake wrapper's ``plan`` (or ``begin_forward``, or
-``fast_decode_plan(wrapper, ...)``) has bound its arguments, :func:`kernel_plan` turns that
-fact into a :class:`KernelPlan` (or the exception the release raises), which the fake keeps
-in :attr:`~fi_compat.testing.FakeFlashInfer.kernel_plans`. So fi-compat's deterministic
-planner can be tested against every release without a GPU.
-
-Nothing here imports torch or FlashInfer. A missing or unreadable ``reach.json``, a release
-or family it does not list, a backend it did not measure and a backend attribute that holds
-no str all give an *unmeasured* record, never an exception.
+When a fake wrapper's ``plan`` has bound its arguments, :func:`kernel_plan` turns what
+:mod:`fi_compat.attention._reach` measured for that release, family and backend into a
+:class:`KernelPlan` (or the exception the release raises), kept in
+:attr:`~fi_compat.testing.FakeFlashInfer.kernel_plans`. Nothing here imports torch or
+FlashInfer. The testing guide, ``docs/guide/testing.md`` ("What the fake does"), describes
+the kernel boundary.
 """
 
 from __future__ import annotations
@@ -48,27 +42,22 @@ class KernelPlan:
     Attributes
     ----------
     wrapper
-        The wrapper planned (``self`` of ``plan``; the wrapper given to
-        ``fast_decode_plan``).
+        The wrapper planned (the one given to ``fast_decode_plan`` for the fast plan).
     family
-        Its family: the class name of :data:`fi_compat._surface.ATTENTION_FAMILIES` it
-        is (or derives from), or ``"fast_decode_plan"`` for the decode fast plan.
+        Its family in :data:`fi_compat._surface.ATTENTION_FAMILIES`, or
+        ``"fast_decode_plan"``.
     backend
-        The backend the wrapper requested, as measured data keys it (``"fa2"``,
-        ``"auto"``; ``"default"`` for a family whose constructor takes no ``backend=``);
-        the ``repr`` of a backend attribute that holds no str.
+        The backend the wrapper requested, as measured data keys it (``"default"`` for a
+        family without ``backend=``; the ``repr`` of a backend attribute holding no str).
     fixed_split_size
-        What the kernel's plan received: the caller's value with None as ``-1``, the
-        ``plan``'s own default (``-1``) when the caller passed none. None when the kernel
-        received no settings (:attr:`dropped`); as passed when :attr:`unmeasured`.
+        What the kernel's plan received (None as ``-1``); None when :attr:`dropped`, as
+        passed when :attr:`unmeasured`.
     disable_split_kv
         The same for ``disable_split_kv`` (default False).
     dropped
         True when ``plan`` took the settings (or none were passed) and the kernel got none.
     unmeasured
-        True when nothing was measured for this (release, family, backend), or the
-        measurement could not run it: the split values are as passed (None when not), the
-        fake cannot know what reaches the kernel.
+        True when nothing was measured for this (release, family, backend).
     detail
         Why: the measurement's own detail, or the fake's reason.
     """
@@ -96,6 +85,9 @@ def kernel_plan(
 ) -> KernelPlan:
     """The :class:`KernelPlan` of one bound ``plan`` call, or the exception it raises.
 
+    The testing guide, ``docs/guide/testing.md`` ("What the fake does"), describes the
+    kernel boundary.
+
     Parameters
     ----------
     release
@@ -109,20 +101,17 @@ def kernel_plan(
     defaults
         The planning function's defaults for the split keywords it declares.
     fallback_backend
-        The backend the wrapper's constructor was given, used when the measured backend
-        attribute holds nothing (None: the family's default).
+        The constructor's backend, for an empty backend attribute (None: the default).
     tensor_cores
-        For a decode family: whether the wrapper runs on tensor cores (the measurement was
-        made with them); None for other families.
+        For a decode family, whether the wrapper runs on tensor cores; None otherwise.
     refuse_without_tensor_cores
-        The decode ``plan`` raises for a fixed split size without tensor cores;
-        ``fast_decode_plan`` (False here) plans without the settings instead.
+        Raise for a fixed split size without tensor cores (``plan``, not the fast plan).
 
     Raises
     ------
     ValueError
-        A decode wrapper without tensor cores was given a ``fixed_split_size`` other than
-        None (:data:`TENSOR_CORE_MESSAGE`), or the measured refusal was a ``ValueError``.
+        A decode wrapper without tensor cores was given a ``fixed_split_size``
+        (:data:`TENSOR_CORE_MESSAGE`), or the measured refusal was a ``ValueError``.
     RuntimeError
         The measured refusal was another exception.
     """
