@@ -1,0 +1,447 @@
+"""The typed records of one recorded flashinfer-python release: what the loader returns.
+
+Each record class is frozen; :class:`ReleaseRecord` answers questions about a release
+(which names it has, what a callable accepts) from its tables. The loader in
+:mod:`fi_compat._records` builds them from the shipped files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, TypeVar
+
+from packaging.version import Version
+
+from fi_compat._arguments import require_choice, require_str
+from fi_compat._surface import (
+    ATTENTION_FAMILIES,
+    FAST_DECODE_PLAN,
+    GATES,
+    NAMED_MODULES,
+    TORCH_DIST_BACKEND,
+    symbol_named,
+)
+
+#: ``inspect.Parameter.kind.name`` values.
+ParameterKind = Literal[
+    "POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD", "VAR_POSITIONAL", "KEYWORD_ONLY", "VAR_KEYWORD"
+]
+#: The three answers of :meth:`ReleaseRecord.support`.
+SupportAnswer = Literal["supported", "unsupported", "unknown"]
+#: What a public name of a module is bound to: a ``def``; a class used for its constants
+#: (``"enum"``: derived from a class of :mod:`enum`, or a plain class of constants such as
+#: ``AllReduceFusionPattern``, as :mod:`fi_compat._surface` means the word); any other
+#: ``"class"``; a module; or anything else (``"value"``: a constant, an instance, or a name
+#: imported from outside the release, whose kind its source does not tell).
+NameKind = Literal["function", "class", "enum", "module", "value"]
+_PROPERTY_DECORATORS = frozenset({"property", "cached_property", "functools.cached_property"})
+
+_KEYWORD_KINDS = ("POSITIONAL_OR_KEYWORD", "KEYWORD_ONLY")
+_R = TypeVar("_R")
+_MAX_FORWARDS = 4
+
+
+@dataclass(frozen=True)
+class ParameterRecord:
+    """One parameter as written in the release's ``def``.
+
+    ``default`` and ``annotation`` are source text (``ast.unparse``), None when absent.
+
+    .. versionadded:: 0.2.0
+    """
+
+    name: str
+    kind: ParameterKind
+    default: str | None = None
+    annotation: str | None = None
+
+    @property
+    def has_default(self) -> bool:
+        """True when the parameter has a default value."""
+        return self.default is not None
+
+    @property
+    def accepts_keyword(self) -> bool:
+        """True when the parameter can be passed by keyword."""
+        return self.kind in _KEYWORD_KINDS
+
+
+@dataclass(frozen=True)
+class FunctionRecord:
+    """The recorded ``def`` of one function or method.
+
+    .. versionadded:: 0.2.0
+
+    Attributes
+    ----------
+    qualname
+        ``"allreduce_fusion"`` or ``"BatchDecodeWithPagedKVCacheWrapper.plan"``.
+    defined_in
+        Module that holds the ``def`` (``"flashinfer.comm.allreduce"``).
+    decorators
+        Decorator expressions as source text, outermost first.
+    parameters
+        Parameters in order, ``self`` included for methods.
+    returns
+        The return annotation as source text, or None.
+    forwards_kwargs_to
+        Where a ``**kwargs`` is provably splatted: a method name of the same class
+        (``"_plan_impl"``) or a callable's source text; None when there is no forward the
+        analysis can prove (:mod:`fi_compat._forwarding`, the same one the live probe uses).
+    forwards_kwargs_drops
+        Keywords that may be dropped, replaced or rejected on the way to
+        :attr:`forwards_kwargs_to` (``("*",)``: any keyword). Absent from the JSON when
+        empty, so files recorded before this field existed read as "none dropped"; that
+        holds for every recorded release (checked by re-running the recorder on their
+        sources).
+    """
+
+    qualname: str
+    defined_in: str
+    decorators: tuple[str, ...]
+    parameters: tuple[ParameterRecord, ...]
+    returns: str | None = None
+    forwards_kwargs_to: str | None = None
+    forwards_kwargs_drops: tuple[str, ...] = ()
+
+    def drops(self, keyword: str) -> bool:
+        """True when ``keyword`` may not survive the ``**kwargs`` forward unchanged."""
+        return keyword in self.forwards_kwargs_drops or "*" in self.forwards_kwargs_drops
+
+    @property
+    def name(self) -> str:
+        """The last part of :attr:`qualname`."""
+        return self.qualname.rpartition(".")[2]
+
+    @property
+    def is_property(self) -> bool:
+        """True for the getter of a ``@property`` (or ``@cached_property``) of a class."""
+        return any(decorator in _PROPERTY_DECORATORS for decorator in self.decorators)
+
+    def parameter(self, name: str) -> ParameterRecord | None:
+        """The parameter called ``name``, or None."""
+        return next((p for p in self.parameters if p.name == name), None)
+
+    @property
+    def keyword_names(self) -> tuple[str, ...]:
+        """Names that can be passed by keyword, in order."""
+        return tuple(p.name for p in self.parameters if p.accepts_keyword)
+
+    @property
+    def var_keyword(self) -> str | None:
+        """The name of the ``**kwargs`` parameter, or None."""
+        return next((p.name for p in self.parameters if p.kind == "VAR_KEYWORD"), None)
+
+
+@dataclass(frozen=True)
+class ClassRecord:
+    """A recorded class: where it is defined, its methods and its instance attributes.
+
+    ``methods`` maps each recorded method name to its record, or None when the class (and
+    its bases) do not define it: ``__init__`` and the methods fi-compat reads for the
+    classes of ``comm.classes`` and the attention wrappers, ``__init__`` and every public
+    method (properties included, see :attr:`FunctionRecord.is_property`) for a class of a
+    :meth:`ReleaseRecord.public_names` table. ``attributes`` are the names an instance gets
+    by construction (sorted; empty in files recorded before schema 2): those assigned as
+    ``self.<name>`` in the ``__init__`` the class runs, in the methods that ``__init__``
+    calls on ``self``, and along the ``super().__init__`` chain, plus a dataclass's fields.
+    ``module`` is where the class was looked up (only for ``TorchDistBackend``);
+    ``plan_forwards_to`` only for attention wrappers and families; ``bcast_root_is_group_local``
+    only for ``TorchDistBackend``; ``exported`` only for the workspace classes (False for a
+    concrete class the factory builds but ``flashinfer.comm`` does not export);
+    ``family_bases`` only for attention families (:meth:`ReleaseRecord.attention_family`):
+    its direct base classes that are attention families too, by family name
+    (``CUDAGraphBatchDecodeWithPagedKVCacheWrapper`` -> the decode wrapper).
+
+    ``aliases`` (attention families only) maps a method the class binds by a class-body
+    alias to the method it names (``{"begin_forward": "plan"}``: the class attribute is that
+    very function); ``methods`` lists the alias too, with the named method's record (whose
+    :attr:`FunctionRecord.name` is therefore not its key).
+
+    .. versionadded:: 0.2.0
+    """
+
+    name: str
+    defined_in: str
+    bases: tuple[str, ...]
+    methods: Mapping[str, FunctionRecord | None]
+    module: str | None = None
+    plan_forwards_to: str | None = None
+    bcast_root_is_group_local: bool | None = None
+    exported: bool | None = None
+    attributes: tuple[str, ...] = ()
+    family_bases: tuple[str, ...] = ()
+    aliases: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def method(self, name: str) -> FunctionRecord | None:
+        """The recorded method ``name``, or None."""
+        return self.methods.get(name)
+
+
+@dataclass(frozen=True)
+class EnumRecord:
+    """A constant-holder class such as ``AllReduceFusionPattern`` and its members.
+
+    .. versionadded:: 0.2.0
+    """
+
+    name: str
+    defined_in: str
+    members: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class NameRecord:
+    """One public name of a module as ``import`` binds it (:meth:`ReleaseRecord.public_names`).
+
+    .. versionadded:: 0.2.0
+
+    Attributes
+    ----------
+    name
+        The name in the module's namespace (``"MoeAlltoAll"``).
+    kind
+        See :data:`NameKind`.
+    defined_in
+        The module whose ``def``, ``class`` or assignment binds it, re-exports followed
+        (``"flashinfer.comm.trtllm_moe_alltoall"``); for a module, its own dotted name; for
+        a name imported from outside the release, the module it is imported from; None
+        when the release binds the name in a way its source does not show.
+    function
+        For a function: its recorded ``def``.
+    cls
+        For a class or an enum: its record, with ``__init__`` and every public method.
+    enum
+        For an enum: its members with their values (source text when not a literal).
+    """
+
+    name: str
+    kind: NameKind
+    defined_in: str | None
+    function: FunctionRecord | None
+    cls: ClassRecord | None
+    enum: EnumRecord | None = None
+
+
+@dataclass(frozen=True)
+class HazardRecord:
+    """A recorded import hazard of one release: whether it is present, and the evidence.
+
+    ``evidence`` is the ``file:line`` that shows it. The hazards fi-compat warns about are
+    :class:`fi_compat.hazards.Hazard`.
+
+    .. versionadded:: 0.3.0
+       Named ``Hazard`` in 0.2.0 (that name still works, with a ``DeprecationWarning``).
+    """
+
+    value: bool
+    evidence: str | None
+
+
+@dataclass(frozen=True)
+class ReleaseRecord:
+    """Everything recorded about one flashinfer-python release.
+
+    Use :meth:`function` / :meth:`accepts` / :meth:`support` with a qualified name:
+    ``"create_allreduce_fusion_workspace"`` (a ``flashinfer.comm`` function),
+    ``"BatchDecodeWithPagedKVCacheWrapper.plan"`` (an attention wrapper method) or
+    ``"TorchDistBackend.bcast"`` / ``"AllReduceFusionWorkspace.destroy"`` (comm classes);
+    a method of an attention family (:meth:`attention_family`) is found the same way
+    (``"BatchMLAPagedAttentionWrapper.plan"``).
+
+    .. versionadded:: 0.2.0
+    """
+
+    release: str
+    source_filename: str
+    source_sha256: str | None
+    comm_requires_cuda_runtime: HazardRecord
+    import_queries_gpu: HazardRecord
+    comm_requires_triton: HazardRecord
+    comm_exists: bool
+    comm_functions: Mapping[str, FunctionRecord | None]
+    comm_enums: Mapping[str, EnumRecord | None]
+    comm_classes: Mapping[str, ClassRecord | None]
+    workspace_classes: tuple[str, ...]
+    attention: Mapping[str, ClassRecord | None]
+    names: Mapping[str, Mapping[str, NameRecord]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    decode_functions: Mapping[str, FunctionRecord | None] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    families: Mapping[str, ClassRecord | None] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def version(self) -> Version:
+        """The release as a :class:`packaging.version.Version`."""
+        return Version(self.release)
+
+    def comm_function(self, name: str) -> FunctionRecord | None:
+        """``flashinfer.comm.<name>``, or None when the release does not export it.
+
+        ``name`` is a FlashInfer name or a symbol key of :mod:`fi_compat._surface`; a key
+        finds the symbol under whichever of its names the release has.
+        """
+        return _first_of(self.comm_functions, name)
+
+    def comm_class(self, name: str) -> ClassRecord | None:
+        """A recorded ``flashinfer.comm`` class (``TorchDistBackend`` included), or None."""
+        return _first_of(self.comm_classes, name)
+
+    def wrapper(self, name: str) -> ClassRecord | None:
+        """A recorded attention wrapper exported from ``flashinfer``, or None."""
+        return _first_of(self.attention, name)
+
+    @property
+    def attention_families(self) -> tuple[str, ...]:
+        """The classes of :data:`~fi_compat._surface.ATTENTION_FAMILIES` top-level
+        ``flashinfer`` exports in this release, in that order (empty in files recorded
+        before families were)."""
+        return tuple(name for name in ATTENTION_FAMILIES if self.families.get(name) is not None)
+
+    def attention_family(self, name: str) -> ClassRecord | None:
+        """The attention family ``name`` (a class name of
+        :data:`~fi_compat._surface.ATTENTION_FAMILIES`) as the release defines it, or None.
+
+        Its record holds ``__init__``, ``plan``, ``begin_forward``, ``run``, ``forward`` and
+        ``_plan_impl`` (None where absent; aliases see :attr:`ClassRecord.aliases`), its
+        instance attributes, ``plan_forwards_to`` and ``family_bases``.
+
+        Raises
+        ------
+        InvalidArgumentError
+            ``name`` is not a str.
+        """
+        require_str("name", name, fix="pass a class name of ATTENTION_FAMILIES")
+        return self.families.get(name)
+
+    def public_names(self, module: str) -> Mapping[str, NameRecord]:
+        """Every public name ``import <module>`` binds in this release, by name.
+
+        Parameters
+        ----------
+        module
+            One of :data:`fi_compat._surface.NAMED_MODULES`: ``flashinfer.comm`` or
+            ``flashinfer.comm.mnnvl``.
+
+        Returns
+        -------
+        Mapping
+            Name -> :class:`NameRecord`; empty when the release has no such module. Names
+            served only by a module ``__getattr__`` are not bound at import, so not listed.
+
+        Raises
+        ------
+        InvalidArgumentError
+            ``module`` is not one of those module names.
+        """
+        require_choice("module", module, NAMED_MODULES)
+        return self.names.get(module, _NO_NAMES)
+
+    @property
+    def fast_decode_plan(self) -> FunctionRecord | None:
+        """``flashinfer.decode.fast_decode_plan`` (0.4.0+), or None when the release lacks it."""
+        found = (self.decode_functions.get(name) for name in FAST_DECODE_PLAN.names)
+        return next((record for record in found if record is not None), None)
+
+    @property
+    def torch_dist_backend(self) -> ClassRecord | None:
+        """The torch.distributed backend class (its ``module`` says where), or None."""
+        return self.comm_class(TORCH_DIST_BACKEND.key)
+
+    def has(self, gate: str) -> bool:
+        """Whether the release has what the gate ``gate`` of :data:`~fi_compat._surface.GATES`
+        stands for: every one of its items present (or its keyword accepted), or, for a
+        change in import behaviour, the hazard it removed absent."""
+        require_choice("gate", gate, tuple(GATES))
+        entry = GATES[gate]
+        if entry.hazard is not None:
+            hazard: HazardRecord = getattr(self, entry.hazard)
+            return not hazard.value
+        return all(
+            self.function(owner) is not None if keyword is None else self.accepts(owner, keyword)
+            for owner, keyword in entry.items
+        )
+
+    @property
+    def unified_api(self) -> bool:
+        """The unified allreduce-fusion API's factory and call both exported."""
+        return self.has("unified_api")
+
+    @property
+    def legacy_api(self) -> bool:
+        """The legacy TRT-LLM IPC allreduce-fusion API's factory and call both exported."""
+        return self.has("legacy_api")
+
+    def _owner(self, qualname: str) -> tuple[ClassRecord | None, FunctionRecord | None]:
+        require_str("qualname", qualname, fix="pass a name such as 'Wrapper.plan'")
+        owner_name, _, method = qualname.rpartition(".")
+        if not owner_name:
+            return None, self.comm_function(method)
+        owner_name = owner_name.rpartition(".")[2]
+        owner = (
+            self.wrapper(owner_name) or self.comm_class(owner_name) or self.families.get(owner_name)
+        )
+        if owner is None:
+            return None, None
+        return owner, owner.method(method)
+
+    def function(self, qualname: str) -> FunctionRecord | None:
+        """The record named by ``qualname`` (see the class docstring), or None."""
+        return self._owner(qualname)[1]
+
+    def support(self, qualname: str, keyword: str) -> SupportAnswer:
+        """Does ``qualname`` accept ``keyword``, following ``**kwargs`` forwards?
+
+        ``"supported"`` when the callable (or a method its ``**kwargs`` is provably
+        forwarded to) declares the keyword; ``"unknown"`` when it takes ``**kwargs`` whose
+        destination is not a recorded method, or the forward may drop the keyword;
+        ``"unsupported"`` otherwise, including when the callable is absent. The same
+        answers as :func:`fi_compat._signature.inspect_callable` on the live release.
+
+        Raises
+        ------
+        InvalidArgumentError
+            ``qualname`` or ``keyword`` is not a str.
+        """
+        require_str("keyword", keyword)
+        owner, func = self._owner(qualname)
+        for _ in range(_MAX_FORWARDS + 1):
+            if func is None:
+                return "unsupported"
+            if keyword in func.keyword_names:
+                return "supported"
+            if func.var_keyword is None:
+                return "unsupported"
+            target = func.forwards_kwargs_to
+            if owner is None or target is None or owner.method(target) is None:
+                return "unknown"
+            if func.drops(keyword):
+                return "unknown"
+            func = owner.method(target)
+        return "unknown"
+
+    def accepts(self, qualname: str, keyword: str) -> bool:
+        """True when :meth:`support` is ``"supported"`` (``unknown`` is not acceptance)."""
+        return self.support(qualname, keyword) == "supported"
+
+
+_NO_NAMES: Mapping[str, NameRecord] = MappingProxyType({})
+
+
+def _first_of(table: Mapping[str, _R | None], name: str) -> _R | None:
+    """``table[name]``, or the entry of the first name of the symbol ``name`` stands for."""
+    found = table.get(name)
+    if found is not None:
+        return found
+    symbol = symbol_named(name)
+    if symbol is None:
+        return None
+    for alias in symbol.names:
+        found = table.get(alias)
+        if found is not None:
+            return found
+    return None
