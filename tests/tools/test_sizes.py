@@ -143,7 +143,7 @@ def test_an_unknown_rule_is_an_error() -> None:
 @pytest.mark.parametrize(
     "refused",
     [{"fewer_tokens"}, {"same"}, {"zero_tokens"}, {"narrower_hidden", "double_tokens"}],
-    ids=str,
+    ids=lambda refused: "+".join(sorted(refused)),  # stable across processes (for xdist)
 )
 def test_refusals_no_rule_explains_fit_nothing(refused: set[str]) -> None:
     admitted = {name: name not in refused for name in SHAPES}
