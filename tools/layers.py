@@ -37,11 +37,10 @@ Run from the repository root (``make measure-layers``)::
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +58,8 @@ from fi_compat._surface import (
 )
 from fi_compat.comm._layers import HANDLES_ATTACHED, SOURCES
 from fi_compat.testing import listed_releases
-from tools import reach
-from tools.reach import ProbeError, ReleaseEnvironment, release_environment, run_in_release
+from tools import measurement
+from tools.reach import ReleaseEnvironment, run_in_release, run_with_triton
 from tools.releases import ReleaseCache
 
 __all__ = [
@@ -71,7 +70,6 @@ __all__ = [
     "classify",
     "dump_document",
     "main",
-    "measure_all",
     "measure_release",
     "run_probe",
     "run_release",
@@ -83,7 +81,6 @@ OUTPUT = ROOT / "fi_compat" / "comm" / "layers.json"
 PROBE = Path(__file__).resolve().parent / "layers_probe.py"
 #: The first release with the unified API.
 FIRST_RELEASE = Version("0.6.0")
-TRITON = "triton==3.6.0"
 TIMEOUT = 180.0
 SCHEMA = 1
 TOOL = "tools/layers.py"
@@ -273,27 +270,16 @@ def run_probe(
     )
 
 
-_NO_TRITON = "No module named 'triton'"
-
-
 def run_release(
     version: str, cache: ReleaseCache | None = None, command: Sequence[str] | None = None
 ) -> dict[str, Any]:
-    """:func:`run_probe` (or ``command``) against one release, downloaded once; run again
-    with the triton wheel on the path when the import asks for it (0.6.10 to 0.6.13), said
-    either in the document's ``error`` or in the failed subprocess's output."""
-    cache = cache or ReleaseCache()
-    environment = release_environment(version, cache)
-    try:
-        document = run_probe(environment, command=command)
-    except ProbeError as error:
-        if _NO_TRITON not in str(error):
-            raise
-    else:
-        if _NO_TRITON not in str(document.get("error", "")):
-            return document
-    triton = cache.extract(cache.download(TRITON, wheel_only=True))
-    return run_probe(environment, triton_dir=triton, command=command)
+    """:func:`run_probe` (or ``command``) against one release, with triton where it asks
+    (:func:`tools.reach.run_with_triton`)."""
+    return run_with_triton(
+        version,
+        cache,
+        lambda environment, triton: run_probe(environment, triton_dir=triton, command=command),
+    )
 
 
 def measure_release(version: str, cache: ReleaseCache | None = None) -> dict[str, Any]:
@@ -306,17 +292,6 @@ def recorded_releases() -> list[str]:
     return [name for name in listed_releases() if Version(name) >= FIRST_RELEASE]
 
 
-def measure_all(
-    versions: Iterable[str],
-    *,
-    workers: int = 2,
-    measure: Callable[[str], dict[str, Any]] | None = None,
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """Each release's entry, and the error of each release that could not be measured
-    (:func:`tools.reach.measure_all` with this tool's :func:`measure_release`)."""
-    return reach.measure_all(versions, workers=workers, measure=measure or measure_release)
-
-
 # -------------------------------------------------------------------------- the file
 
 
@@ -327,19 +302,8 @@ def build_document(releases: Mapping[str, Any]) -> dict[str, Any]:
 
 def dump_document(document: Mapping[str, Any]) -> str:
     """Deterministic text: releases sorted by version, each entry's keys in the order
-    :func:`classify` writes them, its arguments in the legacy function's parameter order."""
-    releases = {
-        version: document["releases"][version]
-        for version in sorted(document["releases"], key=Version)
-    }
-    return json.dumps({**document, "releases": releases}, indent=1, ensure_ascii=True) + "\n"
-
-
-def _load(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    releases: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))["releases"]
-    return releases
+    :func:`classify` writes them."""
+    return measurement.dump_by_version(document)
 
 
 def main(
@@ -349,33 +313,15 @@ def main(
     measure: Callable[[str], dict[str, Any]] | None = None,
 ) -> int:
     """Measure the releases, then write ``layers.json`` (or compare it, with ``--check``)."""
-    parser = argparse.ArgumentParser(
+    tool = measurement.Tool(
         prog="python -m tools.layers",
         description=f"Measure what {UNIFIED_FUSION.key} runs below its public name, per release.",
+        first_release=str(FIRST_RELEASE),
+        recorded_releases=recorded_releases,
+        measure_release=measure_release,
+        text=lambda releases: dump_document(build_document(releases)),
     )
-    parser.add_argument("versions", nargs="*", help="releases (default: every one from 0.6.0)")
-    parser.add_argument("--check", action="store_true", help="compare with the shipped file")
-    parser.add_argument("--workers", type=int, default=2, help="subprocesses at once")
-    args = parser.parse_args(argv)
-    versions = list(args.versions) or recorded_releases()
-    measured, errors = measure_all(versions, workers=args.workers, measure=measure)
-    for version, error in sorted(errors.items()):
-        print(f"error: flashinfer-python {version} not measured: {error}", file=sys.stderr)
-    shipped = _load(output)
-    if args.check:
-        differences = [
-            f"{version}: shipped {shipped.get(version)!r}, measured {entry!r}"
-            for version, entry in sorted(measured.items())
-            if shipped.get(version) != entry
-        ]
-        for line in differences:
-            print(f"differs: {line}", file=sys.stderr)
-        return 1 if differences or errors else 0
-    text = dump_document(build_document({**shipped, **measured}))
-    if not output.is_file() or output.read_text(encoding="utf-8") != text:
-        output.write_text(text, encoding="utf-8")
-    print(f"measured {len(measured)} release(s) into {output}", file=sys.stderr)
-    return 1 if errors else 0
+    return measurement.main(tool, argv, output=output, measure=measure)
 
 
 if __name__ == "__main__":

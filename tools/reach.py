@@ -43,7 +43,6 @@ is then 1.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -52,7 +51,6 @@ import sys
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +59,7 @@ from packaging.version import Version
 
 from fi_compat._surface import ATTENTION_FAMILIES, FAST_DECODE_PLAN, PLAN_IMPL
 from fi_compat.testing import listed_releases
+from tools import measurement
 from tools.releases import ReleaseCache
 
 __all__ = [
@@ -601,18 +600,31 @@ def dump_document(document: Mapping[str, Any]) -> str:
     return json.dumps(document, indent=1, sort_keys=True, ensure_ascii=True) + "\n"
 
 
-def _load(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    document = json.loads(path.read_text(encoding="utf-8"))
-    releases = document.get("releases") if isinstance(document, dict) else None
-    return dict(releases) if isinstance(releases, dict) else {}
+#: The triton wheel ``flashinfer.comm`` imports from 0.6.10 to 0.6.13.
+TRITON = "triton==3.6.0"
+_NO_TRITON = "No module named 'triton'"
 
 
-def _write(path: Path, text: str) -> None:
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as tmp:
-        tmp.write(text)
-    os.replace(tmp.name, path)
+def run_with_triton(
+    version: str,
+    cache: ReleaseCache | None,
+    probe: Callable[[ReleaseEnvironment, Path | None], dict[str, Any]],
+) -> dict[str, Any]:
+    """``probe(environment, None)`` for one release, downloaded once; again with the triton
+    wheel on the path (``probe(environment, triton_dir)``) when the import asks for it (0.6.10
+    to 0.6.13), said either in the document's ``error`` or in the failed subprocess's output."""
+    cache = cache or ReleaseCache()
+    environment = release_environment(version, cache)
+    try:
+        document = probe(environment, None)
+    except ProbeError as error:
+        if _NO_TRITON not in str(error):
+            raise
+    else:
+        if _NO_TRITON not in str(document.get("error", "")):
+            return document
+    triton = cache.extract(cache.download(TRITON, wheel_only=True))
+    return probe(environment, triton)
 
 
 def measure_all(
@@ -626,23 +638,7 @@ def measure_all(
     def default(version: str) -> dict[str, Any]:
         return measure_release(release_environment(version))
 
-    run = measure or default
-
-    def attempt(version: str) -> tuple[str, dict[str, Any] | None, str | None]:
-        try:
-            return version, run(version), None
-        except Exception as error:  # one release's failure never stops the others
-            return version, None, f"{type(error).__name__}: {error}"
-
-    measured: dict[str, Any] = {}
-    errors: dict[str, str] = {}
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        for version, entry, error in pool.map(attempt, list(versions)):
-            if entry is not None:
-                measured[version] = entry
-            else:
-                errors[version] = error or "unknown error"
-    return measured, errors
+    return measurement.measure_all(versions, workers=workers, measure=measure or default)
 
 
 def _differences(shipped: Mapping[str, Any], measured: Mapping[str, Any]) -> list[str]:
@@ -670,30 +666,16 @@ def main(
     measure: Callable[[str], dict[str, Any]] | None = None,
 ) -> int:
     """Measure the releases, then write ``reach.json`` (or compare it, with ``--check``)."""
-    parser = argparse.ArgumentParser(
+    tool = measurement.Tool(
         prog="python -m tools.reach",
         description="Measure whether the split-KV settings reach FlashInfer's planner.",
+        first_release=str(FIRST_RELEASE),
+        recorded_releases=recorded_releases,
+        measure_release=lambda version: measure_release(release_environment(version)),
+        text=lambda releases: dump_document(build_document(releases)),
+        differences=_differences,
     )
-    parser.add_argument("versions", nargs="*", help="releases (default: every one from 0.4.0)")
-    parser.add_argument("--check", action="store_true", help="compare with the shipped file")
-    parser.add_argument("--workers", type=int, default=2, help="subprocesses at once")
-    args = parser.parse_args(argv)
-    versions = list(args.versions) or recorded_releases()
-    measured, errors = measure_all(versions, workers=args.workers, measure=measure)
-    for version, error in sorted(errors.items()):
-        print(f"error: flashinfer-python {version} not measured: {error}", file=sys.stderr)
-    shipped = _load(output)
-    if args.check:
-        differences = _differences(shipped, measured)
-        for line in differences:
-            print(f"differs: {line}", file=sys.stderr)
-        return 1 if differences or errors else 0
-    merged = {**shipped, **measured}
-    text = dump_document(build_document(merged))
-    if not output.is_file() or output.read_text(encoding="utf-8") != text:
-        _write(output, text)
-    print(f"measured {len(measured)} release(s) into {output}", file=sys.stderr)
-    return 1 if errors else 0
+    return measurement.main(tool, argv, output=output, measure=measure)
 
 
 if __name__ == "__main__":
