@@ -274,7 +274,9 @@ def test_default_rules_are_unchanged_by_the_new_fields() -> None:
 def test_the_sglang_allow_list_is_the_one_fi_compat_keeps() -> None:
     from fi_compat.policy import FUSION_ARCHITECTURES
 
-    assert SGLANG_0_5_23_FUSION_ARCHITECTURES == FUSION_ARCHITECTURES
+    # One home: the list is written once (the wheel-backed test below compares it with
+    # SGLang 0.5.23's own where the wheel is at hand).
+    assert SGLANG_0_5_23_FUSION_ARCHITECTURES is FUSION_ARCHITECTURES
 
 
 # --------------------------------------------------------------------------- hostile input

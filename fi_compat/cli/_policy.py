@@ -29,17 +29,17 @@ from fi_compat.policy import (
 
 _ENGINES: dict[str, FusionRuleSet] = {"sglang": SGLANG_0_5_23_RULES, "vllm": VLLM_0_33_0_RULES}
 
-# Flags that only one engine's rules read: dest -> engine.
-_ENGINE_ONLY = {
-    "fusion_backend": "sglang",
-    "attn_dp_size": "sglang",
-    "dp_size": "sglang",
-    "dtype": "sglang",
-    "encoder_only": "sglang",
-    "enable_pdmux": "sglang",
-    "optimization_level": "vllm",
-    "fuse_allreduce_rms": "vllm",
-    "vllm_backend": "vllm",
+#: The flags only one engine reads: their destination -> (the engine, the flag as spelled).
+_ENGINE_ONLY: dict[str, tuple[str, str]] = {
+    "fusion_backend": ("sglang", "--flashinfer-allreduce-fusion-backend"),
+    "attn_dp_size": ("sglang", "--attn-dp-size"),
+    "dp_size": ("sglang", "--dp-size"),
+    "dtype": ("sglang", "--dtype"),
+    "encoder_only": ("sglang", "--encoder-only"),
+    "enable_pdmux": ("sglang", "--enable-pdmux"),
+    "optimization_level": ("vllm", "--optimization-level"),
+    "fuse_allreduce_rms": ("vllm", "--fuse-allreduce-rms"),
+    "vllm_backend": ("vllm", "--flashinfer-allreduce-backend"),
 }
 
 __all__ = ["register", "render_text", "run"]
@@ -271,19 +271,8 @@ def render_text(decision: FusionDecision) -> str:
 def _engine_fields(args: argparse.Namespace) -> dict[str, Any]:
     """The Deployment fields the engine's flags set; PolicyInputError for a misplaced flag."""
     engine = args.engine
-    for dest, owner in _ENGINE_ONLY.items():
+    for dest, (owner, flag) in _ENGINE_ONLY.items():
         if getattr(args, dest, None) is not None and engine != owner:
-            flag = {
-                "fusion_backend": "--flashinfer-allreduce-fusion-backend",
-                "attn_dp_size": "--attn-dp-size",
-                "dp_size": "--dp-size",
-                "dtype": "--dtype",
-                "encoder_only": "--encoder-only",
-                "enable_pdmux": "--enable-pdmux",
-                "optimization_level": "--optimization-level",
-                "fuse_allreduce_rms": "--fuse-allreduce-rms",
-                "vllm_backend": "--flashinfer-allreduce-backend",
-            }[dest]
             raise PolicyInputError(f"{flag} is read only with --engine {owner}.")
     fields: dict[str, Any] = {
         "dp_attention": args.dp_attention is True,

@@ -21,6 +21,7 @@ fi-compat's code, not SGLang's. SGLang decides in four places:
 from __future__ import annotations
 
 from fi_compat.policy._deployment import (
+    FUSION_ARCHITECTURES,
     Deployment,
     FusionChoice,
     RuleEffect,
@@ -39,31 +40,10 @@ BACKEND_FLAG = "--flashinfer-allreduce-fusion-backend"
 ENFORCE_FLAG = "--enforce-disable-flashinfer-allreduce-fusion"
 
 # arg_groups/overrides.py: `_FLASHINFER_ALLREDUCE_FUSION_ARCHS` in 0.5.23.
-SGLANG_0_5_23_FUSION_ARCHITECTURES: frozenset[str] = frozenset(
-    {
-        "DeepseekV3ForCausalLM",
-        "DeepseekV32ForCausalLM",
-        "DeepseekV4ForCausalLM",
-        "GptOssForCausalLM",
-        "GlmMoeDsaForCausalLM",
-        "Glm4MoeForCausalLM",
-        "Glm4MoeLiteForCausalLM",
-        "MistralLarge3ForCausalLM",
-        "Qwen3MoeForCausalLM",
-        "Qwen3VLMoeForConditionalGeneration",
-        "Qwen3NextForCausalLM",
-        "Qwen4ExpForConditionalGeneration",
-        "KimiK25ForConditionalGeneration",
-        "Qwen3_5MoeForConditionalGeneration",
-        "InternS2PreviewForConditionalGeneration",
-        "Qwen3_5ForConditionalGeneration",
-        "NemotronHForCausalLM",
-        "NemotronHPuzzleForCausalLM",
-        "NemotronH_Omni_Reasoning_V3",
-    }
-)
+SGLANG_0_5_23_FUSION_ARCHITECTURES: frozenset[str] = FUSION_ARCHITECTURES
 """SGLang 0.5.23's ``_FLASHINFER_ALLREDUCE_FUSION_ARCHS`` (``arg_groups/overrides.py``).
-The MiMo architectures are auto-enabled apart from it, with the ``cutedsl`` backend.
+The same list as :data:`FUSION_ARCHITECTURES`, which already follows it (one home). The
+MiMo architectures are auto-enabled apart from it, with the ``cutedsl`` backend.
 
 .. versionadded:: 0.3.0
 """
