@@ -275,12 +275,13 @@ def missing(capabilities: Capabilities, names: Iterable[str]) -> list[str]:
     _check_capabilities(capabilities)
     names = require_strs("names", names)
     flags = _flags(capabilities)
+    dropin = dropin_support(capabilities)
     lacking: list[str] = []
     for raw in names:
         name = raw.strip()
         if name not in REQUIREMENT_NAMES:
             raise _unknown_requirement(name)
-        lacking += _lacking(capabilities, name, flags, None)
+        lacking += _lacking(capabilities, name, flags, dropin)
     return lacking
 
 
@@ -306,7 +307,7 @@ def _lacking(
     capabilities: Capabilities,
     name: str,
     flags: _Flags,
-    dropin: Mapping[str, Support] | None,
+    dropin: Mapping[str, Support],
 ) -> list[str]:
     """What requirement ``name`` (a key of :data:`REQUIREMENT_NAMES`) lacks; empty if met."""
     lacking: list[str] = []
@@ -317,8 +318,6 @@ def _lacking(
                 lacking.append(f"{owner}: unavailable ({why})")
             continue
         if section == "dropin":
-            if dropin is None:
-                dropin = dropin_support(capabilities)
             support = dropin[dropin_feature(owner)]
             if not support.supported:
                 lacking.append(f"{name}: {support.status.value} ({support.reason})")
