@@ -331,6 +331,20 @@ def test_hostile_rule_sets_raise_policy_input_error() -> None:
             bad()
 
 
+@pytest.mark.parametrize("answer", [5, "", b"trtllm", ["trtllm"], True])
+def test_a_rule_set_naming_no_backend_name_is_refused(answer: object) -> None:
+    rules = FusionRuleSet(
+        name="made up",
+        rules=tuple(DEFAULT_RULES),
+        enable_flag="--x",
+        backend=lambda deployment: answer,  # type: ignore[arg-type,return-value]
+    )
+    enabled = Deployment(architecture=DSV3, compute_capability=(9, 0), tp_size=8)
+    assert decide_fusion(enabled, tuple(DEFAULT_RULES)).enabled  # so the backend is asked
+    with pytest.raises(PolicyInputError, match="the backend made up names"):
+        decide_fusion(enabled, rules)
+
+
 ARCH = ["--arch", DSV3, "--sm", "9.0", "--tp", "8"]
 HOSTILE_ARGV: list[list[str]] = [
     ["--engine", "trt", *ARCH],

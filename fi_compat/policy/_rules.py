@@ -360,6 +360,22 @@ def _applies(rule: FusionRule, deployment: Deployment) -> bool:
     return answer
 
 
+def _backend(rule_set: FusionRuleSet | None, deployment: Deployment) -> str | None:
+    """The backend ``rule_set`` names for an enabled ``deployment``; None without one."""
+    if rule_set is None or rule_set.backend is None:
+        return None
+    answer = rule_set.backend(deployment)
+    if answer is not None:
+        require_str(
+            f"the backend {rule_set.name} names",
+            answer,
+            nonempty=True,
+            error=PolicyInputError,
+            fix="return a backend name (e.g. 'trtllm') or None from FusionRuleSet.backend",
+        )
+    return answer
+
+
 def _check_rules(rules: Sequence[FusionRule]) -> None:
     seen: set[RuleId] = set()
     for rule in rules:
@@ -430,7 +446,6 @@ def decide_fusion(
     _check_rules(rule_list)
     applied = sorted((r for r in rule_list if _applies(r, deployment)), key=lambda r: r.sort_key)
     applied_ids = tuple(r.rule_id for r in applied)
-    backend_of = rule_set.backend if rule_set is not None else None
     if not applied:
         decision = FusionDecision(
             enabled=True,
@@ -439,7 +454,7 @@ def decide_fusion(
                 f"auto-enabled: {deployment.architecture} on SM {deployment.sm} with TP "
                 f"{deployment.tp_size} meets every auto-enable condition"
             ),
-            backend=backend_of(deployment) if backend_of is not None else None,
+            backend=_backend(rule_set, deployment),
         )
     else:
         winner = applied[0]
@@ -471,7 +486,7 @@ def decide_fusion(
             reason=winner.explain(deployment),
             warnings=tuple(warnings),
             applied_rules=applied_ids,
-            backend=backend_of(deployment) if enabled and backend_of is not None else None,
+            backend=_backend(rule_set, deployment) if enabled else None,
         )
     _logger.debug("allreduce fusion decision for %r: %r", deployment, decision)
     return decision
