@@ -35,6 +35,8 @@ RELEASES = [
 ]
 SWEPT = release_classes.releases("names", RELEASES)
 TOKENS, HIDDEN, DTYPE = 4, 64, torch.bfloat16
+#: The FlashInfer call a fused drop-in call ends in, per workspace API.
+FUSED_CALLS = {"unified": "allreduce_fusion", "legacy": "trtllm_allreduce_fusion"}
 #: A valid non-default value for each scalar argument (the tensor ones need a pattern).
 VALUES: dict[str, Any] = {
     "launch_with_pdl": True,
@@ -55,7 +57,7 @@ def test_every_drop_in_argument_has_a_requirement_name() -> None:
 
 @pytest.mark.parametrize("release", SWEPT)
 def test_the_requirement_answers_what_the_call_does(release: str) -> None:
-    with fake_flashinfer(release):
+    with fake_flashinfer(release) as fake:
         caps = get_capabilities()
         answers = build_report(caps)["requirements"]
         workspace = comm.create_allreduce_fusion_workspace(
@@ -82,12 +84,16 @@ def test_the_requirement_answers_what_the_call_does(release: str) -> None:
                 )
 
             if lacking:
+                fake.clear_calls()
                 with pytest.raises(CapabilityMissingError) as refused:
                     call()
                 assert refused.value.feature == name
+                assert not fake.calls_to(FUSED_CALLS[workspace.api]), "refused after a launch"
                 seen.add("refused")
             else:
+                fake.clear_calls()
                 call()  # runs: --require said it would
+                assert fake.calls_to(FUSED_CALLS[workspace.api]), "ran without a launch"
                 seen.add("ran")
         workspace.destroy()
     assert "ran" in seen
