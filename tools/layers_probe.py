@@ -68,8 +68,12 @@ RUNS: tuple[dict[str, Any], ...] = (
         "rms_eps": 3.5e-5,
     },
 )
-#: The stand-in workspace and tensors: tokens > world size (two-shot is allowed).
+#: The stand-in workspace and tensors: tokens > world size (two-shot is allowed), and a call
+#: narrower than the workspace (``WORKSPACE_HIDDEN``) that fits it, so a hidden size that
+#: reaches the legacy call is told apart: the call's own (source ``hidden``) or the
+#: workspace's (no source matches).
 TOKENS, HIDDEN, WORLD, RANK, MAX_TOKENS = 6, 256, 4, 3, 64
+WORKSPACE_HIDDEN = 2 * HIDDEN
 #: Caller tensors whose flattened views the legacy call may receive.
 VIEWED = ("input", "residual_in", "residual_out", "norm_out")
 
@@ -295,7 +299,7 @@ def measure() -> dict[str, Any]:
             workspace.metadata = {
                 "max_token_num": MAX_TOKENS,
                 "tp_size": WORLD,
-                "hidden_dim": HIDDEN,
+                "hidden_dim": WORKSPACE_HIDDEN,
                 "use_fp32_lamport": False,
             }
             workspace.mem_handles = []
