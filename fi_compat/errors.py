@@ -11,7 +11,9 @@ from __future__ import annotations
 
 __all__ = [
     "BackendNotDeterministicError",
+    "CallSizeUnsupportedError",
     "CapabilityMissingError",
+    "CheckpointUnsupportedError",
     "DeploymentRefusedError",
     "DeterminismUnavailableError",
     "FakeUninstalledError",
@@ -175,7 +177,7 @@ class BackendNotDeterministicError(DeterminismUnavailableError):
     def __init__(
         self, message: str, *, family: str, backend: str, release: str, verdict: str
     ) -> None:
-        super().__init__(message, feature=f"{family}[{backend}]")
+        super().__init__(message, feature=f"deterministic:{family}:{backend}")
         self.family = family
         self.backend = backend
         self.release = release
@@ -193,6 +195,29 @@ class WorkspaceMismatchError(InvalidArgumentError):
     """Tensors given to a fused call do not fit the workspace they would run on.
 
     .. versionadded:: 0.2.0
+    """
+
+
+class CallSizeUnsupportedError(WorkspaceMismatchError, CapabilityMissingError):
+    """A call of another size than the workspace's, on a workspace that serves only its own.
+
+    Where the installed release was measured to serve any call that fits the workspace
+    (``fi_compat/comm/sizes.json``), fi-compat serves it too; on the legacy API and on
+    backends or releases that were not measured, only the creation-time hidden size is
+    served, and a call of another width raises this (a ``WorkspaceMismatchError`` as well).
+    ``feature`` is the ``--require`` name, ``per_call_sizes:<kind>``.
+
+    .. versionadded:: 0.3.0
+    """
+
+
+class CheckpointUnsupportedError(CapabilityMissingError, NotImplementedError):
+    """``checkpoint_prepare``/``checkpoint_restore`` on a workspace that cannot detach.
+
+    A ``NotImplementedError``, as FlashInfer answers the same case (vLLM catches it).
+    ``feature`` is the ``--require`` name, ``checkpointing:<kind>``.
+
+    .. versionadded:: 0.3.0
     """
 
 

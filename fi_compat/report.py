@@ -8,7 +8,7 @@ Data flows one way: :mod:`fi_compat.capabilities` probes, this module describes,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -27,9 +27,23 @@ from fi_compat._surface import (
     UNIFIED_FUSION,
 )
 from fi_compat.attention import _reach
+from fi_compat.attention._served import (
+    Served,
+    deterministic_answers,
+    deterministic_names,
+    deterministic_support,
+)
+from fi_compat.attention._vouch import deterministic_feature
 from fi_compat.capabilities import ATTENTION_PROBES, COMM_PROBES, Capabilities
 from fi_compat.comm._factory import dropin_feature
-from fi_compat.comm._taken import DROPIN_ARGUMENTS, dropin_support
+from fi_compat.comm._sizes import SIZE_KINDS, size_feature, size_support
+from fi_compat.comm._taken import (
+    CHECKPOINT_KINDS,
+    DROPIN_ARGUMENTS,
+    checkpoint_feature,
+    checkpoint_support,
+    dropin_support,
+)
 from fi_compat.errors import UnknownRequirementError, explain
 from fi_compat.hazards import hazards
 
@@ -84,6 +98,12 @@ def _requirement_names() -> dict[str, tuple[tuple[str, str, str], ...]]:
     names.update({flag: (("flag", flag, ""),) for flag in _FLAGS})
     names[_BCAST] = (("bcast", _BCAST, ""),)
     names.update({dropin_feature(name): (("dropin", name, ""),) for name in DROPIN_ARGUMENTS})
+    for section, named in (
+        ("sizes", [size_feature(kind) for kind in SIZE_KINDS]),
+        ("checkpoint", [checkpoint_feature(kind) for kind in CHECKPOINT_KINDS]),
+        ("deterministic", deterministic_names()),
+    ):
+        names.update({name: ((section, name, ""),) for name in named})
     for section, prefix, table in _TABLES:
         for owner, keywords in table.items():
             for keyword in keywords:
@@ -103,8 +123,18 @@ the report prints, bare (as in its ``comm`` and ``attention`` tables) and qualif
 its ``signatures`` section, e.g.
 ``flashinfer.comm.allreduce_fusion.trigger_completion_at_end``), and
 ``dropin:allreduce_fusion.<argument>`` for each argument of fi-compat's drop-in
-``allreduce_fusion`` (met where a non-default value runs on the installed release). The
-JSON report's ``requirements`` lists every one with its answer. Nothing else.
+``allreduce_fusion`` (met where a non-default value runs on the installed release),
+``per_call_sizes:<kind>`` and ``checkpointing:<kind>`` for each kind of fused workspace
+(``trtllm``, ``mnnvl``, ``mnnvl-cutedsl``, ``legacy``; met where such a workspace serves
+calls of other sizes than its own, or has FlashInfer's ``checkpoint_prepare`` and
+``checkpoint_restore``), and ``deterministic:<Family>:<backend>`` for each wrapper family
+and backend the split-reach measurement lists in some release (``default`` for a class
+without ``backend=``, ``fast_decode_plan`` for the decode fast plan; met exactly where
+:func:`fi_compat.attention.deterministic_wrapper` serves a wrapper of that family built
+with that backend, and ``use_tensor_cores=True`` for decode). Each is the ``feature`` of
+the typed error the refusal raises. The JSON report's ``requirements`` lists every one
+with its answer. Nothing else. (``per_call_sizes:``, ``checkpointing:`` and
+``deterministic:`` names since fi-compat 0.3.0.)
 
 .. versionadded:: 0.2.0
 """
@@ -140,20 +170,25 @@ def _answers(table: Mapping[str, Mapping[str, Support]]) -> dict[str, dict[str, 
 _REACH_FAMILIES: tuple[str, ...] = (*ATTENTION_FAMILIES, _reach.FAST_DECODE_PLAN)
 
 
-def _split_reach(release: str | None) -> dict[str, Any]:
-    """Per family and backend, what the measurement of ``release`` saw the settings do."""
+def _split_reach(capabilities: Capabilities, served: Mapping[str, Served]) -> dict[str, Any]:
+    """Per family and backend, what the measurement of the installed release saw the
+    settings do, and what a deterministic run gets (``served`` or ``refused``, and why)."""
+    release = capabilities.flashinfer.version
     families: dict[str, Any] = {}
     for family in _REACH_FAMILIES:
         facts = _reach.family_reach(release, family)
         if facts is None:
             continue
-        families[family] = {
-            "plan_takes": facts.plan_takes,
-            "backends": {
-                backend: {"verdict": str(answer.verdict), "detail": answer.detail}
-                for backend, answer in facts.backends.items()
-            },
-        }
+        backends: dict[str, Any] = {}
+        for backend, answer in facts.backends.items():
+            run = served[deterministic_feature(family, backend)]
+            backends[backend] = {
+                "verdict": str(answer.verdict),
+                "detail": answer.detail,
+                "deterministic": "served" if run.served else "refused",
+                "why": run.why,
+            }
+        families[family] = {"plan_takes": facts.plan_takes, "backends": backends}
     return {"measured": bool(families), "release": release, "families": families}
 
 
@@ -194,7 +229,7 @@ def build_report(capabilities: Capabilities) -> dict[str, Any]:
             "bcast_root_is_group_local": comm.bcast_root_is_group_local.to_dict(),
         },
         "attention": _answers(capabilities.attention),
-        "split_reach": _split_reach(info.version),
+        "split_reach": _split_reach(capabilities, deterministic_answers(capabilities)),
         "signatures": {
             f"{prefix}{name}": _shape_dict(shape)
             for prefix, shapes in (
@@ -218,7 +253,10 @@ def _unknown_requirement(name: str) -> UnknownRequirementError:
             f"{DECODE.key}.{PLAN}.fixed_split_size or "
             f"{UNIFIED_FUSION.dotted}.trigger_completion_at_end, or "
             f"{dropin_feature('<argument>')} for an argument of fi-compat's drop-in "
-            f"{UNIFIED_FUSION.key}",
+            f"{UNIFIED_FUSION.key}, {size_feature('<kind>')} or {checkpoint_feature('<kind>')} "
+            f"for a kind of workspace ({', '.join(SIZE_KINDS)}), or "
+            f"{deterministic_feature('<Family>', '<backend>')} for a family and backend "
+            "of its split-reach section",
             what,
             fix="spell the name as fi-compat report prints it, one per comma-separated item",
         )
@@ -275,17 +313,41 @@ def missing(capabilities: Capabilities, names: Iterable[str]) -> list[str]:
     _check_capabilities(capabilities)
     names = require_strs("names", names)
     flags = _flags(capabilities)
-    dropin = dropin_support(capabilities)
+    named = _Named(capabilities)
     lacking: list[str] = []
     for raw in names:
         name = raw.strip()
         if name not in REQUIREMENT_NAMES:
             raise _unknown_requirement(name)
-        lacking += _lacking(capabilities, name, flags, dropin)
+        lacking += _lacking(capabilities, name, flags, named)
     return lacking
 
 
 _Flags = dict[str, tuple[bool, str | None]]
+
+#: The answer function of each section whose requirements are computed together.
+_NAMED: Mapping[str, Callable[[Capabilities], Mapping[str, Support]]] = MappingProxyType(
+    {
+        "dropin": dropin_support,
+        "sizes": size_support,
+        "checkpoint": checkpoint_support,
+        "deterministic": deterministic_support,
+    }
+)
+
+
+class _Named:
+    """The answers of :data:`_NAMED`'s sections, each computed once, when first asked."""
+
+    def __init__(self, capabilities: Capabilities) -> None:
+        self._capabilities = capabilities
+        self._answers: dict[str, Mapping[str, Support]] = {}
+
+    def __call__(self, section: str, name: str) -> Support:
+        answers = self._answers.get(section)
+        if answers is None:
+            answers = self._answers[section] = _NAMED[section](self._capabilities)
+        return answers[name]
 
 
 def _flags(capabilities: Capabilities) -> _Flags:
@@ -307,7 +369,7 @@ def _lacking(
     capabilities: Capabilities,
     name: str,
     flags: _Flags,
-    dropin: Mapping[str, Support],
+    named: _Named,
 ) -> list[str]:
     """What requirement ``name`` (a key of :data:`REQUIREMENT_NAMES`) lacks; empty if met."""
     lacking: list[str] = []
@@ -317,8 +379,8 @@ def _lacking(
             if not present:
                 lacking.append(f"{owner}: unavailable ({why})")
             continue
-        if section == "dropin":
-            support = dropin[dropin_feature(owner)]
+        if section in _NAMED:
+            support = named(section, dropin_feature(owner) if section == "dropin" else owner)
             if not support.supported:
                 lacking.append(f"{name}: {support.status.value} ({support.reason})")
             continue
@@ -337,10 +399,10 @@ def _lacking(
 def _requirements(capabilities: Capabilities) -> dict[str, dict[str, str]]:
     """Every name ``--require`` accepts, with what it would answer: met or missing, and why."""
     flags = _flags(capabilities)
-    dropin = dropin_support(capabilities)
+    named = _Named(capabilities)
     answers = {}
     for name in REQUIREMENT_NAMES:
-        lacking = _lacking(capabilities, name, flags, dropin)
+        lacking = _lacking(capabilities, name, flags, named)
         answers[name] = (
             {"status": "missing", "reason": "; ".join(lacking)}
             if lacking
@@ -362,14 +424,28 @@ def _render_dropin(capabilities: Capabilities) -> list[str]:
     return [f"{head}  a non-default value of these is refused:", *refused]
 
 
+def _render_kinds(head: str, answers: Mapping[str, Support]) -> list[str]:
+    """One line per kind of workspace: its answer and why."""
+    lines = [f"  {head}"]
+    for name, support in answers.items():
+        kind = name.partition(":")[2]
+        lines.append(f"    {kind:<26} {support.status.value:<12} {support.reason}")
+    return lines
+
+
 def _yes(value: bool | None) -> str:
     return "unknown" if value is None else ("yes" if value else "no")
 
 
-def _render_reach(release: str | None) -> list[str]:
-    """The split-reach section: per family, its backends grouped by verdict."""
-    section = _split_reach(release)
-    lines = ["", "split settings reach the kernel (measured; deterministic accepts 'reaches')"]
+def _render_reach(capabilities: Capabilities) -> list[str]:
+    """The split-reach section: per family and backend, what a deterministic run gets."""
+    release = capabilities.flashinfer.version
+    section = _split_reach(capabilities, deterministic_answers(capabilities))
+    lines = [
+        "",
+        "deterministic runs, per family and backend "
+        f"({deterministic_feature('<Family>', '<backend>')}; measured split reach)",
+    ]
     if not section["measured"]:
         return [
             *lines,
@@ -377,17 +453,9 @@ def _render_reach(release: str | None) -> list[str]:
             "or wrapper refuses every wrapper",
         ]
     for family, facts in section["families"].items():
-        verdicts: dict[str, list[str]] = {}
-        for backend, answer in facts["backends"].items():
-            verdicts.setdefault(answer["verdict"], []).append(backend)
-        order = [str(v) for v in _reach.Verdict]
-        parts = [
-            f"{verdict}: {', '.join(sorted(verdicts[verdict]))}"
-            for verdict in order
-            if verdict in verdicts
-        ]
         lines.append(f"  {family}")
-        lines.append(f"    {'; '.join(parts) or 'no backend measured'}")
+        for backend, answer in sorted(facts["backends"].items()):
+            lines.append(f"    {backend:<20} {answer['deterministic']:<8} {answer['why']}")
     return lines
 
 
@@ -439,7 +507,15 @@ def render_text(capabilities: Capabilities) -> str:
                 lines.append(f"    {keyword:<26} {support.status.value:<12} {support.reason}")
         if not title:
             lines += _render_dropin(capabilities)
-    lines += _render_reach(info.version) if info.installed else []
+            lines += _render_kinds(
+                f"{size_feature('<kind>')}  calls of other sizes than the workspace's:",
+                size_support(capabilities),
+            )
+            lines += _render_kinds(
+                f"{checkpoint_feature('<kind>')}  checkpoint_prepare/checkpoint_restore:",
+                checkpoint_support(capabilities),
+            )
+    lines += _render_reach(capabilities) if info.installed else []
     found = hazards(capabilities)
     lines += ["", "hazards" if found else "hazards           none known"]
     lines += [f"  [{hazard.severity.value}] {hazard.id}: {hazard.message}" for hazard in found]

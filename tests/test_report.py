@@ -263,8 +263,12 @@ def test_split_reach_section_is_the_measurement_of_the_installed_release(
     _, text, _ = run_cli(capsys)
     lines = text.splitlines()
     at = lines.index("  BatchPrefillWithPagedKVCacheWrapper")
-    assert lines[at + 1].startswith("    reaches: fa2; dropped: ")
-    assert "fa3" in lines[at + 1]
+    block = [line.split(maxsplit=2) for line in lines[at + 1 : at + 1 + len(facts.backends)]]
+    assert [backend for backend, *_ in block] == sorted(facts.backends)
+    assert {backend: word for backend, word, _ in block}["fa2"] == "served"
+    assert {backend: word for backend, word, _ in block}["fa3"] == "refused"
+    assert paged["backends"]["fa2"]["deterministic"] == "served"
+    assert paged["backends"]["fa3"]["deterministic"] == "refused"
     assert "  BatchMLAPagedAttentionWrapper" in lines
 
 

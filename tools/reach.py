@@ -370,7 +370,13 @@ def classify_family(raw: Mapping[str, Any]) -> dict[str, Any]:
     else:
         for key, entry in sorted(raw.get("backends", {}).items()):
             backends[str(key)] = _classify_backend(entry, plan_takes)
+    # A class without backend=: what its instance holds after __init__ (the CUDA-graph
+    # decode wrapper hands its base "auto"). A class with one: the signature's default, the
+    # value asked for (an __init__ may resolve "auto" there for the stand-in GPU).
+    constructed = raw.get("constructed_backend")
     default = raw.get("default_backend")
+    if not raw.get("takes_backend") and isinstance(constructed, str):
+        default = constructed
     return {
         "plan_takes": plan_takes,
         "backend_attribute": _backend_attribute(raw),

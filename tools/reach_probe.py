@@ -776,6 +776,33 @@ def _backend_attribute(wrapper: Any, requested: str) -> list[str]:
     return sorted(name for name, value in vars(wrapper).items() if value == requested)
 
 
+#: Where a wrapper keeps the backend it was built with: the requested value where a release
+#: rewrites ``_backend`` when it resolves ``auto`` (the decode wrapper of 0.7.2), else
+#: ``_backend``.
+CONSTRUCTED_BACKEND_ATTRIBUTES = ("_requested_backend", "_backend")
+
+
+def _constructed_backend(torch: Any, family: str, cls: Any) -> str | None:
+    """The backend an instance built without ``backend=`` holds after ``__init__``.
+
+    Not the signature's default: a class without ``backend=`` may still hand one to its
+    base (the CUDA-graph decode wrapper passes the decode wrapper's ``"auto"`` on), and that
+    is what ``plan`` resolves. :mod:`tools.reach` records it as such a class's
+    ``default_backend`` (a class with ``backend=`` keeps its signature's default: its
+    ``__init__`` may resolve ``"auto"`` for the stand-in GPU). None when the instance cannot
+    be built or holds no str.
+    """
+    try:
+        wrapper, _layout = _construct_any_layout(torch, family, cls, None)
+    except Exception:  # the class cannot be built on the CPU: nothing read
+        return None
+    for name in CONSTRUCTED_BACKEND_ATTRIBUTES:
+        value = vars(wrapper).get(name)
+        if isinstance(value, str):
+            return value
+    return None
+
+
 def _measure_family(
     torch: Any, flashinfer: Any, family: str, hooks: dict[str, list[Any]]
 ) -> dict[str, Any]:
@@ -798,6 +825,7 @@ def _measure_family(
     except LookupError as error:
         result["error"] = str(error)
         return result
+    result["constructed_backend"] = _constructed_backend(torch, family, cls)
     backends: list[str | None] = list(_offered_backends(cls)) if takes_backend else [None]
     for backend in backends:
         key = backend if backend is not None else "default"

@@ -35,6 +35,8 @@ from fi_compat._records._classes import (
 from fi_compat._surface import (
     COMM,
     NAMED_MODULES,
+    UNIFIED_FACTORY,
+    WORKSPACE,
 )
 from fi_compat.errors import UnknownReleaseError
 
@@ -318,3 +320,30 @@ def _first(has: Callable[[ReleaseRecord], bool]) -> str | None:
         if has(load_release(release)):
             return release
     return None
+
+
+def workspace_kinds(record: ReleaseRecord) -> dict[str, str]:
+    """Workspace class name -> the backend the unified factory builds it for ("" for the base).
+
+    Read from the record: the class the factory's return annotation names is the base;
+    the concrete class defined next to the factory is TRT-LLM's, the one the factory
+    builds but ``flashinfer.comm`` does not export is MNNVL CuTe DSL's (0.7.2.post1), and
+    the other exported one is MNNVL's. Empty for a release without the unified API.
+    """
+    factory = record.comm_function(UNIFIED_FACTORY.key)
+    if factory is None:
+        return {}
+    kinds: dict[str, str] = {}
+    for name in record.workspace_classes:
+        cls = record.comm_class(name)
+        if cls is None:
+            continue
+        if name in WORKSPACE.names:
+            kinds[name] = ""
+        elif cls.exported is False:
+            kinds[name] = "mnnvl-cutedsl"
+        elif cls.defined_in == factory.defined_in:
+            kinds[name] = "trtllm"
+        else:
+            kinds[name] = "mnnvl"
+    return kinds

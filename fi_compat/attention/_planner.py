@@ -144,7 +144,7 @@ def _fast_plan(
         for slot in decode:
             family = family_of(slot.wrapper) or slot.kind
             backend = backend_of(slot.wrapper, family, release) or "unreadable"
-            answer = _reach.reach(release, _reach.FAST_DECODE_PLAN, backend)
+            answer = _vouch.vouch(release, _reach.FAST_DECODE_PLAN, backend)
             if not answer.reaches:
                 raise refuse_reach(
                     answer,

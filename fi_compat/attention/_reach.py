@@ -100,7 +100,9 @@ class FamilyReach:
         The instance attribute that holds the requested backend after ``__init__``
         (``"_backend"``), or None when the class takes no ``backend=``.
     default_backend
-        The constructor's default ``backend=``, or None.
+        The backend an instance built without ``backend=`` holds after ``__init__``: the
+        constructor's default, or, for a class without ``backend=``, what it hands its base
+        (the CUDA-graph decode wrapper: ``"auto"``); None when there is none.
     backends
         Backend name (:data:`DEFAULT_BACKEND` for a class without one) -> :class:`Reach`.
     """
@@ -163,6 +165,22 @@ def _release(release: str) -> Mapping[str, FamilyReach]:
             MappingProxyType(backends),
         )
     return MappingProxyType(families)
+
+
+@functools.lru_cache(maxsize=1)
+def measured_pairs() -> tuple[tuple[str, str], ...]:
+    """Every (family, backend) ``reach.json`` measures in some release: the families in the
+    report's order (:data:`fi_compat._surface.ATTENTION_FAMILIES`, then the decode fast
+    plan), each family's backends sorted by name."""
+    seen: dict[str, set[str]] = {}
+    for entry in _data().values():
+        for family, facts in entry.items():
+            seen.setdefault(family, set()).update(facts["backends"])
+    order = [*_surface.ATTENTION_FAMILIES, FAST_DECODE_PLAN]
+    families = sorted(
+        seen, key=lambda name: (order.index(name) if name in order else len(order), name)
+    )
+    return tuple((family, backend) for family in families for backend in sorted(seen[family]))
 
 
 def _refuse(name: str, expected: str, value: object, fix: str) -> InvalidArgumentError:

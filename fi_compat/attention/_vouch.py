@@ -9,8 +9,12 @@ built, and never per ``plan``:
 3. Does its (class, backend) hand the settings to the kernel on the installed release
    (:func:`check_reach`, from the measured data of :mod:`fi_compat.attention._reach`)?
 
-Every refusal is a :class:`~fi_compat.errors.DeterminismUnavailableError` whose message
-names the wrapper, the backend, the release and the fix.
+Question 3 has one answer function, :func:`vouch`, which ``fi-compat report`` asks as well
+(``deterministic:<Family>:<backend>``, :mod:`fi_compat.attention._served`), so the report
+and the wrapper cannot disagree. Every refusal is a
+:class:`~fi_compat.errors.DeterminismUnavailableError` whose message names the wrapper, the
+backend, the release and the fix, and whose ``feature`` is that ``--require`` name (or a
+split keyword's, for a ``plan`` that does not take it).
 """
 
 from __future__ import annotations
@@ -45,16 +49,24 @@ __all__ = [
     "check_reach",
     "check_signature",
     "check_tensor_cores",
+    "deterministic_feature",
     "family_of",
     "fast_plan_of_release",
     "flag",
     "release_of",
+    "vouch",
 ]
 
 DECODE = _surface.DECODE.key
 _FAMILIES = frozenset(ATTENTION_FAMILIES)
 #: The decode families: tensor cores are required, and they plan with the decode sizes.
 DECODE_FAMILIES = frozenset({DECODE, "CUDAGraphBatchDecodeWithPagedKVCacheWrapper"})
+
+
+def deterministic_feature(family: str, backend: str) -> str:
+    """The ``--require`` name of a deterministic run of ``family`` built with ``backend``
+    (``"default"`` for a class without ``backend=``)."""
+    return f"deterministic:{family}:{backend}"
 
 
 def check_options(settings: object, capabilities: object) -> None:
@@ -116,15 +128,41 @@ def backend_of(wrapper: object, family: str, release: str | None) -> str | None:
     resolves ``auto``); :data:`~fi_compat.attention._reach.DEFAULT_BACKEND` for a class
     without a ``backend=``.
     """
+    for attribute in _backend_attributes(release, family):
+        if attribute is None:
+            return _reach.DEFAULT_BACKEND
+        try:
+            value = getattr(wrapper, attribute)
+        except Exception:  # a property that raises counts as unreadable
+            continue
+        if type(value) is str:
+            return value
+    return None
+
+
+def _backend_attributes(release: str | None, family: str) -> tuple[str | None, ...]:
+    """Where ``backend_of`` looks, in turn: the measured attribute (None: the class takes
+    no ``backend=``); for a release that was not measured, the newest measurement's, then
+    ``_backend``, so that its refusal names the backend as ``--require`` spells it."""
     facts = _reach.family_reach(release, family)
-    attribute = "_backend" if facts is None else facts.backend_attribute
-    if attribute is None:
-        return _reach.DEFAULT_BACKEND
-    try:
-        value = getattr(wrapper, attribute)
-    except Exception:  # a property that raises counts as unreadable
-        return None
-    return value if type(value) is str else None
+    if facts is not None:
+        return (facts.backend_attribute,)
+    newest = _newest_facts(family)
+    if newest is None:
+        return ("_backend",)
+    if newest.backend_attribute is None:
+        return (None,)
+    return tuple(dict.fromkeys((newest.backend_attribute, "_backend")))
+
+
+def _newest_facts(family: str) -> _reach.FamilyReach | None:
+    """``family`` as the newest release that measures it keys it: for a release that was not
+    measured, so that its refusal names the backend as ``--require`` spells it."""
+    for measured in reversed(_reach.measured_releases()):
+        facts = _reach.family_reach(measured, family)
+        if facts is not None:
+            return facts
+    return None
 
 
 def flag(wrapper: Any, names: tuple[str, ...]) -> bool | None:
@@ -237,6 +275,8 @@ def check_tensor_cores(wrapper: Any, role: str, release: str | None) -> None:
         else "a wrapper whose use_tensor_cores cannot be read "
         f"({type(wrapper).__name__} has neither use_tensor_cores nor _use_tensor_cores)"
     )
+    family = family_of(wrapper) or DECODE
+    backend = backend_of(wrapper, family, release) or "unreadable"
     raise TensorCoresRequiredError(
         explain(
             f"the {role} {DECODE} to be built with use_tensor_cores=True: FlashInfer "
@@ -246,7 +286,7 @@ def check_tensor_cores(wrapper: Any, role: str, release: str | None) -> None:
             fix=f"build the decode wrappers with {DECODE}(..., use_tensor_cores=True) when "
             "deterministic inference is on (SGLang and vLLM both do)",
         ),
-        feature="use_tensor_cores",
+        feature=deterministic_feature(family, backend),
     )
 
 
@@ -257,7 +297,7 @@ def _honest_backends(release: str | None, family: str) -> list[str]:
     facts = _reach.family_reach(release, family)
     if facts is None:
         return []
-    honest = [n for n, answer in facts.backends.items() if answer.reaches and n != AUTO]
+    honest = [n for n in facts.backends if vouch(release, family, n).reaches]
     return sorted(honest, key=lambda name: (name != "fa2", name))  # fa2 first: every release
 
 
@@ -303,7 +343,7 @@ def refuse_reach(answer: _reach.Reach, what: str, fix_subject: str) -> BackendNo
 AUTO = "auto"
 
 
-def _auto(measured: _reach.Reach) -> _reach.Reach:
+def _auto(measured: _reach.Reach, inherited: bool = False) -> _reach.Reach:
     """``auto`` is refused whatever one measurement saw: its answer depends on the call.
 
     It resolves inside ``plan`` from the GPU and the call's data types: ``fa3`` on Hopper for
@@ -311,16 +351,50 @@ def _auto(measured: _reach.Reach) -> _reach.Reach:
     ``cudnn``/``cutlass``/``fmha_v2`` on Blackwell and SM120 in recent releases. The
     measurement runs one device and one shape, so a "reaches" there does not hold for every
     call an engine makes; ``fa2`` honours the settings in every measured release.
+    ``inherited``: the class takes no ``backend=`` and hands ``"auto"`` to its base (the
+    CUDA-graph decode wrapper); the answer keeps the measured backend key.
     """
+    how = (
+        f"{measured.family} takes no backend= and hands backend='auto' to its base; it"
+        if inherited
+        else "backend='auto'"
+    )
     return _reach.Reach(
         measured.release,
         measured.family,
-        AUTO,
+        measured.backend,
         Verdict.DROPPED if measured.verdict is Verdict.DROPPED else Verdict.UNMEASURED,
-        "backend='auto' is resolved inside plan from the GPU and the data types (fa3 on "
+        f"{how} is resolved inside plan from the GPU and the data types (fa3 on "
         "Hopper and for fp8 decode, cudnn/cutlass/fmha_v2 on newer GPUs), which can drop the "
         f"settings; measured for one device and shape: {measured.verdict} ({measured.detail})",
     )
+
+
+def _inherits_auto(release: str | None, family: str) -> bool:
+    """True when the measurement saw ``family`` (a class without ``backend=``) hold
+    ``"auto"`` after ``__init__``: it resolves ``auto`` itself, in every ``plan``."""
+    facts = _reach.family_reach(release, family)
+    return facts is not None and facts.backend_attribute is None and facts.default_backend == AUTO
+
+
+def vouch(
+    release: str | None, family: str, backend: str, *, resolves_auto: bool = False
+) -> _reach.Reach:
+    """What a deterministic run of ``family`` built with ``backend`` gets on ``release``.
+
+    The measured answer (:func:`fi_compat.attention._reach.reach`), except that ``auto``
+    is never vouched for (:func:`_auto`): a wrapper built with ``backend="auto"``, a class
+    the measurement saw hand ``"auto"`` to its base, and (``resolves_auto``) a wrapper
+    whose own ``_backend`` reads ``"auto"``. :func:`check_reach` serves exactly what this
+    answers ``reaches`` for, and the report's ``deterministic:<Family>:<backend>`` says
+    the same.
+    """
+    answer = _reach.reach(release, family, backend)
+    if backend == AUTO:
+        return _auto(answer)
+    if resolves_auto or _inherits_auto(release, family):
+        return _auto(answer, inherited=backend == _reach.DEFAULT_BACKEND)
+    return answer
 
 
 def _resolves(wrapper: Any) -> bool:
@@ -356,8 +430,7 @@ def check_reach(wrapper: Any, role: str, release: str | None) -> str:
         )
     backend = backend_of(wrapper, family, release)
     if backend is None:
-        facts = _reach.family_reach(release, family)
-        attribute = "_backend" if facts is None else facts.backend_attribute
+        attribute = " or ".join(str(a) for a in _backend_attributes(release, family))
         answer = _reach.Reach(
             _name(release),
             family,
@@ -366,9 +439,7 @@ def check_reach(wrapper: Any, role: str, release: str | None) -> str:
             f"its backend cannot be read ({attribute} is not a str)",
         )
         raise refuse_reach(answer, f"the {role} {family}", "it")
-    answer = _reach.reach(release, family, backend)
-    if backend == AUTO or _resolves(wrapper):
-        answer = _auto(answer)
+    answer = vouch(release, family, backend, resolves_auto=_resolves(wrapper))
     if not answer.reaches:
         raise refuse_reach(
             answer,

@@ -28,9 +28,11 @@ from fi_compat.attention._vouch import (
     check_reach,
     check_signature,
     check_tensor_cores,
+    deterministic_feature,
     flag,
     refuse_reach,
     release_of,
+    vouch,
 )
 from fi_compat.errors import DeterminismUnavailableError, PlannerConfigError, explain
 
@@ -45,20 +47,33 @@ W = TypeVar("W")
 BEGIN_FORWARD = "begin_forward"
 _FAST_PLAN = _surface.FAST_DECODE_PLAN
 _FIXED, _DISABLE = SPLIT_KEYWORDS
-#: The answer for a wrapper of a release without ``fast_decode_plan`` (or a prefill wrapper).
-_NO_FAST_PLAN = _reach.Reach(
-    "unknown",
-    _reach.FAST_DECODE_PLAN,
-    "unknown",
-    _reach.Verdict.UNKNOWN,
-    f"the installed flashinfer has no {_FAST_PLAN.key} for this wrapper",
-)
+
+
+def _no_fast_plan(settled: _Settled) -> _reach.Reach:
+    """The answer for a wrapper of a release without ``fast_decode_plan`` (or a prefill
+    wrapper), keyed by the wrapper's backend."""
+    return _reach.Reach(
+        "unknown",
+        _reach.FAST_DECODE_PLAN,
+        settled.backend,
+        _reach.Verdict.UNKNOWN,
+        f"the installed flashinfer has no {_FAST_PLAN.key} for this wrapper",
+    )
 
 
 class _Settled:
     """What one deterministic wrapper class adds: fixed when the class is made."""
 
-    __slots__ = ("fast", "fast_reach", "names", "positional", "settings", "signature", "split")
+    __slots__ = (
+        "backend",
+        "fast",
+        "fast_reach",
+        "names",
+        "positional",
+        "settings",
+        "signature",
+        "split",
+    )
 
     def __init__(
         self,
@@ -67,7 +82,9 @@ class _Settled:
         signature: inspect.Signature | None,
         fast: Callable[..., Any] | None,
         fast_reach: _reach.Reach | None,
+        backend: str = "unreadable",
     ) -> None:
+        self.backend = backend
         self.split = dict(split)
         self.settings = settings
         self.signature = signature
@@ -184,7 +201,7 @@ def _plan_slot(name: str) -> property:
             and len(value.args) == 1
             and getattr(value.args[0], "__dict__", None) is obj.__dict__
         ):
-            answer = settled.fast_reach or _NO_FAST_PLAN
+            answer = settled.fast_reach or _no_fast_plan(settled)
             if not answer.reaches:
                 raise refuse_reach(
                     answer,
@@ -207,7 +224,7 @@ def _plan_slot(name: str) -> property:
                 "with deterministic inference off, the wrapper is FlashInfer's own and takes "
                 "any replacement",
             ),
-            feature=name,
+            feature=deterministic_feature(_reach.FAST_DECODE_PLAN, settled.backend),
         )
 
     def restore(obj: Any) -> None:
@@ -219,14 +236,14 @@ def _plan_slot(name: str) -> property:
     return property(operator.attrgetter(key), install, restore, f"The settled {name}.")
 
 
-#: (wrapper class, split items, fast plan, fast reach) -> the deterministic subclass.
+#: (wrapper class, split items, fast plan, fast reach, backend) -> the deterministic subclass.
 _CLASSES: dict[tuple[Any, ...], type[Any]] = {}
 
 
 def _deterministic_class(
     cls: type[Any], settled: _Settled, base_plan: Callable[..., Any]
 ) -> type[Any]:
-    key = (cls, tuple(settled.split.items()), settled.fast, settled.fast_reach)
+    key = (cls, tuple(settled.split.items()), settled.fast, settled.fast_reach, settled.backend)
     made = _CLASSES.get(key)
     if made is not None:
         return made
@@ -362,10 +379,10 @@ def deterministic_wrapper(
         signature = None
     fast = _vouch.fast_plan_of_release() if decode else None
     fast_reach = None
+    backend = backend_of(wrapper, family, release) or "unreadable"
     if fast is not None:
-        backend = backend_of(wrapper, family, release) or "unreadable"
-        fast_reach = _reach.reach(release, _reach.FAST_DECODE_PLAN, backend)
-    settled = _Settled(split, resolved, signature, fast, fast_reach)
+        fast_reach = vouch(release, _reach.FAST_DECODE_PLAN, backend)
+    settled = _Settled(split, resolved, signature, fast, fast_reach, backend)
     made = _deterministic_class(cls, settled, base_plan)
     attributes = vars(wrapper)
     names = (PLAN, BEGIN_FORWARD) if hasattr(cls, BEGIN_FORWARD) else (PLAN,)
@@ -443,7 +460,7 @@ def fast_decode_plan(wrapper: Any, *args: Any, **kwargs: Any) -> Any:
                 f"the installed flashinfer has none (it arrived in {_FAST_PLAN.since})"
             )
         return fast(wrapper, *args, **kwargs)
-    answer = settled.fast_reach or _NO_FAST_PLAN
+    answer = settled.fast_reach or _no_fast_plan(settled)
     if settled.fast is None or not answer.reaches:
         raise refuse_reach(
             answer,

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 from fi_compat.comm._checks import Spec, make_validator
+from fi_compat.comm._sizes import Fit
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -76,8 +77,9 @@ else:
 
 #: The names of what a launch has: :class:`Call`'s fields, then the outputs as allocated
 #: (which stand for the call's own, None when the caller left them to be allocated) and the
-#: token count; in the order of ``(*call, norm_out, residual_out, tokens)``.
-LAUNCH_VALUES: tuple[str, ...] = (*Call._fields, "norm_out", "residual_out", "tokens")
+#: token count and hidden size of the call; in the order of ``(*call, norm_out, residual_out,
+#: tokens, hidden)``.
+LAUNCH_VALUES: tuple[str, ...] = (*Call._fields, "norm_out", "residual_out", "tokens", "hidden")
 #: Each name of :data:`LAUNCH_VALUES` -> its position (an output: the allocated one).
 _POSITION = {name: position for position, name in enumerate(LAUNCH_VALUES)}
 
@@ -101,10 +103,17 @@ class Preparer(Protocol):
 
 
 class Launch(Protocol):
-    """One launch on validated tensors: the call, its outputs as allocated, the token count."""
+    """One launch on validated tensors: the call, its outputs as allocated, the call's token
+    count and hidden size (its own, which may differ from the workspace's)."""
 
     def __call__(
-        self, call: Values, norm_out: torch.Tensor, residual_out: torch.Tensor, tokens: int, /
+        self,
+        call: Values,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
+        tokens: int,
+        hidden: int,
+        /,
     ) -> Any: ...
 
 
@@ -112,7 +121,13 @@ class Freeze(Protocol):
     """:class:`Launch`'s arguments -> a zero-argument call that launches on them."""
 
     def __call__(
-        self, call: Values, norm_out: torch.Tensor, residual_out: torch.Tensor, tokens: int, /
+        self,
+        call: Values,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
+        tokens: int,
+        hidden: int,
+        /,
     ) -> Callable[[], Any]: ...
 
 
@@ -130,19 +145,20 @@ class Bound(NamedTuple):
     prepare: Preparer
 
 
-def bind(spec: Spec, launcher: Launcher) -> Bound:
-    """The paths of a workspace whose every call goes to ``launcher``."""
-    validate = make_validator(spec)
+def bind(spec: Spec, fit: Fit, launcher: Launcher) -> Bound:
+    """The paths of a workspace whose every call goes to ``launcher``; ``fit`` says which
+    call sizes the workspace serves."""
+    validate = make_validator(spec, fit)
     launch, freeze = launcher
 
     def run(*call: Unpack[Call]) -> tuple[torch.Tensor, torch.Tensor]:
-        norm_out, residual_out, tokens = validate(call)
-        launch(call, norm_out, residual_out, tokens)
+        norm_out, residual_out, tokens, hidden = validate(call)
+        launch(call, norm_out, residual_out, tokens, hidden)
         return norm_out, residual_out
 
     def prepare(*call: Unpack[Call]) -> tuple[Callable[[], Any], torch.Tensor, torch.Tensor]:
-        norm_out, residual_out, tokens = validate(call)
-        return freeze(call, norm_out, residual_out, tokens), norm_out, residual_out
+        norm_out, residual_out, tokens, hidden = validate(call)
+        return freeze(call, norm_out, residual_out, tokens, hidden), norm_out, residual_out
 
     return Bound(run, prepare)
 
@@ -151,9 +167,14 @@ def positional_launcher(launch: Launch) -> Launcher:
     """A :class:`Launcher` whose frozen call is ``launch`` with its arguments bound."""
 
     def freeze(
-        call: Values, norm_out: torch.Tensor, residual_out: torch.Tensor, tokens: int, /
+        call: Values,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
+        tokens: int,
+        hidden: int,
+        /,
     ) -> Callable[[], Any]:
-        return functools.partial(launch, call, norm_out, residual_out, tokens)
+        return functools.partial(launch, call, norm_out, residual_out, tokens, hidden)
 
     return Launcher(launch, freeze)
 
@@ -171,9 +192,10 @@ def arguments(
     norm_out: torch.Tensor,
     residual_out: torch.Tensor,
     tokens: int,
+    hidden: int,
 ) -> dict[str, Any]:
     """Every parameter of ``table`` by name, with its value (off the per-call path)."""
-    values = (*call, norm_out, residual_out, tokens)
+    values = (*call, norm_out, residual_out, tokens, hidden)
     return {
         name: constants[source] if source in constants else values[_POSITION[source]]
         for name, source in table.items()
@@ -186,9 +208,14 @@ def table_freeze(
     """A freeze of ``function`` with the parameters of ``table`` (see :func:`freeze_call`)."""
 
     def freeze(
-        call: Values, norm_out: torch.Tensor, residual_out: torch.Tensor, tokens: int, /
+        call: Values,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
+        tokens: int,
+        hidden: int,
+        /,
     ) -> Callable[[], Any]:
-        values = arguments(table, constants, call, norm_out, residual_out, tokens)
+        values = arguments(table, constants, call, norm_out, residual_out, tokens, hidden)
         return freeze_call(function, values)
 
     return freeze
@@ -217,7 +244,7 @@ def keyword_launch(
     )
     passed = ", ".join(f"{name}={source}" for name, source in table.items())
     source = (
-        "def launch(call, norm_out, residual_out, tokens, /):\n"
+        "def launch(call, norm_out, residual_out, tokens, hidden, /):\n"
         f"    {unpacked} = call\n"
         f"    return function({passed})\n"
     )
@@ -235,7 +262,7 @@ def positional_launch(
     """A launch that calls ``function`` by position, as ``layout`` places ``table``'s names.
 
     The constants and defaults are placed once; each call picks its arguments from them and
-    ``(*call, norm_out, residual_out, tokens)`` with one :func:`operator.itemgetter`.
+    ``(*call, norm_out, residual_out, tokens, hidden)`` with one :func:`operator.itemgetter`.
     """
     template, slots = layout
     fixed = list(template)
@@ -251,9 +278,14 @@ def positional_launch(
     placed = tuple(fixed)
 
     def launch(
-        call: Values, norm_out: torch.Tensor, residual_out: torch.Tensor, tokens: int, /
+        call: Values,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
+        tokens: int,
+        hidden: int,
+        /,
     ) -> Any:
-        return function(*pick((*placed, *call, norm_out, residual_out, tokens)))
+        return function(*pick((*placed, *call, norm_out, residual_out, tokens, hidden)))
 
     return launch
 

@@ -1,10 +1,11 @@
 """What a fused call needs from its arguments, and the errors that say what was wrong.
 
 The per-call check is :func:`make_validator`'s closure, shared by every bound call (see
-``_bound``): one boolean expression of cheap attribute reads. Only when it fails (or
-raises, as it does for something that is not a tensor at all) is :func:`tensor_mismatch`
-asked which condition failed, to build a message that names what was expected and what
-was found.
+``_bound``): one boolean expression of cheap attribute reads, with the fast bounds of the
+workspace's :class:`~fi_compat.comm._sizes.Fit`. Only when it fails (or raises, as it does
+for something that is not a tensor at all) is :func:`tensor_mismatch` asked: the whole rule
+of the fit (:func:`size_mismatch`) may still serve the call; otherwise it names what was
+expected and what was found.
 
 The scalar arguments of a call (``eps`` and the boolean switches) are checked the same
 way by the entry points themselves: one boolean expression of identity comparisons
@@ -12,27 +13,22 @@ way by the entry points themselves: one boolean expression of identity compariso
 only when it fails :func:`call_scalars`, which raises the precise error or accepts an
 unusual but valid value (an ``int`` or a float subclass as ``eps``).
 
-The arguments of ``create_workspace`` are checked here too, before anything reaches
-FlashInfer (:func:`check_arguments`, :func:`check_factory_options`, :func:`workspace_spec`,
-:func:`check_group`).
+The arguments of ``create_workspace`` are checked in ``_creation``.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from fi_compat._arguments import (
     describe,
     require_bool,
-    require_choice,
-    require_instance,
-    require_int,
     require_real,
 )
 from fi_compat.errors import (
+    CallSizeUnsupportedError,
     InvalidArgumentError,
     WorkspaceDestroyedError,
     WorkspaceMismatchError,
@@ -43,25 +39,23 @@ if TYPE_CHECKING:
     import torch
 
     from fi_compat.comm._bound import Values
-    from fi_compat.comm._group import GroupSpan
+    from fi_compat.comm._sizes import Fit
 
 __all__ = [
     "FLOAT_MAX",
     "Spec",
     "Validator",
     "call_scalars",
-    "check_arguments",
-    "check_factory_options",
-    "check_group",
     "check_tensor",
     "destroyed_error",
     "device_name",
     "is_tensor",
     "make_validator",
+    "mismatch",
     "not_a_workspace",
     "output_mismatch",
+    "size_mismatch",
     "tensor_mismatch",
-    "workspace_spec",
 ]
 
 #: The largest finite float: ``0.0 <= eps <= FLOAT_MAX`` is False for nan, inf and < 0.
@@ -153,11 +147,21 @@ def check_tensor(name: str, tensor: Any, spec: Spec, shape: tuple[int, ...]) -> 
 
 
 def tensor_mismatch(
-    spec: Spec, input: Any, residual: Any, weight: Any, *, only_input: bool = False
-) -> WorkspaceMismatchError:
-    """The error for inputs that failed the per-call check (called only on failure).
+    spec: Spec,
+    fit: Fit,
+    input: Any,
+    residual: Any,
+    weight: Any,
+    *,
+    use_oneshot: Any = None,
+    only_input: bool = False,
+) -> WorkspaceMismatchError | None:
+    """What is wrong with a call's tensors, or None when they fit after all.
 
-    ``only_input`` diagnoses ``input`` alone (``residual`` and ``weight`` are ignored).
+    Called when the per-call check's fast bounds did not hold: every tensor is checked
+    against the call's own ``(tokens, hidden)``, then the whole rule of ``fit`` decides
+    whether that size runs. ``only_input`` diagnoses ``input`` alone (``residual`` and
+    ``weight`` are ignored).
     """
     named = (
         (("input", input),)
@@ -187,39 +191,87 @@ def tensor_mismatch(
             )
         )
     tokens, hidden = int(shape[0]), int(shape[1])
-    if hidden != spec.hidden_dim:
+    expected = {"input": (tokens, hidden), "residual": (tokens, hidden), "weight": (hidden,)}
+    for name, tensor in named:
+        message = check_tensor(name, tensor, spec, expected[name])
+        if message is not None:
+            return WorkspaceMismatchError(message)
+    # Last: the rule may ask the workspace's own check, which only valid tensors reach.
+    return size_mismatch(spec, fit, tokens, hidden, use_oneshot)
+
+
+def mismatch(
+    spec: Spec, fit: Fit, input: Any, residual: Any, weight: Any, **options: Any
+) -> WorkspaceMismatchError:
+    """:func:`tensor_mismatch` where a check already failed: never None."""
+    return tensor_mismatch(spec, fit, input, residual, weight, **options) or WorkspaceMismatchError(
+        explain("tensors that fit the workspace", "a mismatch fi-compat could not name")
+    )
+
+
+def size_mismatch(
+    spec: Spec, fit: Fit, tokens: int, hidden: int, use_oneshot: Any = None
+) -> WorkspaceMismatchError | None:
+    """Why a call of ``tokens`` x ``hidden`` cannot run on the workspace, or None."""
+    found = f"input of shape ({tokens}, {hidden})"
+    if hidden < 1:
         return WorkspaceMismatchError(
             explain(
-                f"hidden size {spec.hidden_dim} (the workspace's hidden_dim)",
-                f"input of shape {tuple(shape)}",
-                fix="create a workspace for this hidden size",
+                "a hidden size of at least 1",
+                found,
+                fix="skip the call: a zero-width tensor has nothing to all-reduce",
             )
         )
     if tokens < 1:
         return WorkspaceMismatchError(
             explain(
                 "at least 1 token",
-                f"input of shape {tuple(shape)}",
+                found,
                 fix="skip the call for an empty batch (FlashInfer's kernels require at "
                 "least 1 token)",
             )
         )
-    if tokens > spec.max_token_num:
-        return WorkspaceMismatchError(
+    if fit.rule == "exact" and hidden != spec.hidden_dim and tokens * hidden <= fit.capacity:
+        first = fit.relaxed_in
+        return CallSizeUnsupportedError(
             explain(
-                f"at most {spec.max_token_num} tokens (the workspace's max_token_num)",
-                f"{tokens} tokens",
-                fix="split the batch, or create the workspace with a larger max_token_num; "
-                "a larger launch would overrun the workspace buffers",
-            )
+                f"hidden size {spec.hidden_dim} (the workspace's hidden_dim: it serves only "
+                f"its own, because {fit.why})",
+                found,
+                changed_in=first,
+                fix="create a workspace for this hidden size, or a unified-API workspace of "
+                f"flashinfer-python {first}, measured to serve any call that fits",
+            ),
+            feature=fit.feature,
+            introduced_in=first,
         )
-    expected = {"input": (tokens, hidden), "residual": (tokens, hidden), "weight": (hidden,)}
-    for name, tensor in named:
-        message = check_tensor(name, tensor, spec, expected[name])
-        if message is not None:
-            return WorkspaceMismatchError(message)
+    if fit.admits(tokens, hidden, use_oneshot):
+        return None
+    if fit.rule == "exact" and hidden != spec.hidden_dim:
+        expected = (
+            f"hidden size {spec.hidden_dim} (the workspace's hidden_dim) and at most "
+            f"{spec.max_token_num} tokens"
+        )
+    elif fit.rule == "exact":
+        expected = f"at most {spec.max_token_num} tokens (the workspace's max_token_num)"
+    elif fit.rule == "product":
+        expected = (
+            f"tokens x hidden at most {fit.capacity} (the workspace's max_token_num "
+            f"{spec.max_token_num} x hidden_dim {spec.hidden_dim})"
+        )
+    else:
+        oneshot = "" if use_oneshot is None else f" with use_oneshot={use_oneshot}"
+        expected = (
+            "a call whose bytes fit the workspace's buffer (its own is_buffer_size_sufficient"
+            f"{oneshot}, as FlashInfer checks it)"
+        )
     return WorkspaceMismatchError(
-        explain("tensors that fit the workspace", "a mismatch fi-compat could not name")
+        explain(
+            expected,
+            found,
+            fix="split the batch, or create the workspace with a larger max_token_num; "
+            "a larger launch would overrun the workspace buffers",
+        )
     )
 
 
@@ -309,42 +361,77 @@ def destroyed_error(api: str) -> WorkspaceDestroyedError:
 class Validator(Protocol):
     """The per-call check of one workspace (see :func:`make_validator`).
 
-    A call's values -> ``(norm_out, residual_out, tokens)``, the outputs that were None
-    allocated.
+    A call's values -> ``(norm_out, residual_out, tokens, hidden)``, the outputs that were
+    None allocated, and the call's own sizes.
     """
 
-    def __call__(self, call: Values, /) -> tuple[torch.Tensor, torch.Tensor, int]: ...
+    def __call__(self, call: Values, /) -> tuple[torch.Tensor, torch.Tensor, int, int]: ...
 
 
-def make_validator(spec: Spec) -> Validator:
+def make_validator(spec: Spec, fit: Fit) -> Validator:
     """The per-call check of one workspace, with everything it compares against bound.
 
     The returned ``validate(call)`` is one boolean expression of cheap attribute reads per
-    tensor of the call (at least 1 and at most ``max_token_num`` tokens; ``residual_out``
-    not the very tensor object ``norm_out`` is); it allocates the outputs that are None and
-    returns ``(norm_out, residual_out, tokens)``.
-    Only when a check fails (or raises, for something that is not a tensor) are
-    :func:`tensor_mismatch` / :func:`output_mismatch` asked which condition failed, to
-    say what was expected and what was found. In-place outputs (``norm_out=input``,
-    ``residual_out=residual``) are accepted.
+    tensor of the call: the workspace's own hidden size and at most its ``max_token_num``
+    tokens, the dtype, device and contiguity, ``residual_out`` not the very tensor object
+    ``norm_out`` is. It allocates the outputs that are None and returns ``(norm_out,
+    residual_out, tokens, hidden)``. A call of another width tries the fast bounds of
+    ``fit`` next, where they are its whole rule (``product``); only when those fail too (or
+    raise, for something that is not a tensor) are :func:`tensor_mismatch` /
+    :func:`output_mismatch` asked: the whole rule of ``fit`` (the release's own check, on
+    ``bytes``), else which condition failed, to say what was expected and what was found.
+    In-place outputs (``norm_out=input``, ``residual_out=residual``) are accepted.
     """
     import torch
 
-    dtype, hidden, max_tokens, device = (
+    dtype, device, hidden, own_tokens = (
         spec.dtype,
+        spec.device_index,
         spec.hidden_dim,
         spec.max_token_num,
-        spec.device_index,
     )
     weight_shape = (hidden,)
+    oneshot_fast = fit.oneshot_fast
+    other_widths = fit.rule == "product"  # whose whole rule is as cheap as the own width
+    max_tokens, min_hidden, max_hidden, capacity = (
+        fit.max_tokens,
+        fit.min_hidden,
+        fit.max_hidden,
+        fit.capacity,
+    )
     empty_like = torch.empty_like
 
-    def validate(call: Values, /) -> tuple[torch.Tensor, torch.Tensor, int]:
-        input, residual, weight, _, norm_out, residual_out, _, _, _, _ = call
+    def another_width(
+        input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, shape: Any
+    ) -> bool:
+        """A call of another width than the workspace's that its fast bounds serve."""
+        return bool(
+            input.dtype is dtype
+            and residual.dtype is dtype
+            and weight.dtype is dtype
+            and len(shape) == 2
+            and 0 < shape[0] <= max_tokens
+            and min_hidden <= shape[1] <= max_hidden
+            and shape[0] * shape[1] <= capacity
+            and residual.shape == shape
+            and len(weight.shape) == 1
+            and weight.shape[0] == shape[1]
+            and input.get_device() == device
+            and residual.get_device() == device
+            and weight.get_device() == device
+            and input.is_contiguous()
+            and residual.is_contiguous()
+            and weight.is_contiguous()
+        )
+
+    def validate(call: Values, /) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+        input, residual, weight, _, norm_out, residual_out, use_oneshot, _, _, _ = call
         # Something that is not a tensor raises AttributeError or TypeError in here: the
         # except clauses cost nothing while nothing is raised, and make that the typed
         # error. (An ``if not (...)`` compiles to plain conditional jumps; assigning the
         # expression to a flag instead would keep every operand's value, which is slower.)
+        # First the workspace's own width, the common call; then, on a workspace whose rule
+        # is the product, any other width within it; then the whole rule, or the error.
         try:
             shape = input.shape
             if not (
@@ -353,7 +440,8 @@ def make_validator(spec: Spec) -> Validator:
                 and weight.dtype is dtype
                 and len(shape) == 2
                 and shape[1] == hidden
-                and 0 < shape[0] <= max_tokens
+                and 0 < shape[0] <= own_tokens
+                and (oneshot_fast or use_oneshot is not True)
                 and residual.shape == shape
                 and weight.shape == weight_shape
                 and input.get_device() == device
@@ -362,12 +450,14 @@ def make_validator(spec: Spec) -> Validator:
                 and input.is_contiguous()
                 and residual.is_contiguous()
                 and weight.is_contiguous()
-            ):
-                raise tensor_mismatch(spec, input, residual, weight)
+            ) and not (other_widths and another_width(input, residual, weight, shape)):
+                error = tensor_mismatch(spec, fit, input, residual, weight, use_oneshot=use_oneshot)
+                if error is not None:
+                    raise error
         except WorkspaceMismatchError:
             raise
         except Exception:
-            raise tensor_mismatch(spec, input, residual, weight) from None
+            raise mismatch(spec, fit, input, residual, weight, use_oneshot=use_oneshot) from None
         if norm_out is None:
             norm_out = empty_like(input)
         else:
@@ -403,213 +493,6 @@ def make_validator(spec: Spec) -> Validator:
                 raise output_mismatch(
                     spec, "residual_out", residual_out, input, weight, norm_out
                 ) from None
-        return norm_out, residual_out, shape[0]
+        return norm_out, residual_out, shape[0], shape[1]
 
     return validate
-
-
-# ------------------------------------------------------------- create_workspace's arguments
-
-_DTYPES = ("float16", "bfloat16", "float32")
-#: FlashInfer's allreduce-fusion backends (``backend=`` of the unified factory, 0.6.0+).
-_BACKENDS = ("auto", "trtllm", "mnnvl", "mnnvl-cutedsl")
-_APIS = ("auto", "unified", "legacy", "reference")
-#: Factory keywords fi-compat sets itself, from create_workspace's own arguments, and
-#: checks every call against (or, for the legacy factory, that change what it returns):
-#: factory_options may not hold them, so what FlashInfer allocates is what is checked.
-_RESERVED_OPTIONS = frozenset(
-    {
-        "world_size",
-        "rank",
-        "max_token_num",
-        "hidden_dim",
-        "dtype",
-        "backend",
-        "group",
-        "comm_backend",
-        "gpus_per_node",
-        "force_oneshot_support",
-        "device",
-        "api",
-        "fallback",
-        # the legacy factory's names
-        "tp_rank",
-        "tp_size",
-        "use_fp32_lamport",
-        "create_metadata",
-        "use_symm_dev_mem",
-    }
-)
-#: Value checks of the unified factory's keyword-only options (0.7.x, mnnvl-cutedsl).
-_BOOL_OPTIONS = frozenset(
-    {
-        "include_shared_expert",
-        "add_residual",
-        "write_residual_output",
-        "apply_rms_norm",
-        "dynamic_fp8",
-        "write_norm_output",
-    }
-)
-_REAL_OPTIONS: dict[str, float | None] = {
-    "rms_eps": 0.0,
-    "weight_bias": None,
-    "routed_scaling_factor": None,
-}
-
-
-def workspace_spec(
-    world_size: int,
-    rank: int,
-    max_token_num: int,
-    hidden_dim: int,
-    dtype: Any,
-    device: Any,
-) -> Spec:
-    """What ``create_workspace``'s sizes, dtype and device describe, checked."""
-    import torch
-
-    for label, value in (
-        ("world_size", world_size),
-        ("max_token_num", max_token_num),
-        ("hidden_dim", hidden_dim),
-    ):
-        require_int(label, value, minimum=1, error=WorkspaceMismatchError)
-    require_int(
-        "rank",
-        rank,
-        minimum=0,
-        maximum=world_size - 1,
-        error=WorkspaceMismatchError,
-        fix="pass this process's rank in the group",
-    )
-    allowed = tuple(getattr(torch, name) for name in _DTYPES)
-    if not any(dtype is candidate for candidate in allowed):
-        raise WorkspaceMismatchError(
-            explain(
-                f"dtype one of {', '.join(f'torch.{name}' for name in _DTYPES)}",
-                f"{dtype!r}",
-                fix="allreduce fusion runs on half, bfloat16 or float32 activations",
-            )
-        )
-    return Spec(world_size, rank, max_token_num, hidden_dim, dtype, _device_index(device))
-
-
-def _device_index(device: Any) -> int:
-    """``Tensor.get_device()`` of tensors on ``device``: -1 for the CPU, else the index."""
-    import torch
-
-    if device is None:
-        return torch.cuda.current_device() if torch.cuda.is_available() else -1
-    wrong = InvalidArgumentError(
-        explain(
-            "device to be None, 'cpu', 'cuda', 'cuda:<index>', a CUDA index or a "
-            "torch.device of those",
-            f"{device!r}",
-            fix="pass the CUDA device the tensors live on",
-        )
-    )
-    if isinstance(device, bool) or not isinstance(device, (str, int, torch.device)):
-        raise wrong
-    if isinstance(device, int):
-        if device < 0:
-            raise wrong
-        return device  # a CUDA index, as torch.device(index) reads it on a CUDA machine
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError, ValueError) as error:
-        raise InvalidArgumentError(f"{wrong} (torch: {error})") from None
-    if resolved.type == "cpu":
-        return -1
-    if resolved.type != "cuda":
-        raise wrong
-    index: int | None = resolved.index  # None for a bare "cuda"
-    if index is not None:
-        return index
-    if not torch.cuda.is_available():
-        raise InvalidArgumentError(
-            explain(
-                "a CUDA device for device='cuda'",
-                "no CUDA device in this process",
-                fix="pass device='cuda:<index>' explicitly, or 'cpu'",
-            )
-        )
-    return torch.cuda.current_device()
-
-
-def check_group(span: GroupSpan, spec: Spec) -> None:
-    """``world_size`` and ``rank`` describe ``group`` (when torch.distributed can tell)."""
-    if span.size is None:
-        return
-    if span.size != spec.world_size or span.rank != spec.rank:
-        raise WorkspaceMismatchError(
-            explain(
-                f"world_size={spec.world_size}, rank={spec.rank} to describe the group",
-                f"a group of {span.size} processes in which this process is rank {span.rank}",
-                fix="pass torch.distributed.get_world_size(group) and get_rank(group)",
-            )
-        )
-
-
-def check_arguments(
-    api: Any, backend: Any, gpus_per_node: Any, force_oneshot_support: Any, fallback: Any
-) -> None:
-    """The plain arguments of ``create_workspace`` (sizes and dtype: see :func:`workspace_spec`)."""
-    require_choice("api", api, _APIS)
-    require_choice(
-        "backend",
-        backend,
-        _BACKENDS,
-        fix="pass one of FlashInfer's allreduce-fusion backends ('auto' picks one)",
-    )
-    require_int("gpus_per_node", gpus_per_node, minimum=1, optional=True)
-    require_bool("force_oneshot_support", force_oneshot_support)
-    require_bool("fallback", fallback)
-
-
-def check_factory_options(factory_options: Any) -> Mapping[str, Any]:
-    """``factory_options`` as a mapping FlashInfer may take, or InvalidArgumentError.
-
-    Keys must be strings and none that fi-compat sets itself (see ``_RESERVED_OPTIONS``):
-    an option that changed what FlashInfer allocates would let through calls the buffers
-    cannot hold. The values of the unified factory's known options are checked too.
-    """
-    if factory_options is None:
-        return {}
-    require_instance(
-        "factory_options",
-        factory_options,
-        Mapping,
-        "a mapping of keyword names to values",
-        optional=True,
-        fix="pass a dict, e.g. factory_options={'top_k': 8}",
-    )
-    options = dict(factory_options)
-    for name, value in options.items():
-        if not isinstance(name, str):
-            raise InvalidArgumentError(
-                explain(
-                    "factory_options keys to be keyword names (str)",
-                    f"the key {describe(name)}",
-                )
-            )
-        if name in _RESERVED_OPTIONS:
-            raise InvalidArgumentError(
-                explain(
-                    "factory_options without the keywords fi-compat sets itself",
-                    f"factory_options[{name!r}]={value!r}",
-                    fix=f"pass {name} as create_workspace's own argument (tp_rank, tp_size: "
-                    "rank, world_size; use_fp32_lamport: dtype=torch.float32): fi-compat "
-                    "checks every call against what the workspace was created with, so "
-                    "FlashInfer must allocate exactly that",
-                )
-            )
-        if value is None:
-            continue
-        if name in _BOOL_OPTIONS:
-            require_bool(f"factory_options[{name!r}]", value)
-        elif name in _REAL_OPTIONS:
-            require_real(f"factory_options[{name!r}]", value, minimum=_REAL_OPTIONS[name])
-        elif name == "top_k":
-            require_int("factory_options['top_k']", value, minimum=1)
-    return options

@@ -37,6 +37,8 @@ from fi_compat.errors import InvalidArgumentError, WorkspaceMismatchError, expla
 if TYPE_CHECKING:
     import torch
 
+    from fi_compat.comm._sizes import Fit
+
 __all__ = ["allreduce_fusion", "create_allreduce_fusion_workspace"]
 
 _RMSNORM = AllReduceFusionPattern.kARResidualRMSNorm
@@ -307,7 +309,7 @@ def allreduce_fusion(
         raise destroyed_error(workspace.api)
     if pattern not in PATTERN_NAMES:
         raise _pattern_error(pattern)
-    _check_input(workspace.spec, input)
+    _check_input(workspace.spec, workspace.fit, input, use_oneshot)
     _check_tensors(workspace.spec, input, given)
     if (
         pattern != _ALLREDUCE
@@ -434,22 +436,29 @@ def _check_native_input(input: Any, workspace: Any) -> None:
 _NOT_WORKSPACES = (str, bytes, int, float, complex, list, tuple, dict, set, frozenset)
 
 
-def _check_input(spec: Spec, input: Any) -> None:
+def _check_input(spec: Spec, fit: Fit, input: Any, use_oneshot: Any) -> None:
+    """``input`` against the workspace: the fast bounds of ``fit``, else its whole rule."""
     try:
         shape = input.shape
         fits = (
             is_tensor(input)
             and len(shape) == 2
             and input.dtype is spec.dtype
-            and shape[1] == spec.hidden_dim
-            and 0 < shape[0] <= spec.max_token_num
+            and 0 < shape[0] <= fit.max_tokens
+            and fit.min_hidden <= shape[1] <= fit.max_hidden
+            and shape[0] * shape[1] <= fit.capacity
+            and (fit.oneshot_fast or use_oneshot is not True)
             and input.get_device() == spec.device_index
             and input.is_contiguous()
         )
     except Exception:  # not a tensor
         fits = False
     if not fits:
-        raise tensor_mismatch(spec, input, None, None, only_input=True)
+        error = tensor_mismatch(
+            spec, fit, input, None, None, use_oneshot=use_oneshot, only_input=True
+        )
+        if error is not None:
+            raise error
 
 
 def _check_tensors(spec: Spec, input: Any, given: dict[str, Any]) -> None:
@@ -458,7 +467,7 @@ def _check_tensors(spec: Spec, input: Any, given: dict[str, Any]) -> None:
         if name in given:
             _fits(spec, name, given[name], tuple(input.shape))
     if "rms_gamma" in given:
-        _fits(spec, "rms_gamma", given["rms_gamma"], (spec.hidden_dim,))
+        _fits(spec, "rms_gamma", given["rms_gamma"], (int(input.shape[1]),))
     for name in _OTHER_TENSORS:
         value = given.get(name)
         if value is None:

@@ -29,6 +29,7 @@ from fi_compat.comm._bound import Bound
 from fi_compat.comm._checks import Spec
 from fi_compat.comm._group import GroupSpan
 from fi_compat.comm._names import AllReduceFusionPattern
+from fi_compat.comm._sizes import Fit
 from fi_compat.errors import (
     CapabilityMissingError,
     GroupNotSupportedError,
@@ -98,6 +99,8 @@ class Created(NamedTuple):
         Its per-call and prepared paths.
     destroy
         Frees its buffers; None when it holds none.
+    fit
+        Which call sizes it serves (``bound`` checks every call against it).
     native
         FlashInfer's workspace object, the legacy factory's tuple, or None.
     comm_backend
@@ -111,6 +114,7 @@ class Created(NamedTuple):
     backend: str
     bound: Bound
     destroy: Callable[[], None] | None
+    fit: Fit
     native: Any = None
     comm_backend: Any = None
     decisions: tuple[str, ...] = ()

@@ -38,7 +38,8 @@ __all__ = ["HANDLES_ATTACHED", "PER_CALL", "SOURCES", "lowest_layer", "measured"
 
 #: Sources of a legacy argument that change per call, in the order the launch computes them:
 #: the flat view of a caller tensor, the weight as given, a new flat tensor like the input,
-#: the token count and the per-call switches.
+#: the token count, the per-call switches and the call's own hidden size (``tools/layers.py``
+#: measures it with a call narrower than the workspace).
 PER_CALL: tuple[str, ...] = (
     "view:input",
     "view:residual_in",
@@ -52,16 +53,16 @@ PER_CALL: tuple[str, ...] = (
     "fp32_acc",
     "use_oneshot",
     "rms_eps",
+    "hidden",
 )
 #: Sources fixed when the workspace is created: FlashInfer workspace attributes (read then),
-#: the pattern, the hidden size, and the legacy parameter's own default.
+#: the pattern, and the legacy parameter's own default.
 FIXED: tuple[str, ...] = (
     "workspace.world_size",
     "workspace.rank",
     "workspace.workspace_tensor",
     "workspace.metadata",
     "pattern",
-    "hidden",
     "default",
 )
 #: Every source a ``layers.json`` argument may name (or ``{"constant": value}``).
@@ -262,8 +263,6 @@ def _recipe(
             value = parameter.default
         elif source == "pattern":
             value = pattern
-        elif source == "hidden":
-            value = spec.hidden_dim
         elif source.startswith("workspace."):
             attribute = source.removeprefix("workspace.")
             if not hasattr(native, attribute):
@@ -309,7 +308,12 @@ def _launcher(
         :func:`attached`); one body for the launch and for what the frozen call binds."""
 
         def launch(
-            call: Values, norm_out: torch.Tensor, residual_out: torch.Tensor, tokens: int, /
+            call: Values,
+            norm_out: torch.Tensor,
+            residual_out: torch.Tensor,
+            tokens: int,
+            hidden: int,
+            /,
         ) -> Any:
             if checked:
                 attached()
@@ -331,6 +335,7 @@ def _launcher(
                         fp32_acc,
                         use_oneshot,
                         eps,
+                        hidden,
                     )
                 )
             )
@@ -341,9 +346,14 @@ def _launcher(
     arguments = placed(_arguments, False)
 
     def freeze(
-        call: Values, norm_out: torch.Tensor, residual_out: torch.Tensor, tokens: int, /
+        call: Values,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
+        tokens: int,
+        hidden: int,
+        /,
     ) -> Callable[[], Any]:
-        frozen = functools.partial(raw, *arguments(call, norm_out, residual_out, tokens))
+        frozen = functools.partial(raw, *arguments(call, norm_out, residual_out, tokens, hidden))
         if not handles:
             return frozen
 

@@ -48,6 +48,7 @@ from fi_compat.comm._factory import (
     not_taken,
 )
 from fi_compat.comm._names import PATTERN_NAMES
+from fi_compat.comm._sizes import fit_for
 from fi_compat.errors import CapabilityMissingError, explain
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ LEGACY_CALL: dict[str, str] = {
     "world_size": "world_size",
     "world_rank": "world_rank",
     "token_num": "tokens",
-    "hidden_dim": "hidden_dim",
+    "hidden_dim": "hidden",
     "workspace_ptrs": "workspace_ptrs",
     "launch_with_pdl": "launch_with_pdl",
     "trigger_completion_at_end": "trigger_completion_at_end",
@@ -198,12 +199,14 @@ def create_legacy(caps: Capabilities, request: Request) -> Created:
     def free() -> None:
         destroy(ipc_handles, **destroy_kwargs)
 
+    fit = fit_for(spec, release=caps.flashinfer.version, kind="legacy", native=created)
     return Created(
         backend="trtllm",
-        bound=bind(spec, launcher),
+        bound=bind(spec, fit, launcher),
         destroy=free,
         native=created,
         decisions=tuple(decisions),
+        fit=fit,
     )
 
 
@@ -278,7 +281,6 @@ def legacy_launch(
     constants: dict[str, Any] = {
         "world_size": spec.world_size,
         "world_rank": spec.rank,
-        "hidden_dim": spec.hidden_dim,
         "workspace_ptrs": workspace_ptrs,
         "pattern_code": pattern,
         "allreduce_out": None,
@@ -294,9 +296,14 @@ def legacy_launch(
         return Launcher(positional_launch(function, layout, LEGACY_CALL, constants), freeze)
 
     def by_keyword(
-        call: Values, norm_out: torch.Tensor, residual_out: torch.Tensor, tokens: int, /
+        call: Values,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
+        tokens: int,
+        hidden: int,
+        /,
     ) -> None:
-        function(**arguments(LEGACY_CALL, constants, call, norm_out, residual_out, tokens))
+        function(**arguments(LEGACY_CALL, constants, call, norm_out, residual_out, tokens, hidden))
 
     return Launcher(by_keyword, freeze)
 
@@ -369,7 +376,7 @@ def call_legacy(
         "world_size": spec.world_size,
         "world_rank": spec.rank,
         "token_num": int(input.shape[0]),
-        "hidden_dim": spec.hidden_dim,
+        "hidden_dim": int(input.shape[1]),
         "workspace_ptrs": workspace_ptrs,
         "pattern_code": pattern,
         "allreduce_out": output,

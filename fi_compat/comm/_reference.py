@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 from fi_compat._arguments import describe
 from fi_compat._surface import PATTERN
 from fi_compat.comm._bound import Launcher, Runner, Values, bind, positional_launcher
-from fi_compat.comm._checks import Spec, output_mismatch, tensor_mismatch
+from fi_compat.comm._checks import Spec, mismatch, output_mismatch
 from fi_compat.comm._factory import Created, Request
 from fi_compat.comm._group import group_span
 from fi_compat.comm._names import PATTERN_NAMES, AllReduceFusionPattern
+from fi_compat.comm._sizes import exact_fit, product_fit
 from fi_compat.errors import CapabilityMissingError, WorkspaceMismatchError, explain
 
 if TYPE_CHECKING:
@@ -82,10 +83,16 @@ def create_reference(request: Request, reason: str | None) -> Created:
             ),
             feature="torch.distributed",
         )
+    fit = product_fit(
+        spec,
+        "reference",
+        "no FlashInfer buffers: served as FlashInfer's TRT-LLM workspace serves it",
+    )
     return Created(
         backend="reference",
-        bound=bind(spec, _launcher(request.group, spec.world_size)),
+        bound=bind(spec, fit, _launcher(request.group, spec.world_size)),
         destroy=None,
+        fit=fit,
         decisions=(f"unfused reference path: {reason}",),
         reason=reason,
     )
@@ -95,7 +102,12 @@ def _launcher(group: Any, world_size: int) -> Launcher:
     """The launch of a reference workspace: :func:`_compute` on validated tensors."""
 
     def launch(
-        call: Values, norm_out: torch.Tensor, residual_out: torch.Tensor, tokens: int, /
+        call: Values,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
+        tokens: int,
+        hidden: int,
+        /,
     ) -> None:
         input, residual, weight, eps, _, _, _, fp32_acc, _, _ = call
         _compute(input, residual, weight, eps, norm_out, residual_out, fp32_acc, group, world_size)
@@ -116,7 +128,8 @@ def unbound_reference(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The reference path without a workspace: checks the tensors against each other.
 
-    ``input`` must be a 2-D float16, bfloat16 or float32 tensor of at least 1 token (what
+    ``input`` must be a 2-D float16, bfloat16 or float32 tensor of at least 1 token and a
+    hidden size of at least 1 (what
     the fused kernels take); the other tensors must fit it. ``eps`` and ``fp32_acc`` were
     checked by the caller.
     """
@@ -130,6 +143,7 @@ def unbound_reference(
         and shape is not None
         and len(shape) == 2
         and shape[0] > 0
+        and shape[1] > 0
     ):
         raise _input_error(input)
     spec = Spec(
@@ -152,7 +166,7 @@ def unbound_reference(
     except Exception:  # not a tensor
         fits = False
     if not fits:
-        raise tensor_mismatch(spec, input, residual, weight)
+        raise mismatch(spec, exact_fit(spec, "reference", "its own input"), input, residual, weight)
     if norm_out is None:
         norm_out = torch.empty_like(input)
     elif not (
@@ -178,7 +192,8 @@ def unbound_reference(
 
 
 def _input_error(input: Any) -> WorkspaceMismatchError:
-    """Why ``input`` cannot run the unfused path (it is not a 2-D half/float tensor)."""
+    """Why ``input`` cannot run the unfused path (not a 2-D half/float tensor of at least
+    one token and one element per token)."""
     import torch
 
     if not isinstance(input, torch.Tensor):
@@ -200,6 +215,14 @@ def _input_error(input: Any) -> WorkspaceMismatchError:
                 "input of shape (num_tokens, hidden_dim)",
                 f"shape {tuple(input.shape)}",
                 fix="reshape input to 2-D: input.view(-1, hidden_dim)",
+            )
+        )
+    if input.shape[1] < 1:
+        return WorkspaceMismatchError(
+            explain(
+                "a hidden size of at least 1",
+                f"input of shape {tuple(input.shape)}",
+                fix="skip the call: a zero-width tensor has nothing to all-reduce",
             )
         )
     return WorkspaceMismatchError(

@@ -52,6 +52,7 @@ from fi_compat.comm._factory import (
 from fi_compat.comm._group import group_backend
 from fi_compat.comm._layers import lowest_layer
 from fi_compat.comm._legacy import LEGACY_CALL, legacy_launch
+from fi_compat.comm._sizes import Fit, fit_for
 
 if TYPE_CHECKING:
     import torch
@@ -77,6 +78,12 @@ UNIFIED_CALL: dict[str, str] = {
     "rms_eps": "eps",
     "use_oneshot": "use_oneshot",
     "fp32_acc": "fp32_acc",
+}
+#: What a workspace serves, per :attr:`~fi_compat.comm._sizes.Fit.rule`, for its decisions.
+_SERVED = {
+    "product": "any call whose tokens x hidden fits max_token_num x hidden_dim",
+    "bytes": "any call whose bytes fit the buffer, asked of its is_buffer_size_sufficient",
+    "exact": "only calls of the creation-time hidden size",
 }
 #: :data:`UNIFIED_CALL` on a release without ``trigger_completion_at_end`` (0.6.0 to 0.6.7).
 _WITHOUT_TRIGGER = {
@@ -185,8 +192,12 @@ def create_unified(caps: Capabilities, request: Request) -> Created:
         caps.flashinfer.version, spec, fusion=fusion, native=native, pattern=pattern
     )
     decisions.append(decision)
+    kind = native_backend if isinstance(native_backend, str) else backend
+    fit = fit_for(spec, release=caps.flashinfer.version, kind=kind, native=native)
+    decisions.append(f"per-call sizes: {_SERVED[fit.rule]} ({fit.why})")
     bound = bind_unified(
         spec,
+        fit,
         function=fusion,
         native=native,
         pattern=pattern,
@@ -198,6 +209,7 @@ def create_unified(caps: Capabilities, request: Request) -> Created:
         backend=native_backend if isinstance(native_backend, str) else backend,
         bound=bound,
         destroy=native.destroy,
+        fit=fit,
         native=native,
         comm_backend=comm_backend,
         decisions=tuple(decisions),
@@ -257,6 +269,7 @@ def _early_trigger(
 
 def bind_unified(
     spec: Spec,
+    fit: Fit,
     *,
     function: Callable[..., Any],
     native: Any,
@@ -271,6 +284,8 @@ def bind_unified(
     ----------
     spec
         What the workspace holds.
+    fit
+        Which call sizes it serves.
     function
         The installed :data:`~fi_compat._surface.UNIFIED_FUSION`.
     native
@@ -289,7 +304,7 @@ def bind_unified(
         going to ``early_trigger``.
     """
     usual = lowest if lowest is not None else _public(function, native, pattern, pass_trigger)
-    return bind(spec, usual if early_trigger is None else _either(early_trigger, usual))
+    return bind(spec, fit, usual if early_trigger is None else _either(early_trigger, usual))
 
 
 def _public(
@@ -311,14 +326,24 @@ def _either(early: Launcher, usual: Launcher) -> Launcher:
         return early if launch_with_pdl and not trigger_completion_at_end else usual
 
     def launch(
-        call: Values, norm_out: torch.Tensor, residual_out: torch.Tensor, tokens: int, /
+        call: Values,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
+        tokens: int,
+        hidden: int,
+        /,
     ) -> Any:
-        return chosen(call).launch(call, norm_out, residual_out, tokens)
+        return chosen(call).launch(call, norm_out, residual_out, tokens, hidden)
 
     def freeze(
-        call: Values, norm_out: torch.Tensor, residual_out: torch.Tensor, tokens: int, /
+        call: Values,
+        norm_out: torch.Tensor,
+        residual_out: torch.Tensor,
+        tokens: int,
+        hidden: int,
+        /,
     ) -> Callable[[], Any]:
-        return chosen(call).freeze(call, norm_out, residual_out, tokens)
+        return chosen(call).freeze(call, norm_out, residual_out, tokens, hidden)
 
     return Launcher(launch, freeze)
 

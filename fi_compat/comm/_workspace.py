@@ -10,25 +10,20 @@ every workspace FlashInfer's workspace interface. The allreduce-fusion guide,
 
 from __future__ import annotations
 
-import functools
-import inspect
 import weakref
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
-from fi_compat._arguments import require_instance, require_int
 from fi_compat._log import get_logger
 from fi_compat._surface import COMM
 from fi_compat.capabilities import get_capabilities
 from fi_compat.comm._bound import PreparedAllReduce, Preparer, Runner
-from fi_compat.comm._checks import (
-    Spec,
-    call_scalars,
+from fi_compat.comm._checks import Spec, call_scalars, destroyed_error
+from fi_compat.comm._creation import (
     check_arguments,
     check_factory_options,
     check_group,
-    destroyed_error,
     workspace_spec,
 )
 from fi_compat.comm._factory import (
@@ -39,6 +34,7 @@ from fi_compat.comm._factory import (
     trtllm_ranks_error,
 )
 from fi_compat.comm._group import group_span
+from fi_compat.comm._interface import buffer_check, checkpoint_unsupported, legacy_metadata, never
 from fi_compat.comm._legacy import create_legacy
 from fi_compat.comm._reference import create_reference
 from fi_compat.comm._unified import create_unified
@@ -89,6 +85,10 @@ class FusionWorkspace:
         Why a reference workspace is unfused; None for a fused one.
     decisions
         What was decided at creation, one sentence each (also logged at debug level).
+    fit
+        Which call sizes it serves, as the installed release serves them: any call that
+        fits (``fit.rule`` ``"product"`` or ``"bytes"``), or only its own hidden size
+        (``"exact"``, with ``fit.why``).
     """
 
     __slots__ = (
@@ -103,6 +103,7 @@ class FusionWorkspace:
         "backend",
         "comm_backend",
         "decisions",
+        "fit",
         "group",
         "native",
         "reason",
@@ -118,6 +119,7 @@ class FusionWorkspace:
         self.comm_backend = created.comm_backend
         self.reason = created.reason
         self.decisions = created.decisions
+        self.fit = created.fit
         self._run: Runner = created.bound.run
         self._prepare: Preparer = created.bound.prepare
         self._prepared: weakref.WeakSet[PreparedAllReduce] = weakref.WeakSet()
@@ -127,7 +129,9 @@ class FusionWorkspace:
         native_check = (
             getattr(created.native, "is_buffer_size_sufficient", None) if api == "unified" else None
         )
-        self._sufficient: Callable[..., Any] = buffer_check(spec, native_check, self._metadata)
+        self._sufficient: Callable[..., Any] = buffer_check(
+            spec, created.fit, native_check, self._metadata
+        )
 
     # -- what it was made for ----------------------------------------------------------
 
@@ -148,7 +152,8 @@ class FusionWorkspace:
 
     @property
     def hidden_dim(self) -> int:
-        """The hidden size every call must have."""
+        """The hidden size it was created for (calls of other sizes that fit are served
+        where :attr:`fit` says so)."""
         return self.spec.hidden_dim
 
     @property
@@ -186,7 +191,7 @@ class FusionWorkspace:
             raise destroyed_error(api)
 
         self._run = self._prepare = refuse
-        self._sufficient = _never(self._sufficient)
+        self._sufficient = never(self._sufficient)
         for prepared in list(self._prepared):
             prepared._revoke(refuse)
         self._prepared.clear()
@@ -297,7 +302,8 @@ class FusionWorkspace:
             native = getattr(self.native, method, None)
             if callable(native):
                 return native  # type: ignore[no-any-return]
-        return checkpoint_unsupported(self.api, self.backend, method)
+        kind = "legacy" if self.api == "legacy" else self.backend
+        return checkpoint_unsupported(self.api, kind, method)
 
     def __getattr__(self, name: str) -> Any:
         # Drop-in use: attributes of FlashInfer's own workspace (is_buffer_size_sufficient,
@@ -331,138 +337,6 @@ class FusionWorkspace:
         if self.api == "legacy":
             return self.native[1]
         return getattr(self.native, "workspace_tensor", None)
-
-
-# ------------------------------------------------------------------------------ helpers
-
-
-def _never(check: Callable[..., Any]) -> Callable[..., Any]:
-    """``check`` with its signature, answering False: the workspace is destroyed."""
-
-    @functools.wraps(check)
-    def destroyed(*args: Any, **kwargs: Any) -> bool:
-        return False
-
-    return destroyed
-
-
-# ------------------------------------------------- FlashInfer's workspace interface
-
-#: The keys of the legacy factory's metadata that its own check reads.
-_METADATA_KEYS = ("tp_rank", "tp_size", "max_token_num", "hidden_dim", "use_fp32_lamport")
-
-
-def legacy_metadata(spec: Spec, created: Any) -> dict[str, Any]:
-    """The legacy workspace's ``metadata``: the factory's own dict, else its five keys."""
-    import torch
-
-    own = created[-1] if isinstance(created, tuple) and len(created) >= 3 else None
-    if isinstance(own, dict) and all(key in own for key in _METADATA_KEYS):
-        return own
-    computed = {
-        "tp_rank": spec.rank,
-        "tp_size": spec.world_size,
-        "max_token_num": spec.max_token_num,
-        "hidden_dim": spec.hidden_dim,
-        "use_fp32_lamport": spec.dtype is torch.float32,
-    }
-    return computed if not isinstance(own, dict) else {**own, **computed}
-
-
-def _accepted(spec: Spec, tp_size: Any, num_tokens: Any, hidden_dim: Any, dtype: Any) -> bool:
-    """Would fi-compat's per-call checks take tensors of this size (arguments checked)?"""
-    import torch
-
-    require_int("tp_size", tp_size, minimum=1)
-    require_int("num_tokens", num_tokens, minimum=0)
-    require_int("hidden_dim", hidden_dim, minimum=1)
-    require_instance("dtype", dtype, torch.dtype, "a torch.dtype")
-    return bool(
-        tp_size == spec.world_size
-        and 0 < num_tokens <= spec.max_token_num
-        and hidden_dim == spec.hidden_dim
-        and dtype == spec.dtype
-    )
-
-
-def buffer_check(spec: Spec, native_check: Any, metadata: dict[str, Any] | None) -> Any:
-    """The workspace's ``is_buffer_size_sufficient``.
-
-    Parameters
-    ----------
-    spec
-        What the workspace was created for.
-    native_check
-        FlashInfer's own bound method (unified), or None.
-    metadata
-        The legacy workspace's metadata, checked as FlashInfer checks it; None otherwise.
-    """
-    if callable(native_check):
-        return _around(spec, native_check)
-
-    def is_buffer_size_sufficient(
-        tp_size: int,
-        num_tokens: int,
-        hidden_dim: int,
-        dtype: torch.dtype,
-        use_oneshot: Any | None = None,
-    ) -> bool:
-        """Whether a call of ``num_tokens x hidden_dim`` of ``dtype`` on ``tp_size`` ranks
-        fits this workspace (``use_oneshot`` does not change the answer, as in FlashInfer's
-        TRT-LLM workspace)."""
-        import torch
-
-        if not _accepted(spec, tp_size, num_tokens, hidden_dim, dtype):
-            return False
-        if metadata is None:
-            return True
-        return (
-            tp_size == metadata["tp_size"]
-            and num_tokens * hidden_dim <= metadata["max_token_num"] * metadata["hidden_dim"]
-            and bool(metadata["use_fp32_lamport"]) == (dtype == torch.float32)
-        )
-
-    return is_buffer_size_sufficient
-
-
-def _around(spec: Spec, native_check: Callable[..., Any]) -> Callable[..., Any]:
-    """FlashInfer's check with its signature, answering False where fi-compat would refuse."""
-    try:
-        signature: inspect.Signature | None = inspect.signature(native_check)
-    except (TypeError, ValueError):
-        signature = None
-    if signature is None or not {"tp_size", "num_tokens", "hidden_dim", "dtype"} <= set(
-        signature.parameters
-    ):
-        return native_check  # a shape fi-compat does not know: FlashInfer answers alone
-
-    @functools.wraps(native_check)
-    def is_buffer_size_sufficient(*args: Any, **kwargs: Any) -> Any:
-        given = signature.bind(*args, **kwargs).arguments  # a TypeError, as FlashInfer's
-        if not _accepted(
-            spec, given["tp_size"], given["num_tokens"], given["hidden_dim"], given["dtype"]
-        ):
-            return False
-        return native_check(*args, **kwargs)
-
-    return is_buffer_size_sufficient
-
-
-def checkpoint_unsupported(api: str, backend: str, method: str) -> Callable[..., None]:
-    """``checkpoint_prepare``/``checkpoint_restore`` of a workspace that cannot detach."""
-
-    def unsupported(*_: Any, **__: Any) -> None:
-        raise NotImplementedError(
-            explain(
-                f"a workspace whose buffers can be detached for {method}",
-                f"a {api} workspace on the {backend!r} backend, whose buffers stay resident",
-                fix="keep the workspace resident while suspended (catch NotImplementedError), "
-                "or install a flashinfer-python release with checkpointing on this backend",
-            )
-        )
-
-    unsupported.__name__ = unsupported.__qualname__ = method
-    return unsupported
 
 
 # ---------------------------------------------------------------------------- the factory

@@ -190,6 +190,19 @@ def _backend(wrapper: Any, facts: _reach.FamilyReach | None, fallback: Any) -> A
     return _reach.DEFAULT_BACKEND if value is None else value
 
 
+def inherited_backend(release: str, cls: type) -> str | None:
+    """The backend an instance of ``cls``, a family without ``backend=``, holds after the
+    real ``__init__`` (``reach.json``'s ``default_backend``: the CUDA-graph decode wrapper
+    hands its base ``"auto"``); None for anything else or where nothing was measured."""
+    family = read_attribute(cls, ("_fi_family",))
+    if not isinstance(family, str):
+        return None
+    facts, _problem = _family_facts(release, family)
+    if facts is None or facts.backend_attribute is not None:
+        return None
+    return facts.default_backend
+
+
 def read_attribute(obj: Any, names: Sequence[str]) -> Any:
     """The first of ``names`` that ``obj`` has a value other than None for, else None
     (a descriptor that raises counts as none)."""

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fi_compat._records import ClassRecord, FunctionRecord, ReleaseRecord
+from fi_compat._records import ClassRecord, FunctionRecord, ReleaseRecord, workspace_kinds
 from fi_compat._surface import (
     COMM,
     DECODE,
@@ -25,7 +25,6 @@ from fi_compat._surface import (
     NAMED_MODULES,
     TORCH_DIST_BACKEND,
     UNIFIED_FACTORY,
-    WORKSPACE,
     symbol_named,
 )
 from fi_compat.testing._workspaces import _Strategy
@@ -140,30 +139,8 @@ def _inside(module: str | None) -> bool:
 
 
 def _workspace_backends(record: ReleaseRecord) -> dict[str, str]:
-    """Workspace class name -> the backend the factory builds it for ("" for the base).
-
-    Read from the record: the class the factory's return annotation names is the base;
-    the concrete class defined next to the factory is TRT-LLM's, the one the factory
-    builds but ``flashinfer.comm`` does not export is MNNVL CuTe DSL's (0.7.2.post1), and
-    the other exported one is MNNVL's.
-    """
-    factory = record.comm_function(UNIFIED_FACTORY.key)
-    if factory is None:
-        return {}
-    backends: dict[str, str] = {}
-    for name in record.workspace_classes:
-        cls = record.comm_class(name)
-        if cls is None:
-            continue
-        if name in WORKSPACE.names:
-            backends[name] = ""
-        elif cls.exported is False:
-            backends[name] = "mnnvl-cutedsl"
-        elif cls.defined_in == factory.defined_in:
-            backends[name] = "trtllm"
-        else:
-            backends[name] = "mnnvl"
-    return backends
+    """Workspace class name -> the backend the factory builds it for ("" for the base)."""
+    return workspace_kinds(record)
 
 
 def _collect(record: ReleaseRecord) -> _Registry:

@@ -208,7 +208,8 @@ def reach_table() -> str:
     lines = [
         f"Measured on {len(releases)} flashinfer-python releases ({releases[0]} to "
         f"{releases[-1]}) by `make measure-reach`. Deterministic inference accepts only "
-        "*reaches*, and never `auto` (see above).",
+        "*reaches*, and never `auto` (see above), nor a class that hands its base `auto` "
+        "(marked: it resolves `auto` in every `plan`).",
         "",
         "| Family | Backend | Split settings at the kernel |",
         "| --- | --- | --- |",
@@ -236,8 +237,13 @@ def reach_table() -> str:
                 "take the split settings |"
             )
             continue
+        inherits = any(
+            fact is not None and fact.backend_attribute is None and fact.default_backend == "auto"
+            for fact in facts
+        )
         for backend, verdicts in rows:
-            lines.append(f"| `{family}` | `{backend}` | {_spans(verdicts, releases)} |")
+            shown = f"`{backend}`" + (" (resolves `auto`)" if inherits else "")
+            lines.append(f"| `{family}` | {shown} | {_spans(verdicts, releases)} |")
     return "\n".join(lines) + "\n"
 
 

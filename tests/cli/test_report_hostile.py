@@ -276,8 +276,13 @@ def printed_names(report: dict[str, object]) -> set[str]:
             names.add(f"{qualified}.{keyword}")
     requirements = report["requirements"]
     assert isinstance(requirements, dict)
-    names.update(name for name in requirements if name.startswith("dropin:"))
+    # The names of each answer table that is not a keyword's, as its requirements list them.
+    names.update(name for name in requirements if name.startswith(NAMED_PREFIXES))
     return names
+
+
+#: The ``--require`` names the JSON report's ``requirements`` lists beyond the keyword tables.
+NAMED_PREFIXES = ("dropin:", "per_call_sizes:", "checkpointing:", "deterministic:")
 
 
 def test_require_accepts_exactly_what_the_report_prints(fake_package: FakePackage) -> None:
@@ -290,7 +295,7 @@ def test_require_accepts_exactly_what_the_report_prints(fake_package: FakePackag
         assert parse_requirements(name) == [name]
         lacking = missing(caps, [name])
         assert report["requirements"][name]["status"] == ("missing" if lacking else "met")
-        if not name.startswith("dropin:"):  # this fake's allreduce_fusion is an old one
+        if not name.startswith(NAMED_PREFIXES):  # this fake's comm and wrappers are old ones
             assert lacking == [], name  # everything else is supported by this fake
 
 

@@ -46,7 +46,14 @@ from fi_compat._surface import (
     UNIFIED_FACTORY,
     UNIFIED_FUSION,
 )
-from fi_compat.errors import FiCompatError, InvalidArgumentError, NameUnavailableError
+from fi_compat.comm._sizes import measured
+from fi_compat.errors import (
+    CallSizeUnsupportedError,
+    FiCompatError,
+    InvalidArgumentError,
+    NameUnavailableError,
+)
+from fi_compat.report import REQUIREMENT_NAMES
 from fi_compat.testing import (
     Call,
     FunctionRecord,
@@ -116,6 +123,10 @@ EXPECTED_COUNTS: Mapping[str, Mapping[str, int]] = {
     "vllm_fused_rmsnorm_fp8": {"runs": 38, "mapped": 0, "degrades safely": 0, "refused": 1},
     "vllm_fused_rmsnorm_fp4": {"runs": 38, "mapped": 0, "degrades safely": 0, "refused": 1},
     "vllm_allreduce": {"runs": 27, "mapped": 0, "degrades safely": 11, "refused": 1},
+    # Refused on the legacy API (0.5.3) and the four releases whose sizes were not measured
+    # (0.6.16 to 0.6.16.post3, which do not import on this Python).
+    "sglang_compile_narrower": {"runs": 23, "mapped": 0, "degrades safely": 11, "refused": 5},
+    "vllm_draft_model": {"runs": 34, "mapped": 0, "degrades safely": 0, "refused": 5},
 }
 
 
@@ -137,6 +148,13 @@ def _checkpoints(record: ReleaseRecord, class_name: str) -> bool:
     return _methods(record, class_name).get("checkpoint_prepare") is not None
 
 
+def _serves_other_widths(record: ReleaseRecord) -> bool:
+    """A TRT-LLM workspace of ``record`` serves calls of another width (``sizes.json``:
+    measured per release; never on the legacy API)."""
+    facts = measured().get(record.release, {}).get("trtllm", {})
+    return bool(record.unified_api) and facts.get("check") == "product"
+
+
 def _takes(record: ReleaseRecord, function: str, keyword: str) -> bool:
     return record.accepts(function, keyword)
 
@@ -145,9 +163,15 @@ def expected_outcome(shape: str, record: ReleaseRecord) -> str:
     """What each shape must come out as on ``record``, from the recorded signatures alone."""
     group = _takes(record, UNIFIED_FACTORY.key, "group")
     trigger = _takes(record, UNIFIED_FUSION.key, TRIGGER)
+    # A call of another width than its workspace's, where fi-compat serves only the
+    # creation width (the legacy API, a release whose sizes were not measured): refused,
+    # naming the release that serves it.
+    other_width = _serves_other_widths(record)
     if shape.startswith("vllm_"):
         if not _has_dist_backend(record):
             return "refused"  # vLLM builds a TorchDistBackend for every workspace
+        if shape == "vllm_draft_model":
+            return "runs" if other_width else "refused"
         if shape.startswith("vllm_workspace"):
             kind = MNNVL_WORKSPACE if shape.endswith("mnnvl") else TRTLLM_WORKSPACE
             if not _checkpoints(record, kind):
@@ -162,6 +186,8 @@ def expected_outcome(shape: str, record: ReleaseRecord) -> str:
         if not _has_dist_backend(record):
             return "refused"
         return "runs" if group and trigger else "mapped"
+    if shape == "sglang_compile_narrower" and not other_width:
+        return "refused"
     if not record.unified_api:
         return "refused" if shape == "sglang_workspace_mnnvl" else "mapped"
     if shape.startswith("sglang_workspace"):
@@ -169,7 +195,7 @@ def expected_outcome(shape: str, record: ReleaseRecord) -> str:
     if shape == "sglang_fused_rmsnorm" and not trigger:
         # The TRT-LLM workspace's pointers run the legacy kernel, which takes the flag.
         return "mapped" if record.legacy_api else "degrades safely"
-    if shape == "sglang_allreduce_only" and not trigger:
+    if shape in ("sglang_allreduce_only", "sglang_compile_narrower") and not trigger:
         return "degrades safely"
     return "runs"
 
@@ -365,7 +391,18 @@ def _check_refusal(outcome: Outcome, record: ReleaseRecord) -> None:
             assert error.introduced_in is not None
             assert Version(error.introduced_in) > record.version
             assert error.introduced_in in str(error)
-    assert not [c for c in outcome.calls if c.name in (UNIFIED_FUSION.key, LEGACY_FUSION.key)]
+    # Nothing the refused call asked for reached a kernel (the calls before it may have:
+    # vLLM's draft model runs the target's own width first).
+    refused = outcome.trace.asked[-1:] if outcome.error is not None else []
+    calls = outcome.calls_of(refused[0]) if refused else outcome.calls
+    assert not [c for c in calls if c.name in (UNIFIED_FUSION.key, LEGACY_FUSION.key)]
+    if shape_of_one_width(outcome.shape):
+        assert not [c for c in outcome.calls if c.name in (UNIFIED_FUSION.key, LEGACY_FUSION.key)]
+
+
+def shape_of_one_width(shape: str) -> bool:
+    """Every call of ``shape`` is of its workspace's own sizes."""
+    return shape not in ("vllm_draft_model", "sglang_compile_narrower")
 
 
 # ------------------------------------------------------------------------------------ tests
@@ -433,16 +470,23 @@ def test_sglang_reads_the_workspace_interface(shape: str, version: str) -> None:
     if notes["backend"] == "trtllm":
         assert notes["use_fp32_lamport"] is False  # bfloat16
     assert notes["fits"] is True
-    assert notes["fits_too_many"] is False
+    if workspace.fit.rule != "bytes":  # max_token_num + 1 tokens of hidden_dim: over the product
+        assert notes["fits_too_many"] is False
     if workspace.api == "unified":
         kind = type(workspace.native).__name__
         check = _methods(run.record, kind)["is_buffer_size_sufficient"]
         assert check is not None
         expected = next(n for n in ("use_oneshot", "strategy") if n in check.keyword_names)
         assert notes["size_keyword"] == expected
-        (asked,) = [c for c in outcome.calls if c.name == f"{kind}.is_buffer_size_sufficient"]
+        asked = [c for c in outcome.calls if c.name == f"{kind}.is_buffer_size_sufficient"]
+        if workspace.fit.rule == "bytes":  # the bytes its buffer holds: the release answers
+            assert [call.arguments["num_tokens"] for call in asked][:2] == [
+                notes["tokens"],
+                notes["tokens_too_many"],
+            ]
+            assert notes["fits_too_many"] is notes["native_fits_too_many"]
         if expected == "strategy":
-            assert asked.arguments["strategy"].name == "ONESHOT"  # use_oneshot=True
+            assert {call.arguments["strategy"].name for call in asked} == {"ONESHOT"}
     else:
         assert notes["size_keyword"] == "use_oneshot"
         assert any("gpus_per_node" in d for d in workspace.decisions)
@@ -733,3 +777,113 @@ def test_worker_module_is_importable() -> None:
     """The worker the gloo test starts imports without torch.distributed being set up."""
     module = importlib.import_module("tests.support.engine_worker")
     assert callable(module.main)
+
+
+# ------------------------------------------------------- calls of another width (sizes.json)
+
+#: Every recorded release from the first unified one: the width shapes run on each.
+UNIFIED = [v for v in RELEASES if load_release(v).unified_api]
+
+
+def _reached(call: Call) -> tuple[int, int]:
+    """The token count and hidden size a fused call hands the kernel."""
+    if call.name == LEGACY_FUSION.key:
+        return call.arguments["token_num"], call.arguments["hidden_dim"]
+    shape = call.arguments["input"].shape
+    return int(shape[0]), int(shape[1])
+
+
+#: ``(shape, release, backend)``: vLLM runs its quant patterns on a TRT-LLM workspace;
+#: SGLang resolves ``auto`` to MNNVL on Blackwell and TRT-LLM on Hopper.
+_WIDTH_CASES = [
+    (shape, version, backend)
+    for shape, backends in (
+        ("vllm_draft_model", ("trtllm",)),
+        ("sglang_compile_narrower", ("trtllm", "mnnvl")),
+    )
+    for version in UNIFIED
+    for backend in backends
+]
+
+
+@pytest.mark.parametrize(("shape", "version", "backend"), _WIDTH_CASES)
+def test_calls_of_another_width_run_where_the_release_runs_them(
+    shape: str, version: str, backend: str
+) -> None:
+    """vLLM's draft model (one workspace of the wider width, RMSNorm, FP8 and NVFP4 calls
+    of both) and SGLang's compile branch (a narrower all-reduce): served where the
+    release's own call serves them, as measured, each call's own sizes reaching the
+    kernel; refused before any launch, naming the release that serves them, elsewhere."""
+    record = load_release(version)
+    with fake_flashinfer(version) as fake:
+        outcome = run_shape(shape, fake, Engine(comm, mnnvl, backend=backend))
+    (workspace,) = outcome.trace.workspaces
+    rule = measured().get(version, {}).get(backend, {}).get("check")
+    assert workspace.fit.rule == (rule if rule in ("product", "bytes") else "exact")
+    fused = [asked for asked in outcome.trace.asked if asked.name == UNIFIED_FUSION.key]
+    own = {tuple(asked.kwargs["input"].shape) for asked in fused}
+    if shape == "vllm_draft_model":  # the target's width (the workspace's), then the draft's
+        assert outcome.trace.notes["widths"] == [workspace.hidden_dim, workspace.hidden_dim // 2]
+    if workspace.fit.rule == "exact":
+        assert outcome.kind == "refused", outcome.reasons
+        assert isinstance(outcome.error, CallSizeUnsupportedError)
+        assert outcome.error.feature == f"per_call_sizes:{backend}"
+        assert outcome.error.feature in REQUIREMENT_NAMES  # fi-compat report --require names it
+        assert outcome.error.introduced_in is not None
+        assert Version(outcome.error.introduced_in) > record.version
+        assert outcome.error.introduced_in in str(outcome.error)
+        assert not [c for c in outcome.calls_of(fused[-1]) if c.name in _KERNELS]
+    else:
+        assert outcome.kind in ("runs", "degrades safely"), outcome.reasons
+        widths = set()
+        for asked in fused:
+            (kernel,) = [c for c in outcome.calls_of(asked) if c.name in _KERNELS]
+            assert _reached(kernel) == tuple(asked.kwargs["input"].shape)
+            widths.add(int(asked.kwargs["input"].shape[1]))
+        assert workspace.hidden_dim // 2 in widths  # narrower than the workspace
+        assert len(own) == (2 if shape == "vllm_draft_model" else 1)
+        if shape == "vllm_draft_model":  # three patterns per model
+            assert len(fused) == 6
+        assert workspace.destroyed
+
+
+_KERNELS = (UNIFIED_FUSION.key, LEGACY_FUSION.key)
+
+
+#: The releases the width shapes run on in two gloo processes: before the trigger flag,
+#: the first whose factory takes group=, and the newest.
+WIDTH_GLOO = ("0.6.5", "0.6.10.post1", NEWEST)
+
+
+@pytest.mark.multiprocess
+def test_calls_of_another_width_over_a_real_gloo_group(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """SGLang's compile branch and vLLM's draft model in two processes over one gloo group:
+    every call of its own width reaches the kernel with its own sizes, on both ranks."""
+    directory = tmp_path_factory.mktemp("width_workers")
+    run_ranks(
+        "tests.support.engine_worker", 2, [str(directory), "--widths", *WIDTH_GLOO], timeout=120
+    )
+    results = [json.loads((directory / f"{rank}.json").read_text()) for rank in range(2)]
+    problems = []
+    for rank, result in enumerate(results):
+        for version in WIDTH_GLOO:
+            for shape, run in result[version].items():
+                where = f"rank {rank}, {version}, {shape}"
+                if run["kind"] not in ("runs", "degrades safely") or not run["agreed"]:
+                    problems.append(f"{where}: {run['kind']} {run['reasons']} {run['error']}")
+                    continue
+                (hidden,) = run["hidden_dim"]
+                widths = {asked[1] for asked in (call["asked"] for call in run["calls"])}
+                expected = {hidden, hidden // 2} if shape == "vllm_draft_model" else {hidden // 2}
+                if widths != expected:
+                    problems.append(f"{where}: widths {widths}, expected {expected}")
+                problems += [
+                    f"{where}: asked {call['asked']}, the kernel got {call['reached']}"
+                    for call in run["calls"]
+                    if call["asked"] != call["reached"]
+                ]
+                if not run["destroyed"]:
+                    problems.append(f"{where}: the workspace was not destroyed")
+    assert not problems, "\n".join(problems)

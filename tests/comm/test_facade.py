@@ -18,6 +18,7 @@ from fi_compat.comm import _workspace
 from fi_compat.comm._group import GroupSpan
 from fi_compat.determinism import deterministic
 from fi_compat.errors import (
+    CallSizeUnsupportedError,
     CapabilityMissingError,
     FiCompatError,
     FlashInferUnavailableError,
@@ -89,17 +90,55 @@ def _mismatch(
     return caught.value
 
 
+#: What a refusal of a call too big for the workspace says, per rule of its fit.
+_TOO_BIG = {
+    "exact": f"at most {MAX_TOKENS} tokens",
+    "product": f"tokens x hidden at most {MAX_TOKENS * HIDDEN}",
+    "bytes": "fit the workspace's buffer",
+}
+
+
 def test_too_many_tokens(flavour: tuple[Factory, FakeFlashInfer]) -> None:
-    error = _mismatch(flavour, *_tensors(tokens=MAX_TOKENS + 1))
-    assert f"at most {MAX_TOKENS} tokens" in str(error)
-    assert f"found {MAX_TOKENS + 1} tokens" in str(error)
+    # Over every rule: product, exact, and MNNVL's lamport buffer (rounded up to the
+    # allocation granularity, which leaves room for far more than max_token_num).
+    tokens = 1000 * MAX_TOKENS
+    error = _mismatch(flavour, *_tensors(tokens=tokens))
+    assert type(error) is WorkspaceMismatchError
+    assert f"found input of shape ({tokens}, {HIDDEN})" in str(error)
+    assert _TOO_BIG[flavour[0]().fit.rule] in str(error)
 
 
-def test_hidden_size_mismatch(flavour: tuple[Factory, FakeFlashInfer]) -> None:
-    x = torch.randn(TOKENS, HIDDEN * 2, dtype=DTYPE)
-    error = _mismatch(flavour, x, x.clone(), torch.randn(HIDDEN * 2, dtype=DTYPE))
-    assert f"hidden size {HIDDEN}" in str(error)
-    assert f"({TOKENS}, {HIDDEN * 2})" in str(error)
+def test_a_call_wider_than_the_workspace_holds(flavour: tuple[Factory, FakeFlashInfer]) -> None:
+    wide = HIDDEN * 4096  # TOKENS x wide: over the product, and over MNNVL's buffer
+    x = torch.randn(TOKENS, wide, dtype=DTYPE)
+    error = _mismatch(flavour, x, x.clone(), torch.randn(wide, dtype=DTYPE))
+    assert f"({TOKENS}, {wide})" in str(error)
+    assert type(error) is WorkspaceMismatchError  # too big for any rule: no capability missing
+    rule = flavour[0]().fit.rule
+    assert (f"hidden size {HIDDEN}" if rule == "exact" else _TOO_BIG[rule]) in str(error)
+
+
+def test_a_call_of_another_width_that_fits(flavour: tuple[Factory, FakeFlashInfer]) -> None:
+    make, fake = flavour
+    workspace = make()
+    for tokens, hidden in ((TOKENS, HIDDEN // 2), (MAX_TOKENS // 2, HIDDEN * 2)):
+        x = torch.randn(tokens, hidden, dtype=DTYPE)
+        args = (x, x.clone(), torch.randn(hidden, dtype=DTYPE))
+        if workspace.fit.rule == "exact":
+            with pytest.raises(CallSizeUnsupportedError) as caught:
+                comm.allreduce_residual_rmsnorm(*args, workspace=workspace)
+            assert caught.value.feature == "per_call_sizes:legacy"
+            assert caught.value.introduced_in == "0.6.0"
+            assert "0.6.0" in str(caught.value)
+            _no_kernel(fake)
+            continue
+        before = len(fake.calls)
+        norm_out, residual_out = comm.allreduce_residual_rmsnorm(*args, workspace=workspace)
+        assert norm_out.shape == residual_out.shape == (tokens, hidden)
+        launched = [call for call in fake.calls[before:] if call.name in KERNELS]
+        if workspace.fused:
+            (kernel,) = launched
+            assert kernel.arguments["input"].shape == (tokens, hidden)
 
 
 @pytest.mark.parametrize("which", [0, 1, 2])

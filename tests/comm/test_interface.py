@@ -21,9 +21,16 @@ pytest.importorskip("torch", reason="needs torch")
 import torch
 
 import fi_compat.comm as comm
+from fi_compat import get_capabilities
 from fi_compat.comm._checks import Spec
-from fi_compat.comm._workspace import buffer_check, checkpoint_unsupported, legacy_metadata
-from fi_compat.errors import CapabilityMissingError, InvalidArgumentError
+from fi_compat.comm._interface import buffer_check, checkpoint_unsupported, legacy_metadata
+from fi_compat.comm._sizes import exact_fit, measured, product_fit, rule_of
+from fi_compat.errors import (
+    CapabilityMissingError,
+    CheckpointUnsupportedError,
+    InvalidArgumentError,
+)
+from fi_compat.report import REQUIREMENT_NAMES
 from fi_compat.testing import available_releases, fake_flashinfer, load_release
 from tests.support import release_classes
 
@@ -39,6 +46,7 @@ WITH_METADATA = [
 WITHOUT_METADATA = [v for v in LEGACY_ONLY if v not in WITH_METADATA]
 TOKENS, HIDDEN, DTYPE = 16, 64, torch.bfloat16
 SPEC = Spec(2, 0, TOKENS, HIDDEN, DTYPE, -1)
+PRODUCT = product_fit(SPEC, "trtllm", "a test's")
 
 
 class Group:
@@ -58,6 +66,19 @@ def workspace(request: pytest.FixtureRequest) -> Iterator[comm.FusionWorkspace]:
 # ------------------------------------------------------------------ is_buffer_size_sufficient
 
 
+#: Shapes besides the workspace's own, and whether each fits, per rule of the workspace's
+#: fit (``bytes``: what the release's own MNNVL check answers).
+_SHAPES: dict[tuple[int, int], dict[str, bool]] = {
+    (TOKENS + 1, HIDDEN): {"exact": False, "product": False},  # over max_token_num x hidden
+    (TOKENS, HIDDEN * 2): {"exact": False, "product": False},
+    (TOKENS // 2, HIDDEN * 2): {"exact": False, "product": True},  # wider, fits the product
+    (TOKENS, HIDDEN // 2): {"exact": False, "product": True},  # narrower
+    (TOKENS * 2, HIDDEN // 2): {"exact": False, "product": True},
+    (1, HIDDEN * TOKENS): {"exact": False, "product": True},
+    (TOKENS * 1000, HIDDEN): {"exact": False, "product": False, "bytes": False},
+}
+
+
 def test_the_size_check_says_what_a_call_may_carry(workspace: comm.FusionWorkspace) -> None:
     check = workspace.is_buffer_size_sufficient
     parameters = list(inspect.signature(check).parameters)
@@ -65,14 +86,25 @@ def test_the_size_check_says_what_a_call_may_carry(workspace: comm.FusionWorkspa
     assert check(tp_size=2, num_tokens=TOKENS, hidden_dim=HIDDEN, dtype=DTYPE) is True
     assert check(2, 1, HIDDEN, DTYPE) is True
     for tp_size, tokens, hidden, dtype in [
-        (2, TOKENS + 1, HIDDEN, DTYPE),  # more than the buffer holds
         (4, TOKENS, HIDDEN, DTYPE),  # another world
-        (2, TOKENS, HIDDEN * 2, DTYPE),  # another hidden size, even within the bytes
-        (2, TOKENS // 2, HIDDEN * 2, DTYPE),
         (2, TOKENS, HIDDEN, torch.float16),  # another dtype: fi-compat's call would refuse
         (2, 0, HIDDEN, DTYPE),  # no tokens: refused by the call
     ]:
         assert check(tp_size, tokens, hidden, dtype) is False, (tp_size, tokens, hidden, dtype)
+    rule = workspace.fit.rule
+    kind = "legacy" if workspace.api == "legacy" else workspace.backend
+    release = get_capabilities().flashinfer.version  # the fake's
+    assert release is not None
+    assert (rule, workspace.fit.feature) == (rule_of(release, kind)[0], f"per_call_sizes:{kind}")
+    facts = measured().get(release, {}).get(kind, {})
+    if facts.get("check") in ("product", "bytes"):  # measured: never only the creation size
+        assert rule == facts["check"]
+    for (tokens, hidden), fits in _SHAPES.items():
+        if rule == "bytes" and rule not in fits:  # the release's own check answers
+            expected = workspace.native.is_buffer_size_sufficient(2, tokens, hidden, DTYPE)
+        else:
+            expected = fits[rule]
+        assert check(2, tokens, hidden, DTYPE) is expected, (rule, tokens, hidden)
     workspace.destroy()
     assert workspace.is_buffer_size_sufficient(2, 1, HIDDEN, DTYPE) is False
 
@@ -142,13 +174,13 @@ class _Mnnvl:
 @pytest.mark.parametrize("answer", [True, False])
 def test_a_unified_check_keeps_the_release_signature_and_answer(answer: bool) -> None:
     native = _Mnnvl(answer)
-    check = buffer_check(SPEC, native.is_buffer_size_sufficient, None)
+    check = buffer_check(SPEC, PRODUCT, native.is_buffer_size_sufficient, None)
     assert inspect.signature(check) == inspect.signature(native.is_buffer_size_sufficient)
     assert check(2, 4, HIDDEN, DTYPE, strategy="oneshot") is answer
     assert native.calls == [(2, 4, HIDDEN, DTYPE, "oneshot")]
     # Where fi-compat would refuse the call, FlashInfer is not asked.
     assert check(2, 4, HIDDEN, torch.float16) is False
-    assert check(2, TOKENS + 1, HIDDEN, DTYPE) is False
+    assert check(2, TOKENS + 1, HIDDEN, DTYPE) is False  # over tokens x hidden
     assert len(native.calls) == 1
     with pytest.raises(TypeError):
         check(2, 4, HIDDEN, DTYPE, use_oneshot=True)  # not this release's keyword
@@ -159,13 +191,13 @@ def test_a_unified_check_of_unknown_shape_is_the_release_own() -> None:
     def is_buffer_size_sufficient(*args: Any) -> bool:
         return True
 
-    assert buffer_check(SPEC, is_buffer_size_sufficient, None) is is_buffer_size_sufficient
+    assert buffer_check(SPEC, PRODUCT, is_buffer_size_sufficient, None) is is_buffer_size_sufficient
 
 
 def test_the_legacy_check_is_flashinfer_metadata_check() -> None:
     """As FlashInfer's TRT-LLM workspace: the world, tokens x hidden, the Lamport dtype."""
     metadata = {"tp_size": 2, "max_token_num": 8, "hidden_dim": HIDDEN, "use_fp32_lamport": False}
-    check = buffer_check(SPEC, None, metadata)
+    check = buffer_check(SPEC, exact_fit(SPEC, "legacy", "not measured"), None, metadata)
     assert list(inspect.signature(check).parameters) == [
         "tp_size",
         "num_tokens",
@@ -242,6 +274,8 @@ def test_checkpointing_is_not_implemented_where_buffers_cannot_detach(
         with pytest.raises(NotImplementedError, match="resident") as info:
             call()
         assert workspace.api in str(info.value)
+        assert isinstance(info.value, CheckpointUnsupportedError)
+        assert info.value.feature in REQUIREMENT_NAMES  # fi-compat report --require names it
 
 
 def test_the_unsupported_checkpoint_names_itself() -> None:

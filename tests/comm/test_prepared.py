@@ -174,7 +174,7 @@ def test_prepare_refuses_what_a_call_refuses(flavour: tuple[Factory, FakeFlashIn
     workspace = make()
     x, r, w, _, _ = _tensors()
     wrong: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
-        (_tensors(MAX_TOKENS + 1)[:3], {}),
+        (_tensors(MAX_TOKENS * 1000)[:3], {}),  # over every rule, MNNVL's rounded buffer too
         ((x.to(torch.float16), r, w), {}),
         ((torch.randn(HIDDEN, TOKENS, dtype=DTYPE).t(), r, w), {}),
         ((x, r, torch.randn(HIDDEN + 1, dtype=DTYPE)), {}),

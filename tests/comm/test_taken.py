@@ -9,7 +9,7 @@ same name.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -114,3 +114,49 @@ def test_a_release_without_weight_bias_names_it_and_the_newest_has_it() -> None:
         assert missing(get_capabilities(), [name])
     with fake_flashinfer(first):
         assert missing(get_capabilities(), [name]) == []
+
+
+@pytest.mark.parametrize("release", ["0.5.3", "0.6.14", "0.6.15", "0.7.2.post1"])
+def test_checkpointing_answers_what_the_workspace_does(release: str) -> None:
+    """``checkpointing:<kind>`` is met exactly where ``checkpoint_prepare()`` runs on a
+    workspace of that kind, and a refusal's ``feature`` is that name."""
+    from fi_compat.comm._taken import checkpoint_support
+    from fi_compat.errors import CheckpointUnsupportedError
+
+    seen = set()
+    with fake_flashinfer(release):
+        caps = get_capabilities()
+        answers = checkpoint_support(caps)
+        backends: list[Literal["trtllm", "mnnvl"] | None] = (
+            ["trtllm", "mnnvl"] if caps.comm.unified_api else [None]
+        )
+        for backend in backends:
+            workspace = (
+                comm.create_allreduce_fusion_workspace(
+                    world_size=2, rank=0, max_token_num=TOKENS, hidden_dim=HIDDEN, dtype=DTYPE
+                )
+                if backend is None
+                else comm.create_allreduce_fusion_workspace(
+                    backend=backend,
+                    world_size=2,
+                    rank=0,
+                    max_token_num=TOKENS,
+                    hidden_dim=HIDDEN,
+                    dtype=DTYPE,
+                )
+            )
+            assert workspace.fused, workspace.reason
+            kind = "legacy" if workspace.api == "legacy" else workspace.backend
+            name = f"checkpointing:{kind}"
+            assert name in REQUIREMENT_NAMES
+            assert (missing(caps, [name]) == []) is answers[name].supported
+            if answers[name].supported:
+                workspace.checkpoint_prepare()
+                seen.add("ran")
+            else:
+                with pytest.raises(CheckpointUnsupportedError) as refused:
+                    workspace.checkpoint_prepare()
+                assert refused.value.feature == name
+                seen.add("refused")
+            workspace.destroy()
+    assert seen == ({"ran"} if Version(release) >= Version("0.6.15") else {"refused"})

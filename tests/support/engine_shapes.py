@@ -29,6 +29,7 @@ FiCompatError` that names the release to install); anything else is ``"failure"`
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import re
 import socket
@@ -61,6 +62,7 @@ __all__ = [
     "names_a_later_release",
     "run_shape",
     "sglang_allreduce_only",
+    "sglang_compile_narrower",
     "sglang_fused_rmsnorm",
     "sglang_import_probe",
     "sglang_probe",
@@ -68,6 +70,7 @@ __all__ = [
     "sglang_workspace",
     "sglang_workspace_mnnvl",
     "vllm_allreduce",
+    "vllm_draft_model",
     "vllm_fused_gemma_rmsnorm",
     "vllm_fused_rmsnorm",
     "vllm_fused_rmsnorm_fp4",
@@ -416,6 +419,12 @@ def _sglang_workspace_checks(engine: Engine, trace: Trace, workspace: Any) -> No
     )
     trace.notes["fits"] = _sglang_size_check(engine, workspace, engine.tokens)
     trace.notes["fits_too_many"] = _sglang_size_check(engine, workspace, engine.max_token_num + 1)
+    trace.notes["tokens"], trace.notes["tokens_too_many"] = engine.tokens, engine.max_token_num + 1
+    native = getattr(workspace, "native", None)
+    if backend == "mnnvl" and native is not None:  # what the release's own object answers
+        trace.notes["native_fits_too_many"] = _sglang_size_check(
+            engine, native, engine.max_token_num + 1
+        )
 
 
 def sglang_probe(engine: Engine, trace: Trace) -> None:
@@ -501,6 +510,22 @@ def sglang_allreduce_only(engine: Engine, trace: Trace) -> None:
         probe = sglang_import_probe(engine, trace)
         workspace = _sglang_create(engine, trace, probe)
     _sglang_allreduce(engine, trace, probe, workspace)
+    with trace.setup():
+        workspace.destroy()
+
+
+def sglang_compile_narrower(engine: Engine, trace: Trace) -> None:
+    """SGLang's compile branch of ``can_use_flashinfer_allreduce``: under
+    ``torch.compile`` it asks no size check, and sends ``flashinfer_allreduce`` any tensor
+    of at most the workspace's tokens and hidden size. Here: half the width (a multiple of
+    8, as MNNVL needs for bf16), and fewer tokens."""
+    with trace.setup():
+        probe = sglang_import_probe(engine, trace)
+        workspace = _sglang_create(engine, trace, probe)
+    narrower = dataclasses.replace(
+        engine, hidden_dim=engine.hidden_dim // 2, tokens=max(1, engine.tokens - 1)
+    )
+    trace.notes["allreduce"] = _sglang_allreduce(narrower, trace, probe, workspace)
     with trace.setup():
         workspace.destroy()
 
@@ -600,10 +625,41 @@ def _vllm_fused(
     scale_factor: torch.Tensor | None = None,
     weight_bias: float = 0.0,
 ) -> None:
-    """vLLM's ``call_trtllm_fused_allreduce_norm`` custom op."""
-    comm = engine.comm
+    """vLLM's ``call_trtllm_fused_allreduce_norm`` custom op, on a workspace of its own."""
     with trace.setup():
         workspace = _vllm_create(engine, trace)
+    _vllm_fused_call(
+        engine,
+        trace,
+        workspace,
+        pattern_code,
+        residual=residual,
+        norm_out=norm_out,
+        quant_out=quant_out,
+        scale_out=scale_out,
+        scale_factor=scale_factor,
+        weight_bias=weight_bias,
+    )
+    with trace.setup():
+        workspace.destroy()
+
+
+def _vllm_fused_call(
+    engine: Engine,
+    trace: Trace,
+    workspace: Any,
+    pattern_code: int,
+    *,
+    residual: torch.Tensor | None = None,
+    norm_out: torch.Tensor | None = None,
+    quant_out: torch.Tensor | None = None,
+    scale_out: torch.Tensor | None = None,
+    scale_factor: torch.Tensor | None = None,
+    weight_bias: float = 0.0,
+) -> None:
+    """The body of vLLM's custom op: one ``allreduce_fusion`` on ``workspace`` (vLLM's
+    process-wide one, whatever hidden size it was made for)."""
+    comm = engine.comm
     allreduce_in, own_residual, rms_gamma = engine.activations()
     if residual is None:
         residual = own_residual
@@ -639,8 +695,6 @@ def _vllm_fused(
         weight_bias=weight_bias,
         trigger_completion_at_end=(use_oneshot is True) or num_tokens > PDL_ADVANCE_LAUNCH_TOKENS,
     )
-    with trace.setup():
-        workspace.destroy()
 
 
 def vllm_fused_rmsnorm(engine: Engine, trace: Trace) -> None:
@@ -662,33 +716,63 @@ def vllm_fused_gemma_rmsnorm(engine: Engine, trace: Trace) -> None:
     )
 
 
+def _fp8(engine: Engine) -> dict[str, Any]:
+    """The arguments of vLLM's static FP8 quant pattern for ``engine``'s sizes."""
+    return {
+        "quant_out": torch.empty(engine.tokens, engine.hidden_dim, dtype=torch.float8_e4m3fn),
+        "scale_factor": torch.ones(1, dtype=torch.float32),
+    }
+
+
+def _fp4(engine: Engine) -> dict[str, Any]:
+    """The arguments of vLLM's static NVFP4 quant pattern for ``engine``'s sizes: zero
+    residual, the int32 swizzled scale buffer viewed as FP8 for FlashInfer."""
+    x = torch.empty(engine.tokens, engine.hidden_dim, dtype=engine.dtype)
+    return {
+        "residual": torch.zeros_like(x),
+        "norm_out": torch.empty_like(x),
+        "quant_out": torch.empty(engine.tokens, engine.hidden_dim // 2, dtype=torch.uint8),
+        "scale_out": torch.empty(128, 4, dtype=torch.int32).view(torch.float8_e4m3fn),
+        "scale_factor": torch.ones(1, 1, dtype=torch.float32),
+    }
+
+
 def vllm_fused_rmsnorm_fp8(engine: Engine, trace: Trace) -> None:
     """vLLM's all-reduce + fused add RMSNorm + static FP8 quant pattern."""
-    quant_out = torch.empty(engine.tokens, engine.hidden_dim, dtype=torch.float8_e4m3fn)
-    _vllm_fused(
-        engine,
-        trace,
-        engine.comm.AllReduceFusionPattern.kARResidualRMSNormFP8Quant,
-        quant_out=quant_out,
-        scale_factor=torch.ones(1, dtype=torch.float32),
-    )
+    pattern = engine.comm.AllReduceFusionPattern.kARResidualRMSNormFP8Quant
+    _vllm_fused(engine, trace, pattern, **_fp8(engine))
 
 
 def vllm_fused_rmsnorm_fp4(engine: Engine, trace: Trace) -> None:
-    """vLLM's all-reduce + RMSNorm (zero residual) + static NVFP4 quant pattern, with the
-    int32 swizzled scale buffer viewed as FP8 for FlashInfer."""
-    x = torch.empty(engine.tokens, engine.hidden_dim, dtype=engine.dtype)
-    output_scale = torch.empty(128, 4, dtype=torch.int32)
-    _vllm_fused(
-        engine,
-        trace,
-        engine.comm.AllReduceFusionPattern.kARResidualRMSNormFP4Quant,
-        residual=torch.zeros_like(x),
-        norm_out=torch.empty_like(x),
-        quant_out=torch.empty(engine.tokens, engine.hidden_dim // 2, dtype=torch.uint8),
-        scale_out=output_scale.view(torch.float8_e4m3fn),
-        scale_factor=torch.ones(1, 1, dtype=torch.float32),
-    )
+    """vLLM's all-reduce + RMSNorm (zero residual) + static NVFP4 quant pattern."""
+    pattern = engine.comm.AllReduceFusionPattern.kARResidualRMSNormFP4Quant
+    _vllm_fused(engine, trace, pattern, **_fp4(engine))
+
+
+def vllm_draft_model(engine: Engine, trace: Trace) -> None:
+    """vLLM's speculative decoding with a draft model (vLLM #52023): one process-wide
+    workspace sized for the wider of the target and the draft
+    (``_fused_ar_workspace_hidden_dim``), and the fused calls of both models on it, each
+    of its own width: RMSNorm, static FP8 and NVFP4. The target here is twice as wide as
+    the draft (``engine.hidden_dim``)."""
+    patterns = engine.comm.AllReduceFusionPattern
+    target = dataclasses.replace(engine, hidden_dim=2 * engine.hidden_dim)
+    with trace.setup():
+        workspace = _vllm_create(target, trace)
+    if workspace is None:
+        return
+    trace.notes["widths"] = []
+    for model in (target, engine):
+        trace.notes["widths"].append(model.hidden_dim)
+        _vllm_fused_call(model, trace, workspace, patterns.kARResidualRMSNorm)
+        _vllm_fused_call(
+            model, trace, workspace, patterns.kARResidualRMSNormFP8Quant, **_fp8(model)
+        )
+        _vllm_fused_call(
+            model, trace, workspace, patterns.kARResidualRMSNormFP4Quant, **_fp4(model)
+        )
+    with trace.setup():
+        workspace.destroy()
 
 
 def vllm_allreduce(engine: Engine, trace: Trace) -> None:
@@ -718,6 +802,7 @@ SHAPES: Final[Mapping[str, Shape]] = {
     "sglang_workspace_mnnvl": sglang_workspace_mnnvl,
     "sglang_fused_rmsnorm": sglang_fused_rmsnorm,
     "sglang_allreduce_only": sglang_allreduce_only,
+    "sglang_compile_narrower": sglang_compile_narrower,
     "vllm_workspace": vllm_workspace,
     "vllm_workspace_mnnvl": vllm_workspace_mnnvl,
     "vllm_fused_rmsnorm": vllm_fused_rmsnorm,
@@ -725,6 +810,7 @@ SHAPES: Final[Mapping[str, Shape]] = {
     "vllm_fused_rmsnorm_fp8": vllm_fused_rmsnorm_fp8,
     "vllm_fused_rmsnorm_fp4": vllm_fused_rmsnorm_fp4,
     "vllm_allreduce": vllm_allreduce,
+    "vllm_draft_model": vllm_draft_model,
 }
 
 
@@ -965,6 +1051,12 @@ def _legacy_delivery(asked: Asked, call: Call, defaults: Mapping[str, Any]) -> l
     """The legacy call carries the tensors and the flags asked (names differ)."""
     renamed = {"input": "allreduce_in", "output": "allreduce_out"}
     failures = []
+    own = tuple(asked.kwargs["input"].shape)
+    reached = (call.arguments.get("token_num"), call.arguments.get("hidden_dim"))
+    if reached != own:
+        failures.append(
+            f"token_num, hidden_dim reached {LEGACY_FUSION.key} as {reached}, not {own}"
+        )
     for name, value in asked.kwargs.items():
         if name in ("workspace", "pattern") or _is_default(defaults, name, value):
             continue

@@ -8,7 +8,9 @@ for each VERSION runs :func:`~tests.support.engine_shapes.sglang_session` agains
 RMSNorm, all-reduce, destroy; once with one group for both roles ("same"), once with a
 second gloo group over the same ranks as the device group ("separate", SGLang's shape on a
 GPU node). It writes what reached the fake to DIRECTORY/RANK.json, after checking with the other
-ranks that every rank came to the same decisions.
+ranks that every rank came to the same decisions. With ``--widths`` before the versions it
+runs the shapes whose calls are narrower or wider than their workspace instead
+(:data:`WIDTH_SHAPES`: SGLang's compile branch, vLLM's draft model).
 """
 
 from __future__ import annotations
@@ -74,8 +76,39 @@ def _summary(outcome: Any, group: Any, per_node: int) -> dict[str, Any]:
     }
 
 
+#: The shapes whose calls are of another width than their workspace (``--widths``).
+WIDTH_SHAPES = ("sglang_compile_narrower", "vllm_draft_model")
+
+
+def _widths(outcome: Any) -> dict[str, Any]:
+    """Per fused call of a width shape: the input's shape asked and the sizes that reached
+    the kernel (the unified call's input, the legacy call's token_num and hidden_dim)."""
+    calls = []
+    for asked in outcome.trace.asked:
+        if asked.name != "allreduce_fusion":
+            continue
+        for call in outcome.calls_of(asked):
+            if call.name == "allreduce_fusion":
+                reached = list(call.arguments["input"].shape)
+            elif call.name == "trtllm_allreduce_fusion":
+                reached = [call.arguments["token_num"], call.arguments["hidden_dim"]]
+            else:
+                continue
+            calls.append({"asked": list(asked.kwargs["input"].shape), "reached": reached})
+    workspaces = outcome.trace.workspaces
+    return {
+        "kind": outcome.kind,
+        "reasons": list(outcome.reasons),
+        "error": type(outcome.error).__name__ if outcome.error is not None else None,
+        "hidden_dim": [workspace.hidden_dim for workspace in workspaces],
+        "calls": calls,
+        "destroyed": all(workspace.destroyed for workspace in workspaces),
+    }
+
+
 def main(argv: Sequence[str]) -> int:
-    """Run the session for each release in ``argv[4:]``; see the module docstring."""
+    """Run the session for each release in ``argv[4:]`` (with ``--widths`` first: the
+    width shapes instead); see the module docstring."""
     import torch.distributed as dist
 
     import fi_compat.comm as comm
@@ -85,6 +118,8 @@ def main(argv: Sequence[str]) -> int:
 
     rank, world, port = int(argv[0]), int(argv[1]), int(argv[2])
     out, versions = Path(argv[3]) / f"{rank}.json", list(argv[4:])
+    widths = versions[:1] == ["--widths"]
+    versions = versions[1:] if widths else versions
     join_gloo(rank, world, port)
     try:
         ranks = list(range(world))
@@ -96,7 +131,24 @@ def main(argv: Sequence[str]) -> int:
         results: dict[str, Any] = {}
         for version in versions:
             results[version] = {}
-            for label, device in (("same", group), ("separate", device_group)):
+            for shape in WIDTH_SHAPES if widths else ():
+                with fake_flashinfer(version) as fake:
+                    engine = Engine(
+                        comm,
+                        mnnvl,
+                        world_size=dist.get_world_size(group),
+                        rank=dist.get_rank(group),
+                        device_group=group,
+                        gpus_per_node=per_node,
+                    )
+                    summary = _widths(run_shape(shape, fake, engine))
+                everyone: list[Any] = [None] * world
+                dist.all_gather_object(everyone, json.dumps(summary["calls"]), group=group)
+                summary["agreed"] = len(set(everyone)) == 1
+                results[version][shape] = summary
+            for label, device in (
+                (("same", group), ("separate", device_group)) if not widths else ()
+            ):
                 with fake_flashinfer(version) as fake:
                     engine = Engine(
                         comm,
@@ -110,7 +162,7 @@ def main(argv: Sequence[str]) -> int:
                     outcome = run_shape("sglang_session", fake, engine, sglang_session)
                     summary = _summary(outcome, device, per_node)
                 decided = (summary["kind"], summary["calls"], summary["decisions"])
-                everyone: list[Any] = [None] * world
+                everyone = [None] * world
                 dist.all_gather_object(everyone, json.dumps(decided), group=group)
                 summary["agreed"] = len(set(everyone)) == 1
                 results[version][label] = summary

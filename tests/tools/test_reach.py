@@ -250,6 +250,25 @@ def test_family_fields() -> None:
     assert alone["backend_attribute"] == "_backend"
 
 
+def test_default_backend_is_what_an_instance_holds_for_a_class_without_backend() -> None:
+    # The CUDA-graph decode wrapper takes no backend= and hands its base "auto".
+    graph = {
+        "has_plan": True,
+        "takes_backend": False,
+        "default_backend": None,
+        "constructed_backend": "auto",
+        "backends": {"default": _resolutions(default=_fa2_runs())},
+    }
+    entry = classify_family(graph)
+    assert (entry["default_backend"], entry["backend_attribute"]) == ("auto", None)
+    assert classify_family({**graph, "constructed_backend": None})["default_backend"] is None
+    # A class with backend=: the value asked for, even where __init__ resolves it.
+    resolved = classify_family(
+        {**_family(fa2=_resolutions(default=_fa2_runs())), "constructed_backend": "fa2"}
+    )
+    assert resolved["default_backend"] == "auto"
+
+
 def test_a_constructor_that_fails_on_the_cpu_is_unmeasured() -> None:
     entry = classify_family(_family(cudnn={"init_error": "AssertionError: at x.py:1 (assert y)"}))
     assert entry["backends"]["cudnn"] == {

@@ -1,0 +1,278 @@
+"""Which call sizes one fused workspace serves, per release and backend, as measured.
+
+A workspace is created for ``max_token_num`` x ``hidden_dim``; FlashInfer serves calls of
+other sizes that fit it, and engines rely on that (vLLM sizes one workspace for the wider
+of the target and the draft model; SGLang's compile branch sends narrower tensors).
+``tools/sizes.py`` measured, per release from 0.6.0, what the release's own public
+``allreduce_fusion`` admits and what reaches its kernel, into ``sizes.json``. This module
+turns that into a :class:`Fit` for each workspace, decided once at creation:
+
+``product``
+    TRT-LLM: any call with ``tokens * hidden <= max_token_num * hidden_dim``, the call's
+    own sizes reaching the kernel (FlashInfer's workspace metadata check).
+``bytes``
+    MNNVL: any call whose bytes the workspace's lamport buffer holds, asked of the
+    workspace's own ``is_buffer_size_sufficient`` as the release's call asks it.
+``exact``
+    Everything else (the legacy API, and backends or releases that were not measured):
+    only the creation-time hidden size and at most ``max_token_num`` tokens.
+
+The allreduce-fusion guide, ``docs/guide/comm.md`` ("Per-call sizes"), says the same for
+users.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import TYPE_CHECKING, Any, Literal
+
+from packaging.version import InvalidVersion, Version
+
+from fi_compat._signature import Status, Support
+from fi_compat.capabilities import Capabilities
+
+if TYPE_CHECKING:
+    from fi_compat.comm._checks import Spec
+
+__all__ = [
+    "SIZE_KINDS",
+    "Fit",
+    "exact_fit",
+    "fit_for",
+    "measured",
+    "relaxed_in",
+    "rule_of",
+    "size_feature",
+    "size_support",
+]
+
+Rule = Literal["exact", "product", "bytes"]
+#: The kinds of fused workspace a ``per_call_sizes:<kind>`` requirement names: the
+#: unified API's backends, and the legacy API.
+SIZE_KINDS: tuple[str, ...] = ("trtllm", "mnnvl", "mnnvl-cutedsl", "legacy")
+#: The measured rule per backend that fi-compat follows (anything else: ``exact``).
+_FOLLOWED = {"trtllm": "product", "mnnvl": "bytes"}
+
+
+def size_feature(kind: str) -> str:
+    """The ``--require`` name of per-call sizes on one kind of workspace."""
+    return f"per_call_sizes:{kind}"
+
+
+@functools.cache
+def measured() -> Mapping[str, Any]:
+    """``sizes.json``'s ``releases``: release -> backend -> its measured entry."""
+    text = resources.files("fi_compat.comm").joinpath("sizes.json").read_text("utf-8")
+    releases: Mapping[str, Any] = json.loads(text)["releases"]
+    return releases
+
+
+def relaxed_in(after: str | None = None, backend: str = "trtllm") -> str | None:
+    """The oldest measured release whose ``backend`` serves calls of other sizes; with
+    ``after``, the oldest such release newer than it (else the oldest of all)."""
+    serving = _serving(backend)
+    if after is not None:
+        try:
+            newer = [release for release in serving if Version(release) > Version(after)]
+        except InvalidVersion:
+            newer = []
+        if newer:
+            return newer[0]
+    return serving[0] if serving else None
+
+
+@functools.cache
+def _serving(backend: str) -> tuple[str, ...]:
+    """The measured releases whose ``backend`` serves other sizes, oldest first."""
+    followed = _FOLLOWED.get(backend)
+    found = [
+        release
+        for release, entry in measured().items()
+        if entry.get(backend, {}).get("check") == followed
+    ]
+    return tuple(sorted(found, key=Version))
+
+
+def rule_of(release: str | None, kind: str) -> tuple[Rule, str]:
+    """The rule fi-compat follows on ``kind`` of workspace of ``release``, and why."""
+    if kind == "legacy":
+        return "exact", (
+            "the legacy API's call checks nothing against the workspace and was not "
+            f"measured; the unified API serves calls that fit from {relaxed_in()}"
+        )
+    entry = measured().get(release) if release is not None else None
+    if entry is None:
+        return "exact", f"flashinfer {release}'s per-call sizes were not measured"
+    facts = entry.get(kind)
+    if facts is None:
+        return "exact", f"the {kind!r} backend's per-call sizes were not measured"
+    followed = _FOLLOWED.get(kind)
+    if facts.get("check") != followed or facts.get("reaches") != "call":
+        detail = facts.get("detail") or f"measured rule {facts.get('check')!r}"
+        return "exact", f"flashinfer {release}'s {kind!r} backend: {detail}"
+    assert followed is not None
+    return followed, f"measured for flashinfer {release}'s {kind!r} backend"  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Which call sizes one workspace serves (decided at creation; read per call).
+
+    The per-call check accepts at once a call with ``0 < tokens <= max_tokens``,
+    ``min_hidden <= hidden <= max_hidden`` and ``tokens * hidden <= capacity`` (and, where
+    ``oneshot_fast`` is False, ``use_oneshot`` not True); anything else goes to
+    :meth:`admits`, the whole rule.
+
+    Attributes
+    ----------
+    rule
+        ``"exact"``, ``"product"`` or ``"bytes"``.
+    max_tokens, min_hidden, max_hidden, capacity, oneshot_fast
+        The bounds of the fast check.
+    feature
+        The ``--require`` name (``per_call_sizes:<kind>``).
+    why
+        Where the rule comes from (measured, or why only the creation size is served).
+    relaxed_in
+        ``exact`` only: the release to name in a refusal, the one that serves other sizes
+        (the next measured one after the installed release, else the oldest).
+    sufficient
+        ``bytes`` only: ``(tokens, hidden, use_oneshot) -> bool``, the workspace's own
+        ``is_buffer_size_sufficient`` asked as the release's call asks it.
+    """
+
+    rule: Rule
+    max_tokens: int
+    min_hidden: int
+    max_hidden: int
+    capacity: int
+    oneshot_fast: bool
+    feature: str
+    why: str
+    relaxed_in: str | None = None
+    sufficient: Callable[[int, int, bool | None], bool] | None = None
+
+    def admits(self, tokens: int, hidden: int, use_oneshot: bool | None = None) -> bool:
+        """Whether a call of ``tokens`` x ``hidden`` (both >= 1) fits the workspace."""
+        if tokens < 1 or hidden < 1:
+            return False
+        if self.sufficient is not None:
+            return self.sufficient(tokens, hidden, use_oneshot)
+        return (
+            tokens <= self.max_tokens
+            and self.min_hidden <= hidden <= self.max_hidden
+            and tokens * hidden <= self.capacity
+        )
+
+
+def exact_fit(spec: Spec, kind: str, why: str, release: str | None = None) -> Fit:
+    """Only the creation-time hidden size, at most ``max_token_num`` tokens (``release``:
+    the installed one, for the release a refusal names)."""
+    return Fit(
+        "exact",
+        spec.max_token_num,
+        spec.hidden_dim,
+        spec.hidden_dim,
+        spec.max_token_num * spec.hidden_dim,
+        True,
+        size_feature(kind),
+        why,
+        relaxed_in(None if kind == "legacy" else release),
+    )
+
+
+def product_fit(spec: Spec, kind: str, why: str) -> Fit:
+    """Any call whose ``tokens * hidden`` is at most ``max_token_num * hidden_dim``."""
+    capacity = spec.max_token_num * spec.hidden_dim
+    return Fit("product", capacity, 1, capacity, capacity, True, size_feature(kind), why)
+
+
+def fit_for(spec: Spec, *, release: str | None, kind: str, native: Any) -> Fit:
+    """The :class:`Fit` of a workspace of ``kind`` made by ``release`` (``native``: its
+    FlashInfer object, asked on ``bytes`` workspaces). Whatever the release's objects do
+    while they are read here falls back to ``exact``, with the reason."""
+    rule, why = rule_of(release, kind)
+    if rule == "product":
+        return product_fit(spec, kind, why)
+    if rule == "bytes":
+        sufficient = _bytes_check(spec, native)
+        if isinstance(sufficient, str):
+            return exact_fit(spec, kind, f"{why}, but {sufficient}", release)
+        fast = exact_fit(spec, kind, why, release)
+        return Fit(
+            "bytes",
+            fast.max_tokens,
+            fast.min_hidden,
+            fast.max_hidden,
+            fast.capacity,
+            False,
+            fast.feature,
+            why,
+            None,
+            sufficient,
+        )
+    return exact_fit(spec, kind, why, release)
+
+
+def _bytes_check(spec: Spec, native: Any) -> Callable[[int, int, bool | None], bool] | str:
+    """The MNNVL workspace's own check, as ``(tokens, hidden, use_oneshot) -> bool``.
+
+    ``use_oneshot=None`` asks with the default strategy (``AUTO``), as every release's call
+    does; a forced strategy is asked too, and both must fit: some releases pass it to the
+    kernel and some ignore it (0.6.x), so a call is served only where either would fit.
+    """
+    try:
+        check = native.is_buffer_size_sufficient
+        parameter = inspect.signature(check).parameters.get("strategy")
+        default = parameter.default if parameter is not None else None
+        members = getattr(type(default), "__members__", {})
+        oneshot, twoshot = members.get("ONESHOT"), members.get("TWOSHOT")
+    except Exception as error:  # FlashInfer's object, read: a finding, never a crash
+        return f"its is_buffer_size_sufficient could not be read ({type(error).__name__})"
+    if default is None or oneshot is None or twoshot is None:
+        return "its is_buffer_size_sufficient has no strategy=AUTO/ONESHOT/TWOSHOT"
+    world, dtype = spec.world_size, spec.dtype
+    forced = {True: oneshot, False: twoshot}
+
+    def sufficient(tokens: int, hidden: int, use_oneshot: bool | None) -> bool:
+        try:
+            if not check(world, tokens, hidden, dtype, default):
+                return False
+            return use_oneshot is None or bool(
+                check(world, tokens, hidden, dtype, forced[use_oneshot])
+            )
+        except Exception:  # its own check cannot say: refused, never launched
+            return False
+
+    return sufficient
+
+
+def size_support(caps: Capabilities) -> dict[str, Support]:
+    """For each ``per_call_sizes:<kind>`` name, whether the installed release's workspaces
+    of that kind serve calls of other sizes than their own (met) or only their own."""
+    release = caps.flashinfer.version
+    answers: dict[str, Support] = {}
+    for kind in SIZE_KINDS:
+        api_present = caps.comm.legacy_api if kind == "legacy" else caps.comm.unified_api
+        if not api_present:
+            why = caps.comm.error or (
+                "no legacy allreduce-fusion API" if kind == "legacy" else "no unified API"
+            )
+            status = Status.UNKNOWN if caps.flashinfer.probe_in_progress else Status.UNSUPPORTED
+            answers[size_feature(kind)] = Support(status, why)
+            continue
+        rule, why = rule_of(release, kind)
+        if rule == "exact":
+            answers[size_feature(kind)] = Support(
+                Status.UNSUPPORTED, f"only the creation-time hidden size: {why}"
+            )
+        else:
+            answers[size_feature(kind)] = Support(
+                Status.SUPPORTED, f"any call that fits ({rule} rule), {why}"
+            )
+    return answers
