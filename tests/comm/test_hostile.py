@@ -21,6 +21,7 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+from packaging.version import Version
 
 pytest.importorskip("torch", reason="needs torch")
 
@@ -28,6 +29,7 @@ import torch
 
 import fi_compat.comm as comm
 from fi_compat.errors import (
+    CallSizeUnsupportedError,
     FiCompatError,
     InvalidArgumentError,
     WorkspaceMismatchError,
@@ -627,6 +629,45 @@ def test_valid_edges_still_work(kit: FakeFlashInfer, name: str, mutate: Mutate) 
     before = len(kit.calls)
     prepared()
     assert len(_launches(kit, before)) == 1
+    workspace.destroy()
+
+
+@pytest.mark.parametrize("path", ["checked", "prepare", "dropin"])
+def test_a_call_that_fits_only_by_the_product(kit: FakeFlashInfer, path: str) -> None:
+    """Twice the tokens at half the width: within tokens x hidden, but neither bound alone.
+    Served where the release serves any call that fits (its kernel gets the call's own
+    sizes); refused before any launch where the workspace serves only its own width (the
+    legacy API), with CallSizeUnsupportedError naming the release that serves it."""
+    workspace = _workspace()
+    x = torch.randn(2 * MAX_TOKENS, HIDDEN // 2, dtype=DTYPE)
+    args = {**_good_args(), "input": x, "residual": torch.randn_like(x)}
+    args["weight"] = torch.randn(HIDDEN // 2, dtype=DTYPE)
+
+    def call() -> Any:
+        if path == "prepare":
+            return _prepare(args, workspace)()
+        if path == "dropin":
+            return comm.allreduce_fusion(**_dropin_args(args, workspace))
+        return _facade(args, workspace)
+
+    before = len(kit.calls)
+    if workspace.fit.rule == "exact":
+        with pytest.raises(CallSizeUnsupportedError) as caught:
+            call()
+        assert _launches(kit, before) == []
+        assert caught.value.feature == "per_call_sizes:legacy"
+        assert caught.value.introduced_in is not None
+        assert Version(caught.value.introduced_in) > Version(kit.version)
+    else:
+        call()
+        (launched,) = [c for c in kit.calls[before:] if not c.name.endswith(_SIZE_QUERY)]
+        arguments = launched.arguments
+        reached = (
+            tuple(arguments["input"].shape)
+            if "input" in arguments
+            else (arguments["token_num"], arguments["hidden_dim"])
+        )
+        assert reached == (2 * MAX_TOKENS, HIDDEN // 2)
     workspace.destroy()
 
 
