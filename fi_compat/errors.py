@@ -29,6 +29,7 @@ __all__ = [
     "TensorCoresRequiredError",
     "UnknownReleaseError",
     "UnknownRequirementError",
+    "UnsupportedOperationError",
     "WorkspaceDestroyedError",
     "WorkspaceDetachedError",
     "WorkspaceMismatchError",
@@ -234,6 +235,19 @@ class WorkspaceDetachedError(FiCompatError, RuntimeError):
     A ``RuntimeError``, as FlashInfer's own refusal in the same case.
 
     .. versionadded:: 0.2.0
+    """
+
+
+class UnsupportedOperationError(FiCompatError, TypeError):
+    """An operation an object fi-compat hands out does not support.
+
+    ``copy.copy``, ``copy.deepcopy`` or ``pickle`` of an object bound to live FlashInfer
+    buffers or a process group (a ``FusionWorkspace``: a copy would free or launch on the
+    buffers behind the original's back), or ``pickle`` of a deterministic attention
+    wrapper. A ``TypeError``, as ``pickle`` raises for objects it cannot pickle. The guides
+    say, per object, which of these operations it supports.
+
+    .. versionadded:: 0.3.0
     """
 
 

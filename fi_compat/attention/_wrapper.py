@@ -34,7 +34,12 @@ from fi_compat.attention._vouch import (
     release_of,
     vouch,
 )
-from fi_compat.errors import DeterminismUnavailableError, PlannerConfigError, explain
+from fi_compat.errors import (
+    DeterminismUnavailableError,
+    PlannerConfigError,
+    UnsupportedOperationError,
+    explain,
+)
 
 if TYPE_CHECKING:
     from fi_compat.capabilities import Capabilities
@@ -209,7 +214,13 @@ def _plan_slot(name: str) -> property:
                     f"deterministic {type(obj).__name__}",
                     "the decode wrapper",
                 )
-            served = _SettledFastPlan(value.func, *value.args, **value.keywords)
+            keywords = dict(value.keywords)
+            if _FIXED in keywords or _DISABLE in keywords:
+                # frozen split settings: refused now unless they agree, then left to ours
+                _, keywords = settled.settle(
+                    f"{_FAST_PLAN.key} installed as {name}", (), keywords, False
+                )
+            served = _SettledFastPlan(value.func, *value.args, **keywords)
             served.settled = settled
             vars(obj)[key] = served
             return
@@ -264,12 +275,68 @@ def _deterministic_class(
         "_fi_compat_settled": settled,
         "_fi_compat_plan": _fi_compat_plan,
         PLAN: _plan_slot(PLAN),
+        "__copy__": _copy,
+        "__deepcopy__": _deepcopy,
+        "__reduce_ex__": _not_picklable,
     }
     if hasattr(cls, BEGIN_FORWARD):
         namespace[BEGIN_FORWARD] = _plan_slot(BEGIN_FORWARD)
     made = type(name, (cls,), namespace)
     _CLASSES[key] = made
     return made
+
+
+#: Where a deterministic wrapper keeps its settled ``plan`` and ``begin_forward``.
+_SLOT_KEYS = (_slot_key(PLAN), _slot_key(BEGIN_FORWARD))
+
+
+def _rebound(original: Any, copy: Any) -> None:
+    """Give ``copy`` its own settled ``plan`` (and installed fast plans): what ``original``
+    holds is bound to ``original``, and would plan it instead."""
+    attributes = vars(copy)
+    for key in _SLOT_KEYS:
+        held = vars(original).get(key)
+        if held is None:
+            continue
+        if isinstance(held, _SettledFastPlan):
+            served = _SettledFastPlan(held.func, copy, *held.args[1:], **held.keywords)
+            served.settled = held.settled
+            attributes[key] = served
+        else:
+            attributes[key] = MethodType(type(copy)._fi_compat_plan, copy)
+
+
+def _copy(self: Any) -> Any:
+    """``copy.copy``: a deterministic wrapper of its own, as a copy of FlashInfer's wrapper
+    is one (its attributes a shallow copy), planning itself with the same settings."""
+    made = object.__new__(type(self))
+    made.__dict__ = {k: v for k, v in vars(self).items() if k not in _SLOT_KEYS}
+    _rebound(self, made)
+    return made
+
+
+def _deepcopy(self: Any, memo: dict[int, Any]) -> Any:
+    """``copy.deepcopy``: as :func:`_copy`, its attributes deep-copied."""
+    import copy
+
+    made = object.__new__(type(self))
+    memo[id(self)] = made
+    state = {k: v for k, v in vars(self).items() if k not in _SLOT_KEYS}
+    made.__dict__ = copy.deepcopy(state, memo)
+    _rebound(self, made)
+    return made
+
+
+def _not_picklable(self: Any, protocol: Any) -> Any:
+    raise UnsupportedOperationError(
+        explain(
+            "a deterministic wrapper to stay in the process that made it",
+            f"pickle of a deterministic {type(self).__name__}: its class is made at run "
+            "time for the installed release and settings, and would not unpickle elsewhere",
+            fix="pickle what the engine needs to rebuild the FlashInfer wrapper, and wrap "
+            "the rebuilt one with deterministic_wrapper()",
+        )
+    )
 
 
 def is_deterministic_wrapper(wrapper: object) -> bool:
@@ -446,11 +513,21 @@ def fast_decode_plan(wrapper: Any, *args: Any, **kwargs: Any) -> Any:
         A deterministic wrapper, and the release's fast plan drops the settings for its
         backend (or was not measured).
     PlannerConfigError
-        A deterministic wrapper, and the call passes split settings that disagree with its.
+        ``wrapper`` is not a FlashInfer decode wrapper, or a deterministic one and the call
+        passes split settings that disagree with its.
     ImportError
         The installed release has no ``fast_decode_plan`` (before 0.4.0), as FlashInfer's
         own import would fail.
     """
+    if _vouch.family_of(wrapper) not in DECODE_FAMILIES:
+        raise PlannerConfigError(
+            explain(
+                f"a FlashInfer decode wrapper as {_FAST_PLAN.key}'s first argument",
+                describe(wrapper),
+                fix=f"pass the {_surface.DECODE.key} (or its CUDA-graph class) the engine "
+                "built, as FlashInfer's own fast plan expects",
+            )
+        )
     settled: _Settled | None = getattr(type(wrapper), "_fi_compat_settled", None)
     if settled is None:
         fast = _vouch.fast_plan_of_release()

@@ -17,10 +17,11 @@ import inspect
 import keyword
 import operator
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, Protocol, cast
 
 from fi_compat.comm._checks import Spec, make_validator
 from fi_compat.comm._sizes import Fit
+from fi_compat.errors import UnsupportedOperationError, explain
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -410,9 +411,32 @@ class PreparedAllReduce:
         """The residual output, ``allreduce(input) + residual``."""
         return self._outputs[1]
 
+    def __copy__(self) -> PreparedAllReduce:
+        """Another call on the same tensors and workspace, revoked with it by ``destroy()``."""
+        copy = PreparedAllReduce(self.workspace, self._launch, *self._outputs, self.tokens)
+        self.workspace._prepared.add(copy)
+        return copy
+
+    def __deepcopy__(self, memo: Any) -> NoReturn:
+        raise _not_copyable("copy.deepcopy")
+
+    def __reduce_ex__(self, protocol: Any) -> NoReturn:
+        raise _not_copyable("pickle")
+
     def _revoke(self, refuse: Callable[[], Any]) -> None:
         """Called by the workspace's ``destroy()``: every later call runs ``refuse``."""
         self._launch = refuse
 
     def __repr__(self) -> str:
         return f"PreparedAllReduce(tokens={self.tokens}, workspace={self.workspace!r})"
+
+
+def _not_copyable(operation: str) -> UnsupportedOperationError:
+    return UnsupportedOperationError(
+        explain(
+            "a PreparedAllReduce to be copied with copy.copy (the copy launches on the same "
+            "tensors and workspace)",
+            f"{operation} of one: it would need new tensors checked and a workspace copied",
+            fix="prepare the call again with workspace.prepare(...) on the new tensors",
+        )
+    )

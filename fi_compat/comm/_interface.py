@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fi_compat._arguments import require_instance, require_int
-from fi_compat.comm._checks import Spec, size_mismatch
+from fi_compat.comm._checks import Spec, destroyed_error, size_mismatch
 from fi_compat.errors import CheckpointUnsupportedError, explain
 
 if TYPE_CHECKING:
@@ -23,20 +23,56 @@ if TYPE_CHECKING:
 
     from fi_compat.comm._sizes import Fit
 
-__all__ = ["buffer_check", "checkpoint_unsupported", "legacy_metadata", "never"]
+__all__ = [
+    "Life",
+    "alive",
+    "answering",
+    "buffer_check",
+    "checkpoint_unsupported",
+    "legacy_metadata",
+]
 
 
-# ------------------------------------------------------------------------------ helpers
+# ------------------------------------------------------------------------- the lifetime
 
 
-def never(check: Callable[..., Any]) -> Callable[..., Any]:
-    """``check`` with its signature, answering False: the workspace is destroyed."""
+class Life:
+    """Whether a workspace was destroyed, shared with every callable it hands out.
+
+    A method taken from a workspace before ``destroy()`` and called after it reads this,
+    not the workspace (which it may outlive), so it answers as the workspace would.
+    """
+
+    __slots__ = ("api", "destroyed")
+
+    def __init__(self, api: str) -> None:
+        self.api = api
+        self.destroyed = False
+
+
+def answering(life: Life, check: Callable[..., Any]) -> Callable[..., Any]:
+    """``check`` with its signature, answering False once the workspace is destroyed."""
 
     @functools.wraps(check)
-    def destroyed(*args: Any, **kwargs: Any) -> bool:
-        return False
+    def is_buffer_size_sufficient(*args: Any, **kwargs: Any) -> Any:
+        if life.destroyed:
+            return False
+        return check(*args, **kwargs)
 
-    return destroyed
+    return is_buffer_size_sufficient
+
+
+def alive(life: Life, method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` with its signature, raising ``WorkspaceDestroyedError`` once the workspace
+    is destroyed (FlashInfer's object behind it is then freed)."""
+
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if life.destroyed:
+            raise destroyed_error(life.api)
+        return method(*args, **kwargs)
+
+    return call
 
 
 # ------------------------------------------------- FlashInfer's workspace interface

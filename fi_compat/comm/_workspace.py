@@ -34,7 +34,14 @@ from fi_compat.comm._factory import (
     trtllm_ranks_error,
 )
 from fi_compat.comm._group import group_span
-from fi_compat.comm._interface import buffer_check, checkpoint_unsupported, legacy_metadata, never
+from fi_compat.comm._interface import (
+    Life,
+    alive,
+    answering,
+    buffer_check,
+    checkpoint_unsupported,
+    legacy_metadata,
+)
 from fi_compat.comm._legacy import create_legacy
 from fi_compat.comm._reference import create_reference
 from fi_compat.comm._unified import create_unified
@@ -42,6 +49,7 @@ from fi_compat.determinism import ensure_fusion_allowed
 from fi_compat.errors import (
     FlashInferUnavailableError,
     InvalidArgumentError,
+    UnsupportedOperationError,
     explain,
 )
 
@@ -93,7 +101,7 @@ class FusionWorkspace:
 
     __slots__ = (
         "_destroy",
-        "_destroyed",
+        "_life",
         "_metadata",
         "_prepare",
         "_prepared",
@@ -124,13 +132,13 @@ class FusionWorkspace:
         self._prepare: Preparer = created.bound.prepare
         self._prepared: weakref.WeakSet[PreparedAllReduce] = weakref.WeakSet()
         self._destroy = created.destroy
-        self._destroyed = False
+        self._life = Life(api)
         self._metadata = legacy_metadata(spec, created.native) if api == "legacy" else None
         native_check = (
             getattr(created.native, "is_buffer_size_sufficient", None) if api == "unified" else None
         )
-        self._sufficient: Callable[..., Any] = buffer_check(
-            spec, created.fit, native_check, self._metadata
+        self._sufficient: Callable[..., Any] = answering(
+            self._life, buffer_check(spec, created.fit, native_check, self._metadata)
         )
 
     # -- what it was made for ----------------------------------------------------------
@@ -169,7 +177,7 @@ class FusionWorkspace:
     @property
     def destroyed(self) -> bool:
         """True once :meth:`destroy` has run."""
-        return self._destroyed
+        return self._life.destroyed
 
     # -- lifetime ----------------------------------------------------------------------
 
@@ -182,16 +190,15 @@ class FusionWorkspace:
         Afterwards every call, prepared ones included, raises
         :class:`~fi_compat.errors.WorkspaceDestroyedError`.
         """
-        if self._destroyed:
+        if self._life.destroyed:
             return
-        self._destroyed = True
+        self._life.destroyed = True  # every method handed out reads it
         api = self.api
 
         def refuse(*_: Any) -> NoReturn:
             raise destroyed_error(api)
 
         self._run = self._prepare = refuse
-        self._sufficient = never(self._sufficient)
         for prepared in list(self._prepared):
             prepared._revoke(refuse)
         self._prepared.clear()
@@ -298,25 +305,39 @@ class FusionWorkspace:
         return self._checkpoint("checkpoint_restore")
 
     def _checkpoint(self, method: str) -> Callable[..., None]:
-        if self.api == "unified":
-            native = getattr(self.native, method, None)
-            if callable(native):
-                return native  # type: ignore[no-any-return]
-        kind = "legacy" if self.api == "legacy" else self.backend
-        return checkpoint_unsupported(self.api, kind, method)
+        native = getattr(self.native, method, None) if self.api == "unified" else None
+        if not callable(native):
+            kind = "legacy" if self.api == "legacy" else self.backend
+            native = checkpoint_unsupported(self.api, kind, method)
+        return alive(self._life, native)
 
     def __getattr__(self, name: str) -> Any:
-        # Drop-in use: attributes of FlashInfer's own workspace (is_buffer_size_sufficient,
-        # workspace_tensor, ...) are reachable through this object.
+        # Drop-in use: attributes of FlashInfer's own workspace (workspace_tensor, mc_ptr,
+        # ...) are reachable through this object; its methods refuse once it is destroyed.
         if name.startswith("_"):
             raise AttributeError(name)
         native = object.__getattribute__(self, "native")
-        if self.api == "unified" and native is not None:
-            return getattr(native, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        if self.api != "unified" or native is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        life = object.__getattribute__(self, "_life")
+        if life.destroyed:
+            raise destroyed_error(self.api)
+        value = getattr(native, name)
+        return alive(life, value) if callable(value) else value
+
+    # -- what it cannot do: copies would free or launch behind the original's back --------
+
+    def __copy__(self) -> NoReturn:
+        raise _not_copyable("copy.copy")
+
+    def __deepcopy__(self, memo: Any) -> NoReturn:
+        raise _not_copyable("copy.deepcopy")
+
+    def __reduce_ex__(self, protocol: Any) -> NoReturn:
+        raise _not_copyable("pickle")
 
     def __repr__(self) -> str:
-        state = "destroyed" if self._destroyed else "live"
+        state = "destroyed" if self._life.destroyed else "live"
         return (
             f"FusionWorkspace(api={self.api!r}, backend={self.backend!r}, "
             f"world_size={self.world_size}, rank={self.rank}, "
@@ -337,6 +358,18 @@ class FusionWorkspace:
         if self.api == "legacy":
             return self.native[1]
         return getattr(self.native, "workspace_tensor", None)
+
+
+def _not_copyable(operation: str) -> UnsupportedOperationError:
+    return UnsupportedOperationError(
+        explain(
+            "a FusionWorkspace to be used where it was created",
+            f"{operation} of one: a copy would share FlashInfer's buffers, so destroying "
+            "either would leave the other launching on freed memory",
+            fix="pass the workspace itself around (it is one per process and group), or "
+            "create another with fi_compat.comm.create_workspace()",
+        )
+    )
 
 
 # ---------------------------------------------------------------------------- the factory
