@@ -1,9 +1,9 @@
 """MkDocs hooks: fail the build on a stale generated table or a Sphinx role left in a page.
 
-The compatibility and split-reach tables are generated from the data fi-compat ships
-(``fi_compat.testing._table``) and written into the pages by
-``python scripts/gen_compat_table.py --write``. A page whose copy drifted fails the build,
-so the site never shows a table that the data no longer supports.
+The compatibility and split-reach tables, and the migration guides' fusion-policy tables,
+are generated from the data fi-compat ships (``fi_compat.testing._table``) and written
+into the pages by ``python scripts/gen_compat_table.py --write``. A page whose copy
+drifted fails the build, so the site never shows a table that the data no longer supports.
 
 Docstrings' Sphinx roles (``:class:`X```) are turned into links by ``docs/griffe_roles.py``;
 a role that reaches a rendered page (a pattern the extension does not know) fails the build.
@@ -23,7 +23,7 @@ def on_page_markdown(markdown: str, *, page: Any, **_: Any) -> str:
     """Return the page unchanged; raise when one of its generated tables is out of date."""
     if refresh(markdown) != markdown:
         raise PluginError(
-            f"{page.file.src_uri}: a generated table differs from the recorded data; "
+            f"{page.file.src_uri}: a generated table differs from its data; "
             "run python scripts/gen_compat_table.py --write"
         )
     return markdown

@@ -1,11 +1,13 @@
-"""Print the FlashInfer compatibility and split-reach tables, or write them into the docs.
+"""Print the generated tables (compatibility, split reach, fusion policy), or write them.
 
 The compatibility table is generated from the recorded release signatures in
 ``fi_compat/_records/``, the split-reach table from the measurements in
-``fi_compat/attention/reach.json``. Copies live in the files of :data:`TARGETS`, between
-``<!-- compat-table:start -->`` / ``<!-- compat-table:end -->`` (and ``reach-table``)
-markers. ``tests/testing/test_table.py`` fails when a copy drifts, and so does
-``mkdocs build`` (``docs/hooks.py``).
+``fi_compat/attention/reach.json``, and the migration guides' policy tables from the
+decisions of the engines' rule sets on the cases of ``fi_compat/policy/_cases.py``.
+Copies live in the files of :data:`TARGETS`, between ``<!-- compat-table:start -->`` /
+``<!-- compat-table:end -->`` (and ``reach-table``, ``policy-table:<engine>``) markers.
+``tests/testing/test_table.py`` fails when a copy drifts, and so does ``mkdocs build``
+(``docs/hooks.py``).
 
 Usage::
 
@@ -20,12 +22,19 @@ import argparse
 import sys
 from pathlib import Path
 
-from fi_compat.testing._table import compat_table, reach_table, refresh
+from fi_compat.policy._cases import ENGINES
+from fi_compat.testing._table import _policy_table, compat_table, reach_table, refresh
 
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Every file that holds a generated table, relative to the repository root.
-TARGETS = ("README.md", "docs/releases.md", "docs/guide/attention.md")
+TARGETS = (
+    "README.md",
+    "docs/releases.md",
+    "docs/guide/attention.md",
+    "docs/migration/sglang.md",
+    "docs/migration/vllm.md",
+)
 
 
 def stale(root: Path = ROOT) -> list[str]:
@@ -50,7 +59,8 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
             print(f"{name}: generated table drifted", file=sys.stderr)
         return 1 if drifted else 0
     if not args.write:
-        sys.stdout.write(compat_table() + "\n" + reach_table())
+        policy = "".join("\n" + _policy_table(engine) for engine in ENGINES)
+        sys.stdout.write(compat_table() + "\n" + reach_table() + policy)
         return 0
     for name in TARGETS:
         path = root / name

@@ -347,3 +347,25 @@ the CUDA toolkit versions behind ``is_sm90_supported`` / ``is_sm100_supported``.
 
 .. versionadded:: 0.3.0
 """
+
+# The SGLang 0.5.23 code each rule of SGLANG_0_5_23_RULES follows (paths under
+# `python/sglang/srt/`), and the code behind an auto-enabled decision: what the migration
+# guide's generated table cites (fi_compat/policy/_cases.py).
+_OVERRIDES = "arg_groups/overrides.py"
+_ADD_NORM = "layers/layer_boundary/residual/add_norm.py `flashinfer_ar_fusion_applies`"
+_SOURCES: dict[RuleId, str] = {
+    RuleId.ENFORCE_DISABLE: f"{_OVERRIDES} `_enforce_disable_allreduce_fusion`",
+    RuleId.DETERMINISTIC_INFERENCE: f"{_OVERRIDES} `_deterministic_allreduce_fusion_disable`",
+    RuleId.BACKEND_REFUSED: "layers/flashinfer_comm_fusion.py `_resolve_backend`",
+    RuleId.TP_SIZE_ONE: "layers/flashinfer_comm_fusion.py `ensure_workspace_initialized`",
+    RuleId.UNSUPPORTED_GPU: _ADD_NORM,
+    RuleId.DP_ATTENTION: _ADD_NORM,
+    RuleId.USER_DISABLE: "fi-compat's own: SGLang has no such flag",
+    RuleId.USER_ENABLE: f"{_SOURCE_AUTO} keeps a given backend",
+    RuleId.ARCHITECTURE_NOT_ALLOWED: _SOURCE_AUTO,
+    RuleId.MULTI_NODE: _SOURCE_AUTO,
+    RuleId.MOE_A2A_BACKEND: _SOURCE_AUTO,
+    RuleId.ATTENTION_CONTEXT_PARALLEL: _SOURCE_AUTO,
+    RuleId.MIMO_CUTEDSL: _SOURCE_AUTO,
+    RuleId.AUTO_ENABLE: _SOURCE_AUTO,
+}

@@ -244,3 +244,28 @@ run time.
 
 .. versionadded:: 0.3.0
 """
+
+# The vLLM 0.33.0 code each rule of VLLM_0_33_0_RULES follows (paths under `vllm/`), and
+# the code behind an auto-enabled decision: what the migration guide's generated table
+# cites (fi_compat/policy/_cases.py).
+_DEFAULT = "config/vllm.py `enable_allreduce_rms_fusion`"
+_PASS = "compilation/passes/fusion/allreduce_rms_fusion.py `AllReduceFusionPass.__init__`"
+_WORKSPACE = "distributed/device_communicators/flashinfer_all_reduce.py"
+_USER_SET = "config/vllm.py `_apply_optimization_level_defaults` keeps a value the user set"
+_SOURCES: dict[RuleId, str] = {
+    RuleId.ENFORCE_DISABLE: "fi-compat's own: vLLM has no such flag",
+    RuleId.DETERMINISTIC_INFERENCE: (
+        f"fi-compat's determinism switch, where vLLM's {_DEFAULT} keeps an explicit "
+        f"`{FUSE_FLAG}=True`"
+    ),
+    RuleId.BACKEND_REFUSED: f"envs.py `env_with_choices`, {_WORKSPACE} `get_fi_ar_workspace`",
+    RuleId.NO_COMPILATION: "config/vllm.py `OPTIMIZATION_LEVEL_00`",
+    RuleId.TP_SIZE_ONE: _PASS,
+    RuleId.UNSUPPORTED_WORLD_SIZE: "config/compilation.py `PassConfig.flashinfer_max_size`",
+    RuleId.MULTI_NODE: f"{_WORKSPACE} `_resolve_fi_ar_backend`",
+    RuleId.USER_DISABLE: _USER_SET,
+    RuleId.USER_ENABLE: _USER_SET,
+    RuleId.OPTIMIZATION_LEVEL: "config/vllm.py `OPTIMIZATION_LEVEL_01`",
+    RuleId.UNSUPPORTED_GPU: _DEFAULT,
+    RuleId.AUTO_ENABLE: _DEFAULT,
+}

@@ -11,12 +11,15 @@ import pytest
 from fi_compat._surface import ATTENTION_FAMILIES
 from fi_compat.attention import Verdict, measured_releases, split_reach
 from fi_compat.errors import InvalidArgumentError
+from fi_compat.policy._cases import ENGINES
 from fi_compat.testing._table import (
     CAPABILITIES,
     REACH_END,
     REACH_START,
     TABLE_END,
     TABLE_START,
+    _policy_markers,
+    _policy_table,
     _runs,
     compat_table,
     reach_table,
@@ -25,7 +28,13 @@ from fi_compat.testing._table import (
 from scripts.gen_compat_table import TARGETS, main, stale
 
 ROOT = Path(__file__).resolve().parents[2]
-MARKERS = (TABLE_START, TABLE_END, REACH_START, REACH_END)
+MARKERS = (
+    TABLE_START,
+    TABLE_END,
+    REACH_START,
+    REACH_END,
+    *(marker for engine in ENGINES for marker in _policy_markers(engine)),
+)
 
 
 def _block(text: str, start: str, end: str) -> str:
@@ -68,6 +77,12 @@ def test_each_table_is_where_the_docs_say() -> None:
     section = attention[attention.index("## What reaches the kernel, measured") :]
     assert REACH_START in section
     assert _block(attention, REACH_START, REACH_END) == "\n" + reach_table()
+    for engine in ENGINES:
+        guide = (ROOT / "docs" / "migration" / f"{engine}.md").read_text(encoding="utf-8")
+        start, end = _policy_markers(engine)
+        section = guide[guide.index("## Fusion policy") :]
+        assert section.index(start) < section.index("\n## ")
+        assert _block(guide, start, end) == "\n" + _policy_table(engine)
 
 
 def test_refresh_rewrites_a_stale_block_and_keeps_the_rest() -> None:
@@ -148,7 +163,8 @@ def test_script_prints_the_table() -> None:
         text=True,
         check=True,
     )
-    assert done.stdout == compat_table() + "\n" + reach_table()
+    policy = "".join("\n" + _policy_table(engine) for engine in ENGINES)
+    assert done.stdout == compat_table() + "\n" + reach_table() + policy
 
 
 def test_reach_table_rows_follow_the_data() -> None:
