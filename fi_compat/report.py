@@ -8,43 +8,33 @@ Data flows one way: :mod:`fi_compat.capabilities` probes, this module describes,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from fi_compat import _requirements
 from fi_compat._arguments import require_instance, require_str, require_strs
-from fi_compat._signature import Shape, Status, Support
+from fi_compat._signature import Shape, Support
 from fi_compat._surface import (
     ATTENTION_FAMILIES,
     COMM,
-    DECODE,
     FLASHINFER,
-    GATES,
-    LEGACY_FUSION,
-    PLAN,
     TORCH_DIST_BACKEND,
-    UNIFIED_FACTORY,
-    UNIFIED_FUSION,
 )
 from fi_compat.attention import _reach
-from fi_compat.attention._served import (
-    Served,
-    deterministic_answers,
-    deterministic_names,
-    deterministic_support,
-)
+from fi_compat.attention._served import Served, deterministic_answers
 from fi_compat.attention._vouch import deterministic_feature
-from fi_compat.capabilities import ATTENTION_PROBES, COMM_PROBES, Capabilities
-from fi_compat.comm._factory import dropin_feature
-from fi_compat.comm._sizes import SIZE_KINDS, size_feature, size_support
+from fi_compat.capabilities import Capabilities
+from fi_compat.comm._factory import dropin_feature, factory_feature, pattern_feature
+from fi_compat.comm._sizes import size_feature, size_support
 from fi_compat.comm._taken import (
-    CHECKPOINT_KINDS,
-    DROPIN_ARGUMENTS,
     checkpoint_feature,
     checkpoint_support,
     dropin_support,
+    factory_support,
+    pattern_support,
 )
-from fi_compat.errors import UnknownRequirementError, explain
+from fi_compat.errors import UnknownRequirementError
 from fi_compat.hazards import hazards
 
 __all__ = [
@@ -62,82 +52,70 @@ def __dir__() -> list[str]:
     return list(__all__)
 
 
-REQUIREMENTS: Mapping[str, tuple[tuple[str, str, str], ...]] = MappingProxyType(
-    {
-        gate.key: tuple(
-            ("comm" if owner in COMM_PROBES else "attention", owner, str(keyword))
-            for owner, keyword in gate.items
-        )
-        for gate in GATES.values()
-        if gate.keyword
-    }
-)
+REQUIREMENTS: Mapping[str, tuple[tuple[str, str, str], ...]] = _requirements.GATE_REQUIREMENTS
 """``--require`` short names and the probed items each one stands for, as
 ``(section, owner, keyword)``: the keyword gates of :data:`fi_compat._surface.GATES`.
 
 .. versionadded:: 0.2.0
 """
 
-#: ``--require`` names that are flags rather than keyword arguments.
-_FLAGS = ("flashinfer", "comm", "unified_api", "legacy_api")
-
-#: The answer tables the report prints, each with the prefix its ``signatures`` section
-#: puts before an owner: ``(section, prefix, {owner: keywords})``.
-_COMM_PREFIX = f"{COMM}."
-_ATTENTION_PREFIX = f"{FLASHINFER}."
-_TABLES: tuple[tuple[str, str, Mapping[str, tuple[str, ...]]], ...] = (
-    ("comm", _COMM_PREFIX, COMM_PROBES),
-    ("attention", _ATTENTION_PREFIX, ATTENTION_PROBES),
-)
-
-_BCAST = "bcast_root_is_group_local"
-
-
-def _requirement_names() -> dict[str, tuple[tuple[str, str, str], ...]]:
-    names: dict[str, tuple[tuple[str, str, str], ...]] = dict(REQUIREMENTS)
-    names.update({flag: (("flag", flag, ""),) for flag in _FLAGS})
-    names[_BCAST] = (("bcast", _BCAST, ""),)
-    names.update({dropin_feature(name): (("dropin", name, ""),) for name in DROPIN_ARGUMENTS})
-    for section, named in (
-        ("sizes", [size_feature(kind) for kind in SIZE_KINDS]),
-        ("checkpoint", [checkpoint_feature(kind) for kind in CHECKPOINT_KINDS]),
-        ("deterministic", deterministic_names()),
-    ):
-        names.update({name: ((section, name, ""),) for name in named})
-    for section, prefix, table in _TABLES:
-        for owner, keywords in table.items():
-            for keyword in keywords:
-                item = ((section, owner, keyword),)
-                names[f"{owner}.{keyword}"] = item
-                names[f"{prefix}{owner}.{keyword}"] = item
-    return names
-
-
 REQUIREMENT_NAMES: Mapping[str, tuple[tuple[str, str, str], ...]] = MappingProxyType(
-    _requirement_names()
+    _requirements.requirement_names()
 )
 """Every name ``--require`` accepts, and the items each stands for: the short names of
 :data:`REQUIREMENTS`, the flags ``flashinfer``, ``comm``, ``unified_api`` and
-``legacy_api``, ``bcast_root_is_group_local``, and ``<owner>.<keyword>`` for every answer
+``legacy_api`` (an API is missing too where its fused call's probed signature lacks a
+keyword fi-compat passes: a source build with another signature, refused when a workspace
+is created), ``bcast_root_is_group_local``, and ``<owner>.<keyword>`` for every answer
 the report prints, bare (as in its ``comm`` and ``attention`` tables) and qualified (as in
 its ``signatures`` section, e.g.
-``flashinfer.comm.allreduce_fusion.trigger_completion_at_end``), and
-``dropin:allreduce_fusion.<argument>`` for each argument of fi-compat's drop-in
-``allreduce_fusion`` (met where a non-default value runs on the installed release),
-``per_call_sizes:<kind>`` and ``checkpointing:<kind>`` for each kind of fused workspace
-(``trtllm``, ``mnnvl``, ``mnnvl-cutedsl``, ``legacy``; met where such a workspace serves
-calls of other sizes than its own, or has FlashInfer's ``checkpoint_prepare`` and
-``checkpoint_restore``), and ``deterministic:<Family>:<backend>`` for each wrapper family
-and backend the split-reach measurement lists in some release (``default`` for a class
-without ``backend=``, ``fast_decode_plan`` for the decode fast plan; met exactly where
-:func:`fi_compat.attention.deterministic_wrapper` serves a wrapper of that family built
-with that backend, and ``use_tensor_cores=True`` for decode). Each is the ``feature`` of
-the typed error the refusal raises. The JSON report's ``requirements`` lists every one
-with its answer. Nothing else. (``per_call_sizes:``, ``checkpointing:`` and
-``deterministic:`` names since fi-compat 0.3.0.)
+``flashinfer.comm.allreduce_fusion.trigger_completion_at_end``); and, each the ``feature``
+of the typed error the refusal it foretells raises:
+
+- ``dropin:allreduce_fusion.<argument>`` for each argument of fi-compat's drop-in
+  ``allreduce_fusion`` (met where a non-default value runs on the installed release);
+- ``dropin:create_allreduce_fusion_workspace.<option>`` for each option of the drop-in
+  factory (``gpus_per_node``, ``comm_backend``, ``force_oneshot_support``, ``group`` and
+  the keyword-only options of FlashInfer 0.7.2.post1; met where the factory the drop-in
+  picks takes a non-default value: the unified one as its probed signature says, the
+  legacy one as fi-compat maps it; a refused ``group`` or unified ``comm_backend`` keeps
+  the gate name ``group`` / ``comm_backend`` as its ``feature``);
+- ``AllReduceFusionPattern.<member>`` for each member of
+  :class:`fi_compat.comm.AllReduceFusionPattern` (met where the installed release's own
+  enum, as recorded, has it; unknown for a release fi-compat has not recorded);
+- ``reference:AllReduceFusionPattern.<member>``, what a reference workspace refuses of
+  that pattern: missing on every release (the unfused path runs only ``kAllReduce`` and
+  ``kARResidualRMSNorm``, without quantization or MoE arguments), the reason saying what
+  it takes;
+- ``per_call_sizes:<kind>`` and ``checkpointing:<kind>`` for each kind of fused workspace
+  (``trtllm``, ``mnnvl``, ``mnnvl-cutedsl``, ``legacy``, and ``reference`` for
+  checkpointing; met where such a workspace serves calls of other sizes than its own, or
+  has FlashInfer's ``checkpoint_prepare`` and ``checkpoint_restore``);
+- ``deterministic:<Family>:<backend>`` for each wrapper family and backend the split-reach
+  measurement lists in some release (``default`` for a class without ``backend=``,
+  ``fast_decode_plan`` for the decode fast plan; met exactly where
+  :func:`fi_compat.attention.deterministic_wrapper` serves a wrapper of that family built
+  with that backend, and ``use_tensor_cores=True`` for decode);
+- ``fast_decode_plan``: the installed release has ``flashinfer.decode.fast_decode_plan``
+  (0.4.0+), which :class:`fi_compat.attention.AttentionPlanner` built with
+  ``fast_decode=True`` needs;
+- ``torch.distributed``: this Python's torch has it; a reference workspace of several
+  processes also needs it initialized, a state of that process the report cannot see.
+
+The JSON report's ``requirements`` lists every one with its answer. Nothing else.
+(``per_call_sizes:``, ``checkpointing:`` and ``deterministic:`` names since fi-compat
+0.3.0; ``dropin:create_allreduce_fusion_workspace.``, ``AllReduceFusionPattern.``,
+``reference:``, ``fast_decode_plan`` and ``torch.distributed`` since 0.3.0 too.)
 
 .. versionadded:: 0.2.0
 """
+
+
+#: ``--require`` names that are flags rather than keyword arguments.
+_FLAGS = _requirements.FLAGS
+#: The prefix the ``signatures`` section puts before an owner of each table.
+_COMM_PREFIX = f"{COMM}."
+_ATTENTION_PREFIX = f"{FLASHINFER}."
 
 
 def _check_capabilities(capabilities: object) -> None:
@@ -239,28 +217,8 @@ def build_report(capabilities: Capabilities) -> dict[str, Any]:
             for name, shape in shapes.items()
         },
         "hazards": [hazard.to_dict() for hazard in hazards(capabilities)],
-        "requirements": _requirements(capabilities),
+        "requirements": _requirements.answers(capabilities),
     }
-
-
-def _unknown_requirement(name: str) -> UnknownRequirementError:
-    short = ", ".join([*REQUIREMENTS, *_FLAGS, _BCAST])
-    what = f"unknown requirement {name!r}" + (" (an empty item)" if not name else "")
-    return UnknownRequirementError(
-        explain(
-            f"a name that fi-compat report prints: {short}, <owner>.<keyword> from its "
-            "comm, attention or signatures section, such as "
-            f"{DECODE.key}.{PLAN}.fixed_split_size or "
-            f"{UNIFIED_FUSION.dotted}.trigger_completion_at_end, or "
-            f"{dropin_feature('<argument>')} for an argument of fi-compat's drop-in "
-            f"{UNIFIED_FUSION.key}, {size_feature('<kind>')} or {checkpoint_feature('<kind>')} "
-            f"for a kind of workspace ({', '.join(SIZE_KINDS)}), or "
-            f"{deterministic_feature('<Family>', '<backend>')} for a family and backend "
-            "of its split-reach section",
-            what,
-            fix="spell the name as fi-compat report prints it, one per comma-separated item",
-        )
-    )
 
 
 def parse_requirements(text: str) -> list[str]:
@@ -283,7 +241,7 @@ def parse_requirements(text: str) -> list[str]:
     names = [item.strip() for item in text.split(",")]
     for name in names:
         if name not in REQUIREMENT_NAMES:
-            raise _unknown_requirement(name)
+            raise _requirements.unknown_requirement(name)
     return names
 
 
@@ -312,116 +270,51 @@ def missing(capabilities: Capabilities, names: Iterable[str]) -> list[str]:
     """
     _check_capabilities(capabilities)
     names = require_strs("names", names)
-    flags = _flags(capabilities)
-    named = _Named(capabilities)
+    state = _requirements.Answers(capabilities)
     lacking: list[str] = []
     for raw in names:
         name = raw.strip()
         if name not in REQUIREMENT_NAMES:
-            raise _unknown_requirement(name)
-        lacking += _lacking(capabilities, name, flags, named)
+            raise _requirements.unknown_requirement(name)
+        lacking += _requirements.lacking(name, state)
     return lacking
 
 
-_Flags = dict[str, tuple[bool, str | None]]
-
-#: The answer function of each section whose requirements are computed together.
-_NAMED: Mapping[str, Callable[[Capabilities], Mapping[str, Support]]] = MappingProxyType(
-    {
-        "dropin": dropin_support,
-        "sizes": size_support,
-        "checkpoint": checkpoint_support,
-        "deterministic": deterministic_support,
-    }
-)
-
-
-class _Named:
-    """The answers of :data:`_NAMED`'s sections, each computed once, when first asked."""
-
-    def __init__(self, capabilities: Capabilities) -> None:
-        self._capabilities = capabilities
-        self._answers: dict[str, Mapping[str, Support]] = {}
-
-    def __call__(self, section: str, name: str) -> Support:
-        answers = self._answers.get(section)
-        if answers is None:
-            answers = self._answers[section] = _NAMED[section](self._capabilities)
-        return answers[name]
-
-
-def _flags(capabilities: Capabilities) -> _Flags:
-    comm = capabilities.comm
-    return {
-        "flashinfer": (
-            capabilities.flashinfer.importable,
-            capabilities.flashinfer.import_error
-            or ("the probe is still running" if capabilities.flashinfer.probe_in_progress else None)
-            or "not installed",
-        ),
-        "comm": (comm.available, comm.error),
-        "unified_api": (comm.unified_api, comm.error or f"no {UNIFIED_FACTORY.key}"),
-        "legacy_api": (comm.legacy_api, comm.error or f"no {LEGACY_FUSION.key}"),
-    }
-
-
-def _lacking(
-    capabilities: Capabilities,
-    name: str,
-    flags: _Flags,
-    named: _Named,
+def _render_refused(
+    head: str,
+    answers: Mapping[str, Support],
+    every: str,
+    lead: str = "a non-default value of these is refused",
 ) -> list[str]:
-    """What requirement ``name`` (a key of :data:`REQUIREMENT_NAMES`) lacks; empty if met."""
-    lacking: list[str] = []
-    for section, owner, keyword in REQUIREMENT_NAMES[name]:
-        if section == "flag":
-            present, why = flags[owner]
-            if not present:
-                lacking.append(f"{owner}: unavailable ({why})")
-            continue
-        if section in _NAMED:
-            support = named(section, dropin_feature(owner) if section == "dropin" else owner)
-            if not support.supported:
-                lacking.append(f"{name}: {support.status.value} ({support.reason})")
-            continue
-        support = _lookup(capabilities, section, owner, keyword)
-        if support.status is Status.SUPPORTED:
-            continue
-        if section == "bcast":
-            lacking.append(f"{owner}: {support.status.value} ({support.reason})")
-            continue
-        gate = GATES.get(keyword)
-        since = f"; needs FlashInfer {gate.introduced_in}+" if gate else ""
-        lacking.append(f"{owner}({keyword}=): {support.status.value} ({support.reason}{since})")
-    return lacking
-
-
-def _requirements(capabilities: Capabilities) -> dict[str, dict[str, str]]:
-    """Every name ``--require`` accepts, with what it would answer: met or missing, and why."""
-    flags = _flags(capabilities)
-    named = _Named(capabilities)
-    answers = {}
-    for name in REQUIREMENT_NAMES:
-        lacking = _lacking(capabilities, name, flags, named)
-        answers[name] = (
-            {"status": "missing", "reason": "; ".join(lacking)}
-            if lacking
-            else {"status": "met", "reason": ""}
-        )
-    return answers
+    """The names among ``answers`` that are not met, one line each, under ``head``."""
+    refused = [
+        f"    {name.rpartition('.')[2]:<26} {support.status.value:<12} {support.reason}"
+        for name, support in answers.items()
+        if not support.supported
+    ]
+    if not refused:
+        return [f"  {head}  {every}"]
+    return [f"  {head}  {lead}:", *refused]
 
 
 def _render_dropin(capabilities: Capabilities) -> list[str]:
-    """The drop-in ``allreduce_fusion``'s arguments that a non-default value cannot take."""
-    refused = [
-        f"    {name.rpartition('.')[2]:<26} {support.status.value:<12} {support.reason}"
-        for name, support in dropin_support(capabilities).items()
-        if not support.supported
+    """The drop-in's arguments and factory options that a non-default value cannot take,
+    and the patterns the installed release lacks."""
+    patterns = _render_refused(
+        pattern_feature("<member>"),
+        pattern_support(capabilities),
+        "every pattern runs",
+        "these are refused",
+    )
+    return [
+        *_render_refused(
+            dropin_feature("<argument>"), dropin_support(capabilities), "every argument runs"
+        ),
+        *_render_refused(
+            factory_feature("<option>"), factory_support(capabilities), "every option is taken"
+        ),
+        *patterns,
     ]
-    head = f"  {dropin_feature('<argument>')}"
-    if not refused:
-        return [f"{head}  every argument runs"]
-    return [f"{head}  a non-default value of these is refused:", *refused]
 
 
 def _render_kinds(head: str, answers: Mapping[str, Support]) -> list[str]:

@@ -314,6 +314,18 @@ def first_accepting(qualname: str, keyword: str) -> str | None:
     return _first(lambda record: record.accepts(qualname, keyword))
 
 
+@functools.cache
+def first_with_member(enum: str, member: str) -> str | None:
+    """The first recorded release whose ``flashinfer.comm`` enum ``enum`` has ``member``, or
+    None when none does. Cached for the process."""
+
+    def has(record: ReleaseRecord) -> bool:
+        found = record.comm_enums.get(enum)
+        return found is not None and member in found.members
+
+    return _first(has)
+
+
 def _first(has: Callable[[ReleaseRecord], bool]) -> str | None:
     """The first recorded release, in version order, for which ``has`` is true."""
     for release in available_releases():

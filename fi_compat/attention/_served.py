@@ -16,13 +16,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fi_compat._signature import Status, Support
-from fi_compat._surface import DECODE, PLAN, SPLIT_KEYWORDS
+from fi_compat._surface import DECODE, FAST_DECODE_PLAN, PLAN, SPLIT_KEYWORDS
 from fi_compat.attention import _reach
 from fi_compat.attention._reach import Verdict
 from fi_compat.attention._vouch import AUTO, DECODE_FAMILIES, deterministic_feature, vouch
 from fi_compat.capabilities import Capabilities
 
-__all__ = ["Served", "deterministic_answers", "deterministic_names", "deterministic_support"]
+__all__ = [
+    "Served",
+    "deterministic_answers",
+    "deterministic_names",
+    "deterministic_support",
+    "fast_plan_support",
+]
 
 #: The few words per verdict the report prints after ``refused``.
 _WHY = {
@@ -131,3 +137,37 @@ def deterministic_support(caps: Capabilities) -> Mapping[str, Support]:
     """Each ``deterministic:<Family>:<backend>`` name -> its answer as a requirement: met
     exactly where the deterministic wrapper serves that family and backend."""
     return {name: served.support() for name, served in deterministic_answers(caps).items()}
+
+
+def fast_plan_support(caps: Capabilities) -> Support:
+    """``fast_decode_plan``: whether the installed release has FlashInfer's
+    ``flashinfer.decode.fast_decode_plan`` (0.4.0+), which
+    :class:`~fi_compat.attention.AttentionPlanner` built with ``fast_decode=True`` needs.
+
+    Read from the installed release's record; a release that was not recorded (a source
+    build) answers unknown.
+    """
+    from fi_compat._records import load_release  # the recorded data, once
+
+    info = caps.flashinfer
+    if not info.importable:
+        status = Status.UNKNOWN if info.probe_in_progress else Status.UNSUPPORTED
+        return Support(status, info.import_error or "flashinfer is not installed")
+    release = info.version
+    if release is None:
+        return Support(Status.UNKNOWN, "flashinfer's version could not be read")
+    try:
+        record = load_release(release)
+    except Exception:  # not recorded, or a version no Version parses (a hostile __version__)
+        return Support(
+            Status.UNKNOWN,
+            f"flashinfer {release} is not a recorded release, so its {FAST_DECODE_PLAN.module} "
+            "was not read",
+        )
+    if record.fast_decode_plan is None:
+        return Support(
+            Status.UNSUPPORTED,
+            f"flashinfer {release} has no {FAST_DECODE_PLAN.dotted} (added in "
+            f"{FAST_DECODE_PLAN.since})",
+        )
+    return Support(Status.SUPPORTED, f"{FAST_DECODE_PLAN.dotted} of flashinfer {release}")

@@ -23,12 +23,19 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from fi_compat._probe_lookup import locate
-from fi_compat._surface import GATES, PATTERN, UNIFIED_FUSION, Symbol
+from fi_compat._surface import (
+    GATES,
+    LEGACY_FUSION,
+    PATTERN,
+    UNIFIED_FACTORY,
+    UNIFIED_FUSION,
+    Symbol,
+)
 from fi_compat.capabilities import Capabilities
 from fi_compat.comm._bound import Bound
 from fi_compat.comm._checks import Spec
 from fi_compat.comm._group import GroupSpan
-from fi_compat.comm._names import AllReduceFusionPattern
+from fi_compat.comm._names import PATTERN_NAMES, AllReduceFusionPattern
 from fi_compat.comm._sizes import Fit
 from fi_compat.errors import (
     CapabilityMissingError,
@@ -42,13 +49,19 @@ __all__ = [
     "Created",
     "Request",
     "accepts",
+    "api_feature",
     "capability_missing",
     "check_call",
+    "check_pattern",
+    "factory_feature",
     "group_error",
     "installed",
     "installed_pattern",
     "not_taken",
+    "option_refused",
+    "pattern_feature",
     "trtllm_ranks_error",
+    "untaken",
 ]
 
 #: Rank counts the TRT-LLM fusion kernel dispatches on (``allreduce_fusion_op`` in
@@ -167,18 +180,33 @@ def _required(function: Callable[..., Any]) -> set[str] | None:
     }
 
 
+def api_feature(symbol: Symbol) -> str:
+    """The ``--require`` flag of the API whose fused call ``symbol`` is: ``legacy_api`` for
+    :data:`~fi_compat._surface.LEGACY_FUSION`, ``unified_api`` otherwise."""
+    return "legacy_api" if symbol.key == LEGACY_FUSION.key else "unified_api"
+
+
+def untaken(caps: Capabilities, symbol: Symbol, ours: Collection[str]) -> list[str]:
+    """The keywords among ``ours`` that the installed ``symbol``'s probed signature lacks,
+    sorted; none when the signature could not be read (the call is then bound as is)."""
+    shape = caps.comm.shapes.get(symbol.key)
+    if shape is None or shape.keywords is None:
+        return []
+    return sorted(set(ours) - set(shape.keywords))
+
+
 def check_call(
     caps: Capabilities, symbol: Symbol, function: Callable[..., Any], ours: Collection[str]
 ) -> None:
     """Refuse to bind a call the installed ``symbol`` would reject with ``TypeError``.
 
     ``ours`` are the keywords the bound call passes: each must be one the release takes,
-    and every parameter without a default must be among them.
+    and every parameter without a default must be among them. The refusal's ``feature`` is
+    the API that cannot run (:func:`api_feature`), which ``--require`` then answers missing
+    where the probed signature lacks one of ``ours``.
     """
-    shape = caps.comm.shapes.get(symbol.key)
-    keywords = set(shape.keywords) if shape is not None and shape.keywords is not None else None
     passed = set(ours)
-    unknown = sorted(passed - keywords) if keywords is not None else []
+    unknown = untaken(caps, symbol, passed)
     required = _required(function)
     absent = sorted(required - passed) if required is not None else []
     if unknown or absent:
@@ -193,7 +221,7 @@ def check_call(
                 f"{'; '.join(found)} in the installed release",
                 fix="report this release to fi-compat; until then use api='reference'",
             ),
-            feature=symbol.key,
+            feature=api_feature(symbol),
         )
 
 
@@ -238,6 +266,81 @@ def not_taken(symbol: Symbol, name: str, version: str | None) -> CapabilityMissi
             fix=f"leave {name} at its default, or upgrade {upgrade}",
         ),
         feature=dropin_feature(name),
+        introduced_in=first,
+    )
+
+
+#: The prefix of the ``--require`` names (and of the errors' ``feature``) of the drop-in
+#: factory's options: ``dropin:create_allreduce_fusion_workspace.<option>``.
+DROPIN_FACTORY = f"dropin:{UNIFIED_FACTORY.key}"
+
+
+def factory_feature(name: str) -> str:
+    """The requirement name (and error ``feature``) of the drop-in factory's option ``name``."""
+    return f"{DROPIN_FACTORY}.{name}"
+
+
+def option_refused(caps: Capabilities, name: str, *, legacy: bool) -> CapabilityMissingError:
+    """The error for a factory option ``name`` the installed factory does not take.
+
+    ``legacy``: the workspace is the legacy API's, which has no counterpart for it. The
+    message names the release that brought the keyword (its gate's, else the first recorded
+    release whose unified factory takes it); the ``feature`` is :func:`factory_feature`.
+    """
+    from fi_compat._records import first_accepting  # the recorded data, on failure only
+
+    version = caps.flashinfer.version
+    gate = GATES.get(name)
+    first = gate.introduced_in if gate is not None else first_accepting(UNIFIED_FACTORY.key, name)
+    upgrade = f"flashinfer-python >= {first}" if first is not None else "flashinfer-python"
+    return CapabilityMissingError(
+        explain(
+            f"{name}= (an option of the unified {UNIFIED_FACTORY.key})"
+            if legacy
+            else f"{UNIFIED_FACTORY.dotted} to take {name}=",
+            f"flashinfer {version} with only the legacy API"
+            if legacy
+            else f"flashinfer {version} without it",
+            changed_in=first,
+            fix=f"leave {name} out, or upgrade {upgrade}",
+        ),
+        feature=factory_feature(name),
+        introduced_in=first,
+    )
+
+
+def pattern_feature(name: str) -> str:
+    """The requirement name (and error ``feature``) of the pattern ``name`` of
+    :class:`~fi_compat.comm.AllReduceFusionPattern`: ``AllReduceFusionPattern.<name>``."""
+    return f"{PATTERN.key}.{name}"
+
+
+def check_pattern(caps: Capabilities, pattern: int) -> None:
+    """Refuse a pattern of fi-compat's :class:`~fi_compat.comm.AllReduceFusionPattern` that
+    the installed release's own lacks (its fused calls would not know the code).
+
+    A code fi-compat does not name is not judged here (the drop-in refuses it on a
+    ``FusionWorkspace``; on FlashInfer's own workspace object it is handed through).
+    """
+    name = PATTERN_NAMES.get(pattern)
+    if name is None:
+        return
+    codes = locate(PATTERN)
+    members = vars(codes if codes is not None else object).values()
+    if pattern in {value for value in members if isinstance(value, int)}:
+        return
+    from fi_compat._records import first_with_member  # the recorded data, on failure only
+
+    first = first_with_member(PATTERN.key, name)
+    upgrade = f"flashinfer-python >= {first}" if first is not None else "flashinfer-python"
+    raise CapabilityMissingError(
+        explain(
+            f"pattern {name} in the installed {PATTERN.key}",
+            f"flashinfer {caps.flashinfer.version} without it",
+            changed_in=first,
+            fix=f"use a pattern this release has, or upgrade {upgrade}",
+        ),
+        feature=pattern_feature(name),
         introduced_in=first,
     )
 

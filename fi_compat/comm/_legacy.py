@@ -22,8 +22,6 @@ from fi_compat._surface import (
     LEGACY_DESTROY,
     LEGACY_FACTORY,
     LEGACY_FUSION,
-    PATTERN,
-    UNIFIED_FACTORY,
 )
 from fi_compat.capabilities import Capabilities, get_capabilities
 from fi_compat.comm._bound import (
@@ -42,14 +40,14 @@ from fi_compat.comm._factory import (
     accepts,
     capability_missing,
     check_call,
+    check_pattern,
     group_error,
     installed,
     installed_pattern,
     not_taken,
+    option_refused,
 )
-from fi_compat.comm._names import PATTERN_NAMES
 from fi_compat.comm._sizes import fit_for
-from fi_compat.errors import CapabilityMissingError, explain
 
 if TYPE_CHECKING:
     import torch
@@ -115,12 +113,7 @@ def create_legacy(caps: Capabilities, request: Request) -> Created:
     decisions: list[str] = []
     for name, value in request.factory_options.items():
         if value is not None:
-            raise capability_missing(
-                "unified_api",
-                f"{name}= (an option of the unified {UNIFIED_FACTORY.key})",
-                f"flashinfer {caps.flashinfer.version} with only the legacy API",
-                f"leave {name} out, or upgrade flashinfer-python to {unified}+",
-            )
+            raise option_refused(caps, name, legacy=True)
     if request.gpus_per_node is not None:
         if request.gpus_per_node < spec.world_size:
             raise capability_missing(
@@ -353,18 +346,7 @@ def call_legacy(
     import torch
 
     caps = get_capabilities()
-    codes = locate(PATTERN)
-    members = vars(codes if codes is not None else object).values()
-    if pattern not in {value for value in members if isinstance(value, int)}:
-        name = PATTERN_NAMES.get(pattern, pattern)
-        raise CapabilityMissingError(
-            explain(
-                f"pattern {name} in the installed {PATTERN.key}",
-                f"flashinfer {caps.flashinfer.version} without it",
-                fix="use a pattern this release has, or upgrade flashinfer-python",
-            ),
-            feature=f"{PATTERN.key}.{name}",
-        )
+    check_pattern(caps, pattern)
     for name in given:
         if name not in MAPPED:
             raise not_taken(LEGACY_FUSION, name, caps.flashinfer.version)

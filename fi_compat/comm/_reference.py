@@ -27,7 +27,14 @@ from fi_compat.errors import CapabilityMissingError, WorkspaceMismatchError, exp
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["call_reference", "create_reference", "unbound_reference"]
+__all__ = [
+    "IGNORED",
+    "READS",
+    "call_reference",
+    "create_reference",
+    "reference_feature",
+    "unbound_reference",
+]
 
 _RMSNORM = AllReduceFusionPattern.kARResidualRMSNorm
 _ALLREDUCE = AllReduceFusionPattern.kAllReduce
@@ -235,14 +242,26 @@ def _input_error(input: Any) -> WorkspaceMismatchError:
 
 
 #: Per pattern the unfused path computes, the drop-in arguments it reads.
-_READS = {
+READS: dict[int, frozenset[str]] = {
     _RMSNORM: frozenset(
         {"residual_in", "rms_gamma", "rms_eps", "norm_out", "residual_out", "output"}
     ),
     _ALLREDUCE: frozenset({"output"}),
 }
 #: Drop-in arguments that change how the kernel runs, not what it computes.
-_IGNORED = frozenset({"launch_with_pdl", "trigger_completion_at_end", "use_oneshot", "fp32_acc"})
+IGNORED = frozenset({"launch_with_pdl", "trigger_completion_at_end", "use_oneshot", "fp32_acc"})
+
+
+def reference_feature(name: str) -> str:
+    """The requirement name (and error ``feature``) of what a reference workspace refuses
+    of the pattern ``name``: ``reference:AllReduceFusionPattern.<name>``.
+
+    Distinct from the fused workspaces' ``AllReduceFusionPattern.<name>``: the unfused path
+    is fi-compat's own, the same on every release, and runs no pattern with every argument
+    the drop-in takes for it (only ``kAllReduce`` and ``kARResidualRMSNorm``, without
+    quantization or MoE arguments), so each such name is missing on every release.
+    """
+    return f"reference:{PATTERN.key}.{name}"
 
 
 def call_reference(
@@ -262,13 +281,13 @@ def call_reference(
     ``values`` holds every drop-in argument after ``pattern``, ``given`` those that differ
     from their defaults. Any other pattern, or a quantization or MoE argument, raises
     :class:`~fi_compat.errors.CapabilityMissingError` (``reason`` says why the workspace
-    is unfused).
+    is unfused) whose ``feature`` is :func:`reference_feature` of the pattern asked for.
     """
     import torch
 
-    allowed = _READS.get(pattern)
-    if allowed is None or set(given) - allowed - _IGNORED:
-        extra = sorted(set(given) - (allowed or set()) - _IGNORED)
+    allowed = READS.get(pattern)
+    if allowed is None or set(given) - allowed - IGNORED:
+        extra = sorted(set(given) - (allowed or set()) - IGNORED)
         name = PATTERN_NAMES.get(pattern, pattern)
         raise CapabilityMissingError(
             explain(
@@ -277,7 +296,7 @@ def call_reference(
                 f"pattern {name}" + (f" with {', '.join(extra)}" if extra else ""),
                 fix=f"create a fused workspace (this one is unfused: {reason})",
             ),
-            feature=f"{PATTERN.key}.{name}",
+            feature=reference_feature(str(name)),
         )
     output = values["output"]
     if pattern == _ALLREDUCE:
@@ -298,7 +317,7 @@ def call_reference(
     if residual is None or weight is None:
         raise CapabilityMissingError(
             explain("residual_in and rms_gamma for kARResidualRMSNorm", "one of them None"),
-            feature=f"{PATTERN.key}.kARResidualRMSNorm",
+            feature=reference_feature(PATTERN_NAMES[_RMSNORM]),
         )
     norm_out, _ = run(
         input,

@@ -1,5 +1,5 @@
-"""Which arguments of the drop-in ``allreduce_fusion`` the installed release takes, and
-which kinds of fused workspace it can checkpoint.
+"""Which arguments and options of the drop-in the installed release takes, which patterns
+it has, and which kinds of fused workspace it can checkpoint.
 
 The drop-in keeps FlashInfer 0.7.2.post1's signature on every release; an argument the
 installed release has no counterpart for is refused (``CapabilityMissingError``) unless it
@@ -7,6 +7,15 @@ holds its default. This module answers, per argument and without calling anythin
 that call would do, so that ``fi-compat report --require dropin:allreduce_fusion.<name>``
 and the JSON report can say it in advance. Its answers follow the same tables as the call
 (:func:`fi_compat.comm._unified.call_unified`, :func:`fi_compat.comm._legacy.call_legacy`).
+
+:func:`factory_support` answers ``dropin:create_allreduce_fusion_workspace.<option>`` the
+same way for the drop-in factory's options (as :func:`~fi_compat.comm._unified.create_unified`
+and :func:`~fi_compat.comm._legacy.create_legacy` take them); :func:`pattern_support`
+answers ``AllReduceFusionPattern.<member>`` from the installed release's recorded enum, and
+:func:`reference_support` ``reference:AllReduceFusionPattern.<member>`` (what the unfused
+path refuses, the same on every release). :func:`api_call_gap` says when the installed
+fused call does not take what fi-compat passes (a source build with another signature), so
+that the ``unified_api`` and ``legacy_api`` flags are missing where the factory refuses.
 
 :func:`checkpoint_support` answers ``checkpointing:<kind>`` the same way: met where the
 installed release's workspace of that kind has FlashInfer's own ``checkpoint_prepare`` and
@@ -17,14 +26,33 @@ raises :class:`~fi_compat.errors.CheckpointUnsupportedError` with that name as `
 
 from __future__ import annotations
 
+import inspect
+import sys
 from collections.abc import Mapping
 
 from fi_compat._signature import Status, Support
-from fi_compat._surface import COMM, LEGACY_FACTORY, LEGACY_FUSION, UNIFIED_FUSION
+from fi_compat._surface import (
+    COMM,
+    LEGACY_FACTORY,
+    LEGACY_FUSION,
+    PATTERN,
+    TORCH_DIST_BACKEND,
+    UNIFIED_FACTORY,
+    UNIFIED_FUSION,
+)
 from fi_compat.capabilities import Capabilities
-from fi_compat.comm._dropin import DEFAULTS
-from fi_compat.comm._factory import dropin_feature
-from fi_compat.comm._legacy import MAPPED, WHERE_TAKEN
+from fi_compat.comm._dropin import DEFAULTS, create_allreduce_fusion_workspace
+from fi_compat.comm._factory import (
+    accepts,
+    dropin_feature,
+    factory_feature,
+    pattern_feature,
+    untaken,
+)
+from fi_compat.comm._legacy import LEGACY_CALL, MAPPED, WHERE_TAKEN
+from fi_compat.comm._names import PATTERN_NAMES
+from fi_compat.comm._reference import IGNORED, READS, reference_feature
+from fi_compat.comm._unified import UNIFIED_CALL
 
 #: The drop-in ``allreduce_fusion``'s arguments after ``pattern``: FlashInfer 0.7.2.post1's.
 DROPIN_ARGUMENTS: tuple[str, ...] = tuple(DEFAULTS)
@@ -178,3 +206,232 @@ def checkpoint_support(caps: Capabilities) -> Mapping[str, Support]:
             )
         )
     return answers
+
+
+# ------------------------------------------------------------------ the drop-in factory
+
+#: The drop-in factory's arguments that say what to allocate, not how: every release takes
+#: them (``backend`` is a choice of the unified API's, refused on the legacy one as
+#: ``unified_api``).
+_FACTORY_SPEC = frozenset({"backend", "world_size", "rank", "max_token_num", "hidden_dim", "dtype"})
+#: The drop-in factory's options (FlashInfer 0.7.2.post1's, the keyword-only ones included),
+#: read from its signature: each has a ``dropin:create_allreduce_fusion_workspace.<option>``.
+FACTORY_OPTIONS: tuple[str, ...] = tuple(
+    name
+    for name in inspect.signature(create_allreduce_fusion_workspace).parameters
+    if name not in _FACTORY_SPEC
+)
+#: Options the legacy API records and does not pass: they only choose or size MNNVL.
+_RECORDED = {
+    "gpus_per_node": "recorded, not passed: the legacy TRT-LLM buffers reach the GPUs of one "
+    "node, where it is not read (a group larger than gpus_per_node is refused as unified_api)",
+    "force_oneshot_support": "recorded, not passed: only the unified API's MNNVL backend "
+    "reads it; the TRT-LLM buffers serve one-shot and two-shot alike",
+    "comm_backend": f"not passed ({LEGACY_FACTORY.key} takes none): taken together with the "
+    "group= it communicates over, the rendezvous running over that group",
+}
+
+
+def _unified_group(caps: Capabilities) -> Support:
+    """What ``create_unified`` does with a group smaller than the world."""
+    if accepts(caps, UNIFIED_FACTORY, "group"):
+        return Support(Status.SUPPORTED, f"passed to {UNIFIED_FACTORY.dotted} as group=")
+    path = caps.comm.torch_dist_backend
+    if accepts(caps, UNIFIED_FACTORY, "comm_backend") and path is not None:
+        return Support(
+            Status.SUPPORTED,
+            f"carried by comm_backend={path} over the group ({UNIFIED_FACTORY.key} takes no "
+            "group=)",
+        )
+    return Support(
+        Status.UNSUPPORTED,
+        f"{UNIFIED_FACTORY.key} takes no group= and {COMM} has no {TORCH_DIST_BACKEND.key} "
+        "to carry it: a group smaller than the world raises GroupNotSupportedError (feature "
+        "group)",
+    )
+
+
+def _unified_option(caps: Capabilities, name: str) -> Support:
+    if name == "group":
+        return _unified_group(caps)
+    shape = caps.comm.shapes.get(UNIFIED_FACTORY.key)
+    if shape is None:
+        return Support(Status.UNKNOWN, f"{UNIFIED_FACTORY.dotted} was not read")
+    answer = shape.support(name)
+    if answer.supported:
+        return Support(Status.SUPPORTED, f"passed to {UNIFIED_FACTORY.dotted} ({answer.reason})")
+    return answer
+
+
+def _legacy_option(caps: Capabilities, name: str) -> Support:
+    if name in _RECORDED:
+        return Support(Status.SUPPORTED, _RECORDED[name])
+    if name == "group":
+        if accepts(caps, LEGACY_FACTORY, "group"):
+            return Support(Status.SUPPORTED, f"passed to {LEGACY_FACTORY.dotted} as group=")
+        return Support(
+            Status.UNSUPPORTED,
+            f"{LEGACY_FACTORY.key} takes no group=: a group smaller than the world raises "
+            "GroupNotSupportedError (feature group; one spanning the world is left out)",
+        )
+    return Support(
+        Status.UNSUPPORTED,
+        f"an option of the unified {UNIFIED_FACTORY.key}, which the legacy API has no "
+        "counterpart for",
+    )
+
+
+def factory_support(caps: Capabilities) -> Mapping[str, Support]:
+    """For each drop-in factory option's requirement name, whether a non-default value is
+    taken by the factory the drop-in picks: the unified one where the release has it (as its
+    probed signature says), else the legacy one (as :func:`~fi_compat.comm._legacy.create_legacy`
+    maps it). Without either, every option is refused with the reason fusion is unavailable.
+    """
+    comm = caps.comm
+    if comm.unified_api:
+        return {factory_feature(name): _unified_option(caps, name) for name in FACTORY_OPTIONS}
+    if comm.legacy_api:
+        return {factory_feature(name): _legacy_option(caps, name) for name in FACTORY_OPTIONS}
+    why = comm.error or "the installed flashinfer.comm has neither allreduce-fusion API"
+    status = Status.UNKNOWN if caps.flashinfer.probe_in_progress else Status.UNSUPPORTED
+    return {factory_feature(name): Support(status, why) for name in FACTORY_OPTIONS}
+
+
+# ---------------------------------------------------------------------------- patterns
+
+#: Every member of fi-compat's ``AllReduceFusionPattern``, in code order.
+PATTERN_MEMBERS: tuple[str, ...] = tuple(PATTERN_NAMES[code] for code in sorted(PATTERN_NAMES))
+
+
+def _recorded_members(release: str) -> frozenset[str] | str:
+    """The members of ``release``'s recorded ``AllReduceFusionPattern``; why not, as a str."""
+    from fi_compat._records import load_release  # the recorded data, once
+
+    try:
+        record = load_release(release)
+    except Exception:  # not recorded, or a version no Version parses (a hostile __version__)
+        return f"flashinfer {release} is not a recorded release, so its {PATTERN.key} was not read"
+    enum = record.comm_enums.get(PATTERN.key)
+    return frozenset(enum.members) if enum is not None else frozenset()
+
+
+def pattern_support(caps: Capabilities) -> Mapping[str, Support]:
+    """For each ``AllReduceFusionPattern.<member>`` name, whether the drop-in runs that
+    pattern on a fused workspace of the API its factory picks: where the installed release's
+    own ``AllReduceFusionPattern`` has the member (read from its record; a release that was
+    not recorded answers unknown). Without either API, every pattern is refused with the
+    reason. A reference workspace has names of its own (:func:`reference_support`).
+    """
+    from fi_compat._records import first_with_member  # the recorded data, once
+
+    comm = caps.comm
+    release = caps.flashinfer.version
+    names = [pattern_feature(member) for member in PATTERN_MEMBERS]
+    if not (comm.unified_api or comm.legacy_api):
+        why = comm.error or "the installed flashinfer.comm has neither allreduce-fusion API"
+        status = Status.UNKNOWN if caps.flashinfer.probe_in_progress else Status.UNSUPPORTED
+        return {name: Support(status, why) for name in names}
+    if release is None:
+        return {
+            name: Support(Status.UNKNOWN, "flashinfer's version could not be read")
+            for name in names
+        }
+    members = _recorded_members(release)
+    if isinstance(members, str):
+        return {name: Support(Status.UNKNOWN, members) for name in names}
+    api = "unified" if comm.unified_api else "legacy"
+    answers: dict[str, Support] = {}
+    for member, name in zip(PATTERN_MEMBERS, names, strict=True):
+        if member in members:
+            answers[name] = Support(
+                Status.SUPPORTED,
+                f"{COMM}.{PATTERN.key}.{member} of flashinfer {release}, run on its {api} "
+                "workspaces",
+            )
+            continue
+        first = first_with_member(PATTERN.key, member)
+        since = f" (first in flashinfer {first})" if first is not None else ""
+        answers[name] = Support(
+            Status.UNSUPPORTED, f"flashinfer {release}'s {PATTERN.key} has no {member}{since}"
+        )
+    return answers
+
+
+def reference_support(caps: Capabilities) -> Mapping[str, Support]:
+    """For each ``reference:AllReduceFusionPattern.<member>`` name: missing on every release,
+    saying what a reference workspace computes of that pattern (it runs ``kAllReduce`` and
+    ``kARResidualRMSNorm`` only, and neither with quantization or MoE arguments)."""
+    answers: dict[str, Support] = {}
+    for code in sorted(PATTERN_NAMES):
+        member = PATTERN_NAMES[code]
+        reads = READS.get(code)
+        if reads is None:
+            why = (
+                "the unfused reference path computes only kAllReduce and kARResidualRMSNorm, "
+                "on every release: create a fused workspace for it"
+            )
+        else:
+            taken = ", ".join(sorted(reads | IGNORED))
+            why = (
+                f"the unfused reference path computes it with {taken} only; any other "
+                "argument of the drop-in (quantization, MoE) is refused, on every release"
+            )
+        answers[reference_feature(member)] = Support(Status.UNSUPPORTED, why)
+    return answers
+
+
+# ------------------------------------------------------------------ the fused calls' shape
+
+#: The keywords each API's bound call passes to its fused call (the unified one's
+#: ``trigger_completion_at_end`` only where taken), by the ``--require`` flag of the API.
+_CALLS = {
+    "unified_api": (
+        UNIFIED_FUSION,
+        tuple(k for k in UNIFIED_CALL if k != "trigger_completion_at_end"),
+    ),
+    "legacy_api": (LEGACY_FUSION, tuple(LEGACY_CALL)),
+}
+
+
+def api_call_gap(caps: Capabilities, flag: str) -> str | None:
+    """Why a workspace of the API ``flag`` (``unified_api`` or ``legacy_api``) is refused
+    when it is bound: the installed fused call's probed signature lacks a keyword fi-compat
+    passes (a source build with another signature); None when it takes them all."""
+    symbol, ours = _CALLS[flag]
+    lacking = untaken(caps, symbol, ours)
+    if not lacking:
+        return None
+    return (
+        f"{symbol.dotted} takes no keyword {', '.join(lacking)}, which fi-compat passes: a "
+        "build with another signature, refused when a workspace is created"
+    )
+
+
+# ---------------------------------------------------------------------- torch.distributed
+
+
+def torch_distributed_support(caps: Capabilities) -> Support:
+    """``torch.distributed``: whether this Python's torch has it. A reference workspace of
+    several processes needs it initialized too, which is a state of that process."""
+    after = (
+        "; it must also be initialized (torch.distributed.init_process_group) before a "
+        "reference workspace of several processes is created, in that process"
+    )
+    torch = sys.modules.get("torch")
+    if torch is None:
+        if caps.torch.version is None:
+            return Support(Status.UNSUPPORTED, "torch is not installed")
+        return Support(
+            Status.UNKNOWN,
+            f"torch {caps.torch.version} is installed but was not imported here, so "
+            f"torch.distributed was not read{after}",
+        )
+    try:
+        available = bool(torch.distributed.is_available())
+    except Exception as error:  # a broken torch: a finding, not a crash
+        return Support(
+            Status.UNKNOWN, f"torch.distributed.is_available() raised {type(error).__name__}"
+        )
+    if not available:
+        return Support(Status.UNSUPPORTED, "this torch build has no torch.distributed")
+    return Support(Status.SUPPORTED, f"torch.distributed is available{after}")

@@ -43,10 +43,12 @@ from fi_compat.comm._factory import (
     accepts,
     capability_missing,
     check_call,
+    check_pattern,
     group_error,
     installed,
     installed_pattern,
     not_taken,
+    option_refused,
     trtllm_ranks_error,
 )
 from fi_compat.comm._group import group_backend
@@ -125,12 +127,7 @@ def create_unified(caps: Capabilities, request: Request) -> Created:
         if value is default or value == default:
             continue
         if not accepts(caps, UNIFIED_FACTORY, name):
-            raise capability_missing(
-                name,
-                f"{UNIFIED_FACTORY.dotted} to take {name}=",
-                f"flashinfer {caps.flashinfer.version} without it",
-                f"leave {name} out, or upgrade flashinfer-python",
-            )
+            raise option_refused(caps, name, legacy=False)
         kwargs[name] = value
     takes_group = accepts(caps, UNIFIED_FACTORY, "group")
     takes_backend = accepts(caps, UNIFIED_FACTORY, "comm_backend")
@@ -355,13 +352,15 @@ def call_unified(input: Any, native: Any, pattern: int, given: Mapping[str, Any]
     """The drop-in's call on a unified workspace object ``native``, any pattern.
 
     ``given`` holds the drop-in's arguments that differ from their defaults; each is
-    passed where the installed fused call takes it. One it does not take raises
+    passed where the installed fused call takes it. A pattern the installed release lacks,
+    or an argument it does not take, raises
     :class:`~fi_compat.errors.CapabilityMissingError`, except
     ``trigger_completion_at_end=False``: a release without the keyword (0.6.0 to 0.6.7)
     completes at the end, which computes the same result (the flag only lets the next
     kernel start early), so it is left out, with one debug record per process.
     """
     caps = get_capabilities()
+    check_pattern(caps, pattern)
     shape = caps.comm.shapes.get(UNIFIED_FUSION.key)
     accepted = shape.keywords if shape is not None and shape.keywords is not None else {}
     kwargs: dict[str, Any] = {}

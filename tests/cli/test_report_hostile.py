@@ -282,7 +282,16 @@ def printed_names(report: dict[str, object]) -> set[str]:
 
 
 #: The ``--require`` names the JSON report's ``requirements`` lists beyond the keyword tables.
-NAMED_PREFIXES = ("dropin:", "per_call_sizes:", "checkpointing:", "deterministic:")
+NAMED_PREFIXES = (
+    "dropin:",
+    "AllReduceFusionPattern.",
+    "reference:",
+    "per_call_sizes:",
+    "checkpointing:",
+    "deterministic:",
+    "fast_decode_plan",
+    "torch.distributed",
+)
 
 
 def test_require_accepts_exactly_what_the_report_prints(fake_package: FakePackage) -> None:
@@ -333,7 +342,20 @@ def test_require_names_from_the_issue(
         "dropin:allreduce_fusion.not_an_argument",
         "dropin:allreduce_fusion.input",
         "dropin:allreduce_fusion.pattern",
-        "dropin:create_allreduce_fusion_workspace.group",
+        "dropin:create_allreduce_fusion_workspace",
+        "dropin:create_allreduce_fusion_workspace.world_size",
+        "dropin:create_allreduce_fusion_workspace.backend",
+        "dropin:create_allreduce_fusion_workspace.not_an_option",
+        "AllReduceFusionPattern",
+        "AllReduceFusionPattern.kNotAPattern",
+        "allreduce_fusion.kAllReduce",
+        "flashinfer.comm.AllReduceFusionPattern.kAllReduce",
+        "reference:AllReduceFusionPattern",
+        "reference:allreduce_fusion.residual_in",
+        "Fast_decode_plan",
+        "flashinfer.decode.fast_decode_plan",
+        "torch",
+        "torch.distributed.init_process_group",
         "DROPIN:allreduce_fusion.weight_bias",
         "allreduce_fusion.weight_bias",
         "group,,comm",
