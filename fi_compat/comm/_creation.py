@@ -25,14 +25,21 @@ from fi_compat.errors import InvalidArgumentError, WorkspaceMismatchError, expla
 if TYPE_CHECKING:
     from fi_compat.comm._group import GroupSpan
 
-__all__ = ["check_arguments", "check_factory_options", "check_group", "workspace_spec"]
+__all__ = [
+    "BACKENDS",
+    "check_arguments",
+    "check_factory_options",
+    "check_group",
+    "workspace_spec",
+]
 
 
 # ------------------------------------------------------------- create_workspace's arguments
 
 _DTYPES = ("float16", "bfloat16", "float32")
-#: FlashInfer's allreduce-fusion backends (``backend=`` of the unified factory, 0.6.0+).
-_BACKENDS = ("auto", "trtllm", "mnnvl", "mnnvl-cutedsl")
+#: The allreduce-fusion backends fi-compat knows (``backend=`` of the unified factory,
+#: 0.6.0+). Not a limit: another name goes to a release whose factory takes it, as given.
+BACKENDS = ("auto", "trtllm", "mnnvl", "mnnvl-cutedsl")
 _APIS = ("auto", "unified", "legacy", "reference")
 #: Factory keywords fi-compat sets itself, from create_workspace's own arguments, and
 #: checks every call against (or, for the legacy factory, that change what it returns):
@@ -176,12 +183,15 @@ def check_arguments(
 ) -> None:
     """The plain arguments of ``create_workspace`` (sizes and dtype: see :func:`workspace_spec`)."""
     require_choice("api", api, _APIS)
-    require_choice(
-        "backend",
-        backend,
-        _BACKENDS,
-        fix="pass one of FlashInfer's allreduce-fusion backends ('auto' picks one)",
-    )
+    if not isinstance(backend, str) or not backend:
+        raise InvalidArgumentError(
+            explain(
+                "backend to be the name of one of FlashInfer's allreduce-fusion backends",
+                describe(backend),
+                fix=f"pass one of {', '.join(map(repr, BACKENDS))} ('auto' picks one), or a "
+                "backend a newer release names",
+            )
+        )
     require_int("gpus_per_node", gpus_per_node, minimum=1, optional=True)
     require_bool("force_oneshot_support", force_oneshot_support)
     require_bool("fallback", fallback)

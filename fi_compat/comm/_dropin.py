@@ -8,15 +8,18 @@ release cannot take does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+import inspect
+from typing import TYPE_CHECKING, Any
 
 from fi_compat._arguments import (
     describe,
-    require_choice,
     require_instance,
     require_int,
     require_real,
 )
+from fi_compat._literal import literal_choices
+from fi_compat._probe_lookup import locate
+from fi_compat._surface import PATTERN, UNIFIED_FUSION
 from fi_compat.comm._checks import (
     FLOAT_MAX,
     Spec,
@@ -74,7 +77,7 @@ DEFAULTS: dict[str, Any] = {
 
 
 def create_allreduce_fusion_workspace(
-    backend: Literal["trtllm", "mnnvl", "mnnvl-cutedsl", "auto"] = "auto",
+    backend: str = "auto",
     world_size: int | None = None,
     rank: int | None = None,
     max_token_num: int | None = None,
@@ -118,9 +121,10 @@ def create_allreduce_fusion_workspace(
         ``world_size``, ``rank``, ``max_token_num``, ``hidden_dim`` or ``dtype`` is
         missing or wrong.
     InvalidArgumentError
-        Another argument has the wrong type or value (``backend``, a non-bool switch, a
-        bad keyword-only option such as ``top_k="8"`` or ``rms_eps=nan``), or the world
-        size cannot run fused (see :func:`~fi_compat.comm.create_workspace`).
+        Another argument has the wrong type or value (a ``backend`` the installed release
+        does not list, a non-bool switch, a bad keyword-only option such as ``top_k="8"``
+        or ``rms_eps=nan``), or the world size cannot run fused (see
+        :func:`~fi_compat.comm.create_workspace`).
     CapabilityMissingError, FlashInferUnavailableError, GroupNotSupportedError
         As for :func:`~fi_compat.comm.create_workspace`.
     """
@@ -191,7 +195,7 @@ def allreduce_fusion(
     block_quant_group_size: int | None = None,
     weight_bias: float = 0.0,
     *,
-    moe_finalize_backend: Literal["trtllm", "cake"] = "trtllm",
+    moe_finalize_backend: str = "trtllm",
 ) -> torch.Tensor:
     """FlashInfer's ``allreduce_fusion`` (0.7.2.post1 signature), on any release.
 
@@ -307,12 +311,14 @@ def allreduce_fusion(
         return result
     if workspace.destroyed:
         raise destroyed_error(workspace.api)
-    if pattern not in PATTERN_NAMES:
-        raise _pattern_error(pattern)
+    known = pattern in PATTERN_NAMES
+    if not known:
+        _passed_through(workspace, pattern)
     _check_input(workspace.spec, workspace.fit, input, use_oneshot)
     _check_tensors(workspace.spec, input, given)
     if (
-        pattern != _ALLREDUCE
+        known
+        and pattern != _ALLREDUCE
         and workspace.fused
         and workspace.backend != "mnnvl-cutedsl"  # may be compiled without residual or norm
         and ("residual_in" not in given or "rms_gamma" not in given)
@@ -371,14 +377,32 @@ def _check_pattern(pattern: Any) -> None:
     require_int("pattern", pattern, detail=f"an {_PATTERN_CLASS} code", fix=_PATTERN_FIX)
 
 
-def _pattern_error(pattern: Any) -> InvalidArgumentError:
-    return InvalidArgumentError(
-        explain(
-            f"pattern to be a known {_PATTERN_CLASS} code",
-            describe(pattern),
-            fix=_PATTERN_FIX,
+def _passed_through(workspace: FusionWorkspace, pattern: int) -> None:
+    """A pattern code fi-compat does not know goes to the release when its own
+    ``AllReduceFusionPattern`` has it (said once in ``workspace.decisions``); one it lacks
+    too is refused. What it computes is the release's: fi-compat checks ``input`` and the
+    tensors it knows, and the unfused path refuses it (it cannot compute it)."""
+    codes = locate(PATTERN)
+    members = {
+        value: name
+        for name, value in vars(codes if codes is not None else object).items()
+        if isinstance(value, int) and not isinstance(value, bool) and not name.startswith("_")
+    }
+    if pattern not in members:
+        raise InvalidArgumentError(
+            explain(
+                f"pattern to be a code of the installed {_PATTERN_CLASS} (fi-compat's or "
+                "FlashInfer's own)",
+                describe(pattern),
+                fix=_PATTERN_FIX,
+            )
         )
+    decision = (
+        f"pattern {pattern} ({_PATTERN_CLASS}.{members[pattern]}), unknown to fi-compat, "
+        "passed to FlashInfer as given"
     )
+    if workspace.fused and decision not in workspace.decisions:
+        workspace.decisions = (*workspace.decisions, decision)
 
 
 #: Switches, sizes and scalars of the drop-in besides those of ``call_scalars``.
@@ -409,9 +433,41 @@ def _check_options(given: dict[str, Any]) -> None:
     scale = given.get("scale_factor")
     if scale is not None and not is_tensor(scale):
         require_real("scale_factor", scale)
-    require_choice(
-        "moe_finalize_backend", given.get("moe_finalize_backend", "trtllm"), ("trtllm", "cake")
+    if "moe_finalize_backend" in given:
+        _check_finalize_backend(given["moe_finalize_backend"])
+
+
+def _check_finalize_backend(value: Any) -> None:
+    """A name, refused where the installed ``allreduce_fusion``'s ``Literal`` lacks it. A
+    name fi-compat does not know goes to a release whose call takes the parameter without
+    listing its values, as given; where the call lacks the parameter, a name fi-compat
+    knows is left for the release to refuse (naming the release that has it), another one
+    is refused here."""
+    fusion = locate(UNIFIED_FUSION)
+    choices = literal_choices(fusion, "moe_finalize_backend") if callable(fusion) else None
+    takes = choices is not None or _has_parameter(fusion, "moe_finalize_backend")
+    known = choices if choices is not None else _FINALIZE_BACKENDS
+    if isinstance(value, str) and value and (value in known or (takes and choices is None)):
+        return
+    raise InvalidArgumentError(
+        explain(
+            f"moe_finalize_backend one of {', '.join(map(repr, known))}"
+            + (f" (what the installed {UNIFIED_FUSION.key} takes)" if choices is not None else ""),
+            describe(value),
+            fix="pass one of those, or install a flashinfer-python release that has it",
+        )
     )
+
+
+#: The MoE finalize backends fi-compat knows (FlashInfer 0.7.1+).
+_FINALIZE_BACKENDS = ("trtllm", "cake")
+
+
+def _has_parameter(function: Any, name: str) -> bool:
+    try:
+        return name in inspect.signature(function).parameters
+    except Exception:  # unreadable: nothing says it takes it
+        return False
 
 
 def _check_native_input(input: Any, workspace: Any) -> None:

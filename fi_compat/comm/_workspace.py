@@ -15,12 +15,15 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
+from fi_compat._literal import literal_choices
 from fi_compat._log import get_logger
-from fi_compat._surface import COMM
+from fi_compat._probe_lookup import locate
+from fi_compat._surface import COMM, UNIFIED_FACTORY
 from fi_compat.capabilities import get_capabilities
 from fi_compat.comm._bound import PreparedAllReduce, Preparer, Runner
 from fi_compat.comm._checks import Spec, call_scalars, destroyed_error
 from fi_compat.comm._creation import (
+    BACKENDS,
     check_arguments,
     check_factory_options,
     check_group,
@@ -410,7 +413,9 @@ def create_workspace(
         The ``torch.distributed`` process group (None: the default group); never silently
         dropped.
     backend
-        FlashInfer's backend: ``"auto"``, ``"trtllm"``, ``"mnnvl"`` or ``"mnnvl-cutedsl"``.
+        FlashInfer's backend: ``"auto"``, ``"trtllm"``, ``"mnnvl"``, ``"mnnvl-cutedsl"``, or
+        any name the installed release's factory lists (passed as given, said in
+        ``decisions``); one it does not list raises ``InvalidArgumentError``.
     api
         ``"auto"`` (unified where present, else legacy), ``"unified"``, ``"legacy"`` or
         ``"reference"``.
@@ -464,12 +469,47 @@ def create_workspace(
     if chosen == "reference":
         created = create_reference(request, reason)
     else:
+        caps = get_capabilities()
+        _check_backend(caps, backend, chosen)
         create = create_unified if chosen == "unified" else create_legacy
-        created = create(get_capabilities(), request)
+        created = create(caps, request)
+        if backend not in BACKENDS:
+            passed = f"backend={backend!r}, unknown to fi-compat, passed to FlashInfer as given"
+            created = created._replace(decisions=(*created.decisions, passed))
     workspace = FusionWorkspace(api=chosen, spec=spec, group=group, created=created)
     for decision in workspace.decisions:
         logger.debug("fusion workspace (%s): %s", workspace.api, decision)
     return workspace
+
+
+def _check_backend(caps: Any, backend: str, chosen: Api) -> None:
+    """Refuse a ``backend`` the installed unified factory's ``Literal`` annotation does not
+    list; one it lists, or one it says nothing about, goes to FlashInfer as given. The
+    legacy API has TRT-LLM only: a name fi-compat does not know is refused here, one of the
+    unified API's backends by the legacy path (the release to upgrade to)."""
+    if chosen == "legacy":
+        if backend in BACKENDS:
+            return  # 'auto'/'trtllm' run; the legacy path names the release for the others
+        expected = (
+            "backend='auto' or 'trtllm' (flashinfer "
+            f"{caps.flashinfer.version} has only the legacy API, whose kernel is TRT-LLM's)"
+        )
+    else:
+        factory = locate(UNIFIED_FACTORY)
+        choices = literal_choices(factory, "backend") if callable(factory) else None
+        if choices is None or backend in choices:
+            return
+        expected = (
+            f"backend= one of {', '.join(map(repr, choices))} (what flashinfer "
+            f"{caps.flashinfer.version}'s {UNIFIED_FACTORY.key} takes)"
+        )
+    raise InvalidArgumentError(
+        explain(
+            expected,
+            f"backend={backend!r}",
+            fix="pass one of those, or install a flashinfer-python release that has it",
+        )
+    )
 
 
 def _choose(spec: Spec, api: str, fallback: bool) -> tuple[Api, str | None]:
