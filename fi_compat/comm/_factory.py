@@ -39,6 +39,7 @@ from fi_compat.comm._names import PATTERN_NAMES, AllReduceFusionPattern
 from fi_compat.comm._sizes import Fit
 from fi_compat.errors import (
     CapabilityMissingError,
+    FiCompatError,
     GroupNotSupportedError,
     InvalidArgumentError,
     explain,
@@ -280,18 +281,29 @@ def factory_feature(name: str) -> str:
     return f"{DROPIN_FACTORY}.{name}"
 
 
-def option_refused(caps: Capabilities, name: str, *, legacy: bool) -> CapabilityMissingError:
+def option_refused(caps: Capabilities, name: str, *, legacy: bool) -> FiCompatError:
     """The error for a factory option ``name`` the installed factory does not take.
 
     ``legacy``: the workspace is the legacy API's, which has no counterpart for it. The
     message names the release that brought the keyword (its gate's, else the first recorded
     release whose unified factory takes it); the ``feature`` is :func:`factory_feature`.
+    An option no recorded release takes (a misspelling, or a release fi-compat has not
+    recorded) is an ``InvalidArgumentError``: there is no release to name.
     """
     from fi_compat._records import first_accepting  # the recorded data, on failure only
 
     version = caps.flashinfer.version
     gate = GATES.get(name)
     first = gate.introduced_in if gate is not None else first_accepting(UNIFIED_FACTORY.key, name)
+    if first is None:
+        return InvalidArgumentError(
+            explain(
+                f"an option of {UNIFIED_FACTORY.dotted} (of some recorded release)",
+                f"{name}=, which no recorded release's factory takes, and flashinfer "
+                f"{version}'s does not either",
+                fix=f"check the spelling against {UNIFIED_FACTORY.key}'s signature",
+            )
+        )
     upgrade = f"flashinfer-python >= {first}" if first is not None else "flashinfer-python"
     return CapabilityMissingError(
         explain(

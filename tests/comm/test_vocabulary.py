@@ -27,7 +27,7 @@ from fi_compat.errors import CapabilityMissingError, InvalidArgumentError
 from fi_compat.testing import FakeFlashInfer, fake_flashinfer
 
 TOKENS, HIDDEN, MAX_TOKENS, DTYPE = 4, 64, 8, torch.bfloat16
-NEW_BACKEND, NEW_PATTERN, NEW_LAYOUT = "nvls", 77, 9
+NEW_BACKEND, NEW_PATTERN, NEW_LAYOUT, NEW_OPTION = "nvls", 77, 9, "lamport_stages"
 FACTORY = "create_allreduce_fusion_workspace"
 
 
@@ -42,14 +42,21 @@ def newer() -> Iterator[tuple[FakeFlashInfer, list[str]]]:
         @functools.wraps(own)
         def factory(*args: Any, backend: str = "auto", **kwargs: Any) -> Any:
             received.append(backend)  # the new backend runs on TRT-LLM's buffers here
+            if kwargs.pop(NEW_OPTION, None) is not None:
+                received.append(NEW_OPTION)
             return own(*args, backend="trtllm" if backend == NEW_BACKEND else backend, **kwargs)
 
         signature = inspect.signature(own)
         annotation = Literal["trtllm", "mnnvl", "mnnvl-cutedsl", "auto", "nvls"]
+        new_option = inspect.Parameter(NEW_OPTION, inspect.Parameter.KEYWORD_ONLY, default=None)
         factory.__signature__ = signature.replace(  # type: ignore[attr-defined]
             parameters=[
-                p.replace(annotation=annotation) if p.name == "backend" else p
-                for p in signature.parameters.values()
+                *(
+                    p.replace(annotation=annotation) if p.name == "backend" else p
+                    for p in signature.parameters.values()
+                    if p.kind is not inspect.Parameter.VAR_KEYWORD
+                ),
+                new_option,
             ]
         )
         module.create_allreduce_fusion_workspace = factory
@@ -209,5 +216,27 @@ def test_moe_finalize_backend_is_judged_by_the_release(value: Any, error: type[E
                 pattern=comm.AllReduceFusionPattern.kAllReduce,
                 output=torch.empty_like(x),
                 moe_finalize_backend=value,
+            )
+        assert fake.calls[before:] == []
+
+
+def test_a_new_factory_option_goes_through(newer: tuple[FakeFlashInfer, list[str]]) -> None:
+    from fi_compat import get_capabilities
+
+    get_capabilities(refresh=True)  # probe the factory with the new option
+    _, received = newer
+    workspace = comm.create_workspace(
+        2, 0, MAX_TOKENS, HIDDEN, DTYPE, device="cpu", factory_options={NEW_OPTION: 3}
+    )
+    assert NEW_OPTION in received
+    workspace.destroy()
+
+
+def test_an_option_no_release_takes_is_refused() -> None:
+    with fake_flashinfer("0.7.2.post1") as fake:
+        before = len(fake.calls)
+        with pytest.raises(InvalidArgumentError, match="no recorded release"):
+            comm.create_workspace(
+                2, 0, MAX_TOKENS, HIDDEN, DTYPE, device="cpu", factory_options={"topk": 8}
             )
         assert fake.calls[before:] == []
