@@ -34,6 +34,7 @@ from fi_compat._forwarding import (
     method_kind,
     positional_doubts,
 )
+from fi_compat._frozen import picklable
 
 __all__ = [
     "Shape",
@@ -69,6 +70,7 @@ class Status(str, enum.Enum):
         return self.value
 
 
+@picklable
 @dataclass(frozen=True)
 class Support:
     """Whether one keyword argument is accepted, and why the probe thinks so.
@@ -89,6 +91,7 @@ class Support:
         return {"status": self.status.value, "reason": self.reason}
 
 
+@picklable
 @dataclass(frozen=True)
 class Shape:
     """What one callable accepts by keyword.

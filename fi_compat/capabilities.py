@@ -24,6 +24,7 @@ from packaging.version import Version
 
 from fi_compat._arguments import require_bool
 from fi_compat._deprecation import moved_attribute
+from fi_compat._frozen import picklable
 from fi_compat._log import get_logger
 
 # The probe's steps, one module per job. Every helper the probe below calls is looked up in
@@ -137,6 +138,7 @@ PROBE_IN_PROGRESS = (
 )
 
 
+@picklable
 @dataclass(frozen=True)
 class FlashInferInfo:
     """Whether FlashInfer is here, which release, and why it does not import.
@@ -177,6 +179,7 @@ class FlashInferInfo:
         return self.installed and self.import_error is None and not self.probe_in_progress
 
 
+@picklable
 @dataclass(frozen=True)
 class TorchInfo:
     """The torch next to FlashInfer, for bug reports. Never imported by the probe itself.
@@ -189,6 +192,7 @@ class TorchInfo:
     cuda_version: str | None
 
 
+@picklable
 @dataclass(frozen=True)
 class CommCapabilities:
     """What ``flashinfer.comm`` offers.
@@ -228,6 +232,7 @@ class CommCapabilities:
     bcast_root_is_group_local: Support
 
 
+@picklable
 @dataclass(frozen=True)
 class Capabilities:
     """Everything the probe found, frozen. Obtain it from :func:`get_capabilities`.

@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar
 from packaging.version import Version
 
 from fi_compat._arguments import require_choice, require_str
+from fi_compat._frozen import picklable
 from fi_compat._surface import (
     ATTENTION_FAMILIES,
     FAST_DECODE_PLAN,
@@ -43,6 +44,7 @@ _R = TypeVar("_R")
 _MAX_FORWARDS = 4
 
 
+@picklable
 @dataclass(frozen=True)
 class ParameterRecord:
     """One parameter as written in the release's ``def``.
@@ -68,6 +70,7 @@ class ParameterRecord:
         return self.kind in _KEYWORD_KINDS
 
 
+@picklable
 @dataclass(frozen=True)
 class FunctionRecord:
     """The recorded ``def`` of one function or method.
@@ -135,6 +138,7 @@ class FunctionRecord:
         return next((p.name for p in self.parameters if p.kind == "VAR_KEYWORD"), None)
 
 
+@picklable
 @dataclass(frozen=True)
 class ClassRecord:
     """A recorded class: where it is defined, its methods and its instance attributes.
@@ -180,6 +184,7 @@ class ClassRecord:
         return self.methods.get(name)
 
 
+@picklable
 @dataclass(frozen=True)
 class EnumRecord:
     """A constant-holder class such as ``AllReduceFusionPattern`` and its members.
@@ -192,6 +197,7 @@ class EnumRecord:
     members: Mapping[str, Any]
 
 
+@picklable
 @dataclass(frozen=True)
 class NameRecord:
     """One public name of a module as ``import`` binds it (:meth:`ReleaseRecord.public_names`).
@@ -225,6 +231,7 @@ class NameRecord:
     enum: EnumRecord | None = None
 
 
+@picklable
 @dataclass(frozen=True)
 class HazardRecord:
     """A recorded import hazard of one release: whether it is present, and the evidence.
@@ -240,6 +247,7 @@ class HazardRecord:
     evidence: str | None
 
 
+@picklable
 @dataclass(frozen=True)
 class ReleaseRecord:
     """Everything recorded about one flashinfer-python release.

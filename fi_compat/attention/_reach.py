@@ -33,6 +33,7 @@ from packaging.version import Version
 
 from fi_compat import _surface
 from fi_compat._arguments import describe
+from fi_compat._frozen import picklable
 from fi_compat._signature import exact_text
 from fi_compat.errors import InvalidArgumentError, explain
 
@@ -67,6 +68,7 @@ class Verdict(str, enum.Enum):
         return self.value
 
 
+@picklable
 @dataclass(frozen=True)
 class Reach:
     """The measured answer for one (release, family, backend).
@@ -86,6 +88,7 @@ class Reach:
         return self.verdict is Verdict.REACHES
 
 
+@picklable
 @dataclass(frozen=True)
 class FamilyReach:
     """Everything measured about one wrapper family in one release.

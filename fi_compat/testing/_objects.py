@@ -10,6 +10,7 @@ finds the live handle by its token (:func:`_kit`). The testing guide,
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import sys
 import threading
@@ -17,12 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 from fi_compat._arguments import require_str
 from fi_compat._records import ReleaseRecord
 from fi_compat._surface import COMM, FLASHINFER, UNIFIED_FUSION
-from fi_compat.errors import FakeUninstalledError
+from fi_compat.errors import FakeUninstalledError, UnsupportedOperationError, explain
 from fi_compat.testing._fake_kernel import KernelPlan
 
 __all__ = ["CUDART_MESSAGE", "Call", "Default", "FakeFlashInfer", "StandIn"]
@@ -160,6 +161,16 @@ class FakeFlashInfer:
         """``flashinfer.comm`` (importing it raises in the failure modes)."""
         return importlib.import_module(COMM)
 
+    def __copy__(self) -> FakeFlashInfer:
+        """Another handle on the same fake: the log (``calls``, ``kernel_plans``) is shared."""
+        return dataclasses.replace(self)
+
+    def __deepcopy__(self, memo: Any) -> NoReturn:
+        raise _not_copyable("copy.deepcopy")
+
+    def __reduce_ex__(self, protocol: Any) -> NoReturn:
+        raise _not_copyable("pickle")
+
     def calls_to(self, name: str) -> list[Call]:
         """The recorded calls whose :attr:`Call.name` is ``name``."""
         require_str("name", name, fix=f"pass a name such as {UNIFIED_FUSION.key!r}")
@@ -231,3 +242,13 @@ def _assign(obj: Any, values: Mapping[str, Any]) -> None:
             setattr(obj, name, value)
         except AttributeError:  # a read-only descriptor of the class
             continue
+
+
+def _not_copyable(operation: str) -> UnsupportedOperationError:
+    return UnsupportedOperationError(
+        explain(
+            "a FakeFlashInfer to stay the log of the fake it installed (copy.copy shares it)",
+            f"{operation} of one: the copy would stop seeing the calls made into the fake",
+            fix="take a snapshot with list(fake.calls) and list(fake.kernel_plans)",
+        )
+    )
