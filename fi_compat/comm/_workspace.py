@@ -103,6 +103,7 @@ class FusionWorkspace:
     """
 
     __slots__ = (
+        "__weakref__",
         "_destroy",
         "_life",
         "_metadata",

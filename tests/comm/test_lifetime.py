@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import copy
 import functools
+import gc
 import pickle
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -224,3 +226,23 @@ def test_calls_from_another_thread_see_destroy(
     assert isinstance(first, tuple)
     assert first[0].shape == (TOKENS, HIDDEN)
     assert isinstance(second, WorkspaceDestroyedError)
+
+
+def test_methods_kept_past_the_workspace_object_still_answer() -> None:
+    """The FusionWorkspace is gone (never destroyed: FlashInfer's buffers are alive); what
+    it handed out keeps answering as it would have."""
+    with fake_flashinfer("0.7.2.post1"):
+        workspace = comm.create_workspace(2, 0, MAX_TOKENS, HIDDEN, DTYPE, device="cpu")
+        check = workspace.is_buffer_size_sufficient
+        prepared = workspace.prepare(*_tensors())
+        alive = weakref.ref(workspace)
+        del workspace
+        gc.collect()
+        assert alive() is not None  # the prepared call holds its workspace
+        assert check(2, TOKENS, HIDDEN, DTYPE) is True
+        norm_out, _ = prepared()
+        assert norm_out.shape == (TOKENS, HIDDEN)
+        del prepared
+        gc.collect()
+        assert alive() is None
+        assert check(2, TOKENS, HIDDEN, DTYPE) is True
