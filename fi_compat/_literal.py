@@ -31,14 +31,14 @@ def literal_choices(function: Callable[..., Any], name: str) -> tuple[object, ..
     """
     try:
         parameter = inspect.signature(function).parameters.get(name)
-    except Exception:  # an unreadable signature says nothing
+        annotation = getattr(parameter, "annotation", inspect.Parameter.empty)
+        if annotation is inspect.Parameter.empty:
+            return None
+        if isinstance(annotation, str):
+            return _from_text(annotation)
+        return _from_object(annotation)
+    except (Exception, SystemExit, GeneratorExit):  # an unreadable (or hostile) signature
         return None
-    if parameter is None or parameter.annotation is inspect.Parameter.empty:
-        return None
-    annotation = parameter.annotation
-    if isinstance(annotation, str):
-        return _from_text(annotation)
-    return _from_object(annotation)
 
 
 def _from_object(annotation: object) -> tuple[object, ...] | None:

@@ -34,6 +34,7 @@ from fi_compat.comm._taken import (
     factory_support,
     pattern_support,
 )
+from fi_compat.comm._vocabulary import passed_through
 from fi_compat.errors import UnknownRequirementError
 from fi_compat.hazards import hazards
 
@@ -218,6 +219,7 @@ def build_report(capabilities: Capabilities) -> dict[str, Any]:
         },
         "hazards": [hazard.to_dict() for hazard in hazards(capabilities)],
         "requirements": _requirements.answers(capabilities),
+        "passed_through": passed_through(capabilities),
     }
 
 
@@ -317,6 +319,15 @@ def _render_dropin(capabilities: Capabilities) -> list[str]:
     ]
 
 
+def _render_passed(capabilities: Capabilities) -> list[str]:
+    """The values the installed release takes that fi-compat passes unadapted."""
+    found = {name: values for name, values in passed_through(capabilities).items() if values}
+    head = "  values fi-compat does not know, passed to FlashInfer as given:"
+    if not found:
+        return [f"{head} none"]
+    return [head, *(f"    {name:<26} {', '.join(values)}" for name, values in found.items())]
+
+
 def _render_kinds(head: str, answers: Mapping[str, Support]) -> list[str]:
     """One line per kind of workspace: its answer and why."""
     lines = [f"  {head}"]
@@ -408,6 +419,7 @@ def render_text(capabilities: Capabilities) -> str:
                 f"{checkpoint_feature('<kind>')}  checkpoint_prepare/checkpoint_restore:",
                 checkpoint_support(capabilities),
             )
+            lines += _render_passed(capabilities)
     lines += _render_reach(capabilities) if info.installed else []
     found = hazards(capabilities)
     lines += ["", "hazards" if found else "hazards           none known"]

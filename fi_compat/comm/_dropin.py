@@ -446,7 +446,7 @@ def _check_finalize_backend(value: Any) -> None:
     fusion = locate(UNIFIED_FUSION)
     choices = literal_choices(fusion, "moe_finalize_backend") if callable(fusion) else None
     takes = choices is not None or _has_parameter(fusion, "moe_finalize_backend")
-    known = choices if choices is not None else _FINALIZE_BACKENDS
+    known = choices if choices is not None else FINALIZE_BACKENDS
     if isinstance(value, str) and value and (value in known or (takes and choices is None)):
         return
     raise InvalidArgumentError(
@@ -460,7 +460,7 @@ def _check_finalize_backend(value: Any) -> None:
 
 
 #: The MoE finalize backends fi-compat knows (FlashInfer 0.7.1+).
-_FINALIZE_BACKENDS = ("trtllm", "cake")
+FINALIZE_BACKENDS = ("trtllm", "cake")
 
 
 def _has_parameter(function: Any, name: str) -> bool:

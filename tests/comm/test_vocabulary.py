@@ -240,3 +240,91 @@ def test_an_option_no_release_takes_is_refused() -> None:
                 2, 0, MAX_TOKENS, HIDDEN, DTYPE, device="cpu", factory_options={"topk": 8}
             )
         assert fake.calls[before:] == []
+
+
+def test_the_report_says_what_goes_through_unadapted(
+    newer: tuple[FakeFlashInfer, list[str]],
+) -> None:
+    from fi_compat import get_capabilities
+    from fi_compat.report import build_report, render_text
+
+    caps = get_capabilities(refresh=True)
+    passed = build_report(caps)["passed_through"]
+    assert passed["backend"] == [NEW_BACKEND]
+    assert passed["pattern"] == [f"kARResidualRMSNormNewQuant={NEW_PATTERN}"]
+    assert passed["moe_finalize_backend"] == []
+    text = render_text(caps)
+    assert "passed to FlashInfer as given:" in text
+    assert NEW_BACKEND in text.split("passed to FlashInfer as given:")[1].split("\n\n")[0]
+
+
+def test_the_report_says_none_for_a_release_fi_compat_knows_whole() -> None:
+    from fi_compat import get_capabilities
+    from fi_compat.report import build_report, render_text
+
+    with fake_flashinfer("0.7.2.post1"):
+        caps = get_capabilities()
+        assert build_report(caps)["passed_through"] == {
+            "backend": [],
+            "moe_finalize_backend": [],
+            "pattern": [],
+        }
+        assert "passed to FlashInfer as given: none" in render_text(caps)
+
+
+class _Hostile:
+    """A callable whose signature, or whose parameter's annotation, raises."""
+
+    def __init__(self, error: BaseException, where: str) -> None:
+        self.error, self.where = error, where
+
+    def __call__(self, backend: str = "auto") -> None:
+        return None
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        if self.where == "signature":
+            raise self.error
+        error = self.error
+
+        class Annotation:
+            def __getattribute__(self, name: str) -> Any:
+                raise error
+
+        parameter = inspect.Parameter(
+            "backend", inspect.Parameter.KEYWORD_ONLY, annotation=Annotation()
+        )
+        return inspect.Signature([parameter])
+
+
+@pytest.mark.parametrize("where", ["signature", "annotation"])
+@pytest.mark.parametrize(
+    "error", [ValueError("x"), SystemExit("x"), GeneratorExit(), RecursionError()], ids=repr
+)
+def test_a_hostile_annotation_says_nothing(error: BaseException, where: str) -> None:
+    assert literal_choices(_Hostile(error, where), "backend") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "values"),
+    [
+        ("Literal['a', 'b']", ("a", "b")),
+        ("typing.Literal['a']", ("a",)),
+        ("Optional[Literal['a']]", ("a", None)),
+        ("Literal['a'] | None", ("a", None)),
+        ("Union[Literal['a'], Literal['b']]", ("a", "b")),
+        ("str", None),
+        ("Literal[a_name]", None),
+        ("Literal['a'", None),
+        ("Literal[__import__('os').system('true')]", None),
+    ],
+)
+def test_a_literal_is_read_from_its_text_without_evaluating_it(
+    text: str, values: tuple[object, ...] | None
+) -> None:
+    def function(backend: Any = None) -> None:
+        return None
+
+    function.__annotations__["backend"] = text
+    literal_choices.cache_clear()
+    assert literal_choices(function, "backend") == values
