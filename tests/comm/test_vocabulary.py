@@ -64,6 +64,18 @@ def newer() -> Iterator[tuple[FakeFlashInfer, list[str]]]:
         yield fake, received
 
 
+def _dropin_workspace(backend: str) -> comm.FusionWorkspace:
+    """The drop-in factory's workspace, as an engine asks for it."""
+    return comm.create_allreduce_fusion_workspace(
+        backend=backend,
+        world_size=2,
+        rank=0,
+        max_token_num=MAX_TOKENS,
+        hidden_dim=HIDDEN,
+        dtype=DTYPE,
+    )
+
+
 def test_the_literal_is_read_from_the_release(newer: tuple[FakeFlashInfer, list[str]]) -> None:
     fake, _ = newer
     assert NEW_BACKEND in (
@@ -91,14 +103,7 @@ def test_a_new_backend_goes_through_the_dropin_factory(
     newer: tuple[FakeFlashInfer, list[str]],
 ) -> None:
     _, received = newer
-    workspace = comm.create_allreduce_fusion_workspace(
-        backend=NEW_BACKEND,
-        world_size=2,
-        rank=0,
-        max_token_num=MAX_TOKENS,
-        hidden_dim=HIDDEN,
-        dtype=DTYPE,
-    )
+    workspace = _dropin_workspace(NEW_BACKEND)
     assert received == [NEW_BACKEND]
     assert any(NEW_BACKEND in decision for decision in workspace.decisions)
     workspace.destroy()
@@ -108,14 +113,7 @@ def test_a_new_pattern_and_layout_go_through_the_dropin(
     newer: tuple[FakeFlashInfer, list[str]],
 ) -> None:
     fake, _ = newer
-    workspace = comm.create_allreduce_fusion_workspace(
-        backend="trtllm",
-        world_size=2,
-        rank=0,
-        max_token_num=MAX_TOKENS,
-        hidden_dim=HIDDEN,
-        dtype=DTYPE,
-    )
+    workspace = _dropin_workspace("trtllm")
     x = torch.randn(TOKENS, HIDDEN, dtype=DTYPE)
     before = len(fake.calls)
     comm.allreduce_fusion(
@@ -161,14 +159,7 @@ def test_a_backend_an_older_release_lacks_names_what_it_takes() -> None:
 @pytest.mark.parametrize("pattern", [NEW_PATTERN, -1, 10**6])
 def test_a_pattern_neither_knows_is_refused(pattern: int) -> None:
     with fake_flashinfer("0.7.2.post1") as fake:
-        workspace = comm.create_allreduce_fusion_workspace(
-            backend="trtllm",
-            world_size=2,
-            rank=0,
-            max_token_num=MAX_TOKENS,
-            hidden_dim=HIDDEN,
-            dtype=DTYPE,
-        )
+        workspace = _dropin_workspace("trtllm")
         x = torch.randn(TOKENS, HIDDEN, dtype=DTYPE)
         before = len(fake.calls)
         with pytest.raises(InvalidArgumentError, match="installed AllReduceFusionPattern"):
@@ -199,14 +190,7 @@ def test_the_unfused_path_refuses_a_pattern_it_cannot_compute(
 )
 def test_moe_finalize_backend_is_judged_by_the_release(value: Any, error: type[Exception]) -> None:
     with fake_flashinfer("0.7.2.post1") as fake:
-        workspace = comm.create_allreduce_fusion_workspace(
-            backend="trtllm",
-            world_size=2,
-            rank=0,
-            max_token_num=MAX_TOKENS,
-            hidden_dim=HIDDEN,
-            dtype=DTYPE,
-        )
+        workspace = _dropin_workspace("trtllm")
         x = torch.randn(TOKENS, HIDDEN, dtype=DTYPE)
         before = len(fake.calls)
         with pytest.raises(error, match="what the installed allreduce_fusion takes"):

@@ -613,33 +613,12 @@ def vllm_workspace_mnnvl(engine: Engine, trace: Trace) -> None:
     vllm_workspace(engine, trace)
 
 
-def _vllm_fused(
-    engine: Engine,
-    trace: Trace,
-    pattern_code: int,
-    *,
-    residual: torch.Tensor | None = None,
-    norm_out: torch.Tensor | None = None,
-    quant_out: torch.Tensor | None = None,
-    scale_out: torch.Tensor | None = None,
-    scale_factor: torch.Tensor | None = None,
-    weight_bias: float = 0.0,
-) -> None:
-    """vLLM's ``call_trtllm_fused_allreduce_norm`` custom op, on a workspace of its own."""
+def _vllm_fused(engine: Engine, trace: Trace, pattern_code: int, **tensors: Any) -> None:
+    """vLLM's ``call_trtllm_fused_allreduce_norm`` custom op, on a workspace of its own
+    (``tensors``: the op's optional arguments, see :func:`_vllm_fused_call`)."""
     with trace.setup():
         workspace = _vllm_create(engine, trace)
-    _vllm_fused_call(
-        engine,
-        trace,
-        workspace,
-        pattern_code,
-        residual=residual,
-        norm_out=norm_out,
-        quant_out=quant_out,
-        scale_out=scale_out,
-        scale_factor=scale_factor,
-        weight_bias=weight_bias,
-    )
+    _vllm_fused_call(engine, trace, workspace, pattern_code, **tensors)
     with trace.setup():
         workspace.destroy()
 

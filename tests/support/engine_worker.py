@@ -128,20 +128,25 @@ def main(argv: Sequence[str]) -> int:
         # ranks, two objects (both gloo here).
         device_group = dist.new_group(ranks, backend="gloo")
         per_node = gpus_per_node(group)
+
+        def engine(device: Any) -> Engine:
+            """This rank's engine: ``device`` as its device group, the gloo CPU group."""
+            return Engine(
+                comm,
+                mnnvl,
+                world_size=dist.get_world_size(group),
+                rank=dist.get_rank(group),
+                device_group=device,
+                cpu_group=group,
+                gpus_per_node=per_node,
+            )
+
         results: dict[str, Any] = {}
         for version in versions:
             results[version] = {}
             for shape in WIDTH_SHAPES if widths else ():
                 with fake_flashinfer(version) as fake:
-                    engine = Engine(
-                        comm,
-                        mnnvl,
-                        world_size=dist.get_world_size(group),
-                        rank=dist.get_rank(group),
-                        device_group=group,
-                        gpus_per_node=per_node,
-                    )
-                    summary = _widths(run_shape(shape, fake, engine))
+                    summary = _widths(run_shape(shape, fake, engine(group)))
                 everyone: list[Any] = [None] * world
                 dist.all_gather_object(everyone, json.dumps(summary["calls"]), group=group)
                 summary["agreed"] = len(set(everyone)) == 1
@@ -150,16 +155,7 @@ def main(argv: Sequence[str]) -> int:
                 (("same", group), ("separate", device_group)) if not widths else ()
             ):
                 with fake_flashinfer(version) as fake:
-                    engine = Engine(
-                        comm,
-                        mnnvl,
-                        world_size=dist.get_world_size(group),
-                        rank=dist.get_rank(group),
-                        device_group=device,
-                        cpu_group=group,
-                        gpus_per_node=per_node,
-                    )
-                    outcome = run_shape("sglang_session", fake, engine, sglang_session)
+                    outcome = run_shape("sglang_session", fake, engine(device), sglang_session)
                     summary = _summary(outcome, device, per_node)
                 decided = (summary["kind"], summary["calls"], summary["decisions"])
                 everyone = [None] * world
