@@ -11,8 +11,10 @@
         flashinfer.comm.create_allreduce_fusion_workspace(...)
         assert fi.calls[0].name == "create_allreduce_fusion_workspace"
 
-With pytest the same is available as the ``fake_flashinfer`` fixture (a factory). Importing
-this package imports neither torch nor flashinfer.
+With pytest the same is available as the ``fake_flashinfer`` fixture (a factory), and the
+``flashinfer`` marker runs a test once per matching recorded release (its
+``flashinfer_release`` fixture gives a :class:`FlashInferRelease`). Importing this package
+imports neither torch nor flashinfer.
 
 .. versionadded:: 0.2.0
 """
@@ -45,6 +47,7 @@ from fi_compat.testing._fake import (
     StandIn,
     fake_flashinfer,
 )
+from fi_compat.testing._matrix import FlashInferRelease
 from fi_compat.testing._table import compat_table
 
 __all__ = [
@@ -55,6 +58,7 @@ __all__ = [
     "EnumRecord",
     "FakeFlashInfer",
     "FakeUninstalledError",
+    "FlashInferRelease",
     "FunctionRecord",
     "HazardRecord",
     "KernelPlan",

@@ -9,7 +9,10 @@ source:
   ``fi_compat.testing.fake_flashinfer(VERSION)``: the block shows engine code as it runs on
   a GPU machine with that release, and here runs against the fake on a CPU.
 - A block that defines ``test_*`` functions has each of them called afterwards, with the
-  pytest fixtures its parameters name (``fake_flashinfer``, ``tmp_path``, ...).
+  pytest fixtures its parameters name (``fake_flashinfer``, ``tmp_path``, ...). One marked
+  ``@pytest.mark.flashinfer(...)`` is called on the oldest and the newest release its
+  marker allows, under that release's fake (``tests/testing/test_release_matrix.py`` runs
+  the marker itself under pytest).
 - A block that mentions torch skips where torch is not installed (``make test-py310``).
 
 Shell, JSON and console blocks are not Python and are not run here (``test_pages.py`` checks
@@ -65,15 +68,30 @@ def _switch_off() -> Iterator[None]:
     determinism.set_deterministic(False)
 
 
+def _call(function: Any, request: pytest.FixtureRequest, **given: Any) -> None:
+    arguments = {
+        parameter: given[parameter] if parameter in given else request.getfixturevalue(parameter)
+        for parameter in inspect.signature(function).parameters
+    }
+    function(**arguments)
+
+
 def _run(eval_example: EvalExample, example: CodeExample, request: pytest.FixtureRequest) -> None:
+    from fi_compat.testing import FlashInferRelease, fake_flashinfer
+    from fi_compat.testing._matrix import matches_of_marker
+
     namespace: dict[str, Any] = eval_example.run_print_check(example)
     for name, function in namespace.items():
-        if name.startswith("test_") and inspect.isfunction(function):
-            arguments = {
-                parameter: request.getfixturevalue(parameter)
-                for parameter in inspect.signature(function).parameters
-            }
-            function(**arguments)
+        if not (name.startswith("test_") and inspect.isfunction(function)):
+            continue
+        marks = [mark for mark in getattr(function, "pytestmark", []) if mark.name == "flashinfer"]
+        if not marks:
+            _call(function, request)
+            continue
+        releases = matches_of_marker(marks[0].args).releases
+        for release in dict.fromkeys((releases[0], releases[-1])):
+            with fake_flashinfer(release, **marks[0].kwargs) as fake:
+                _call(function, request, flashinfer_release=FlashInferRelease(release, fake))
 
 
 @pytest.mark.parametrize("example", _examples(), ids=_id)
