@@ -19,7 +19,7 @@ from fi_compat._arguments import (
 )
 from fi_compat._literal import literal_choices
 from fi_compat._probe_lookup import locate
-from fi_compat._surface import PATTERN, UNIFIED_FUSION
+from fi_compat._surface import UNIFIED_FUSION
 from fi_compat.comm._checks import (
     FLOAT_MAX,
     Spec,
@@ -30,6 +30,7 @@ from fi_compat.comm._checks import (
     is_tensor,
     tensor_mismatch,
 )
+from fi_compat.comm._factory import pattern_codes
 from fi_compat.comm._legacy import call_legacy
 from fi_compat.comm._names import PATTERN_NAMES, AllReduceFusionPattern
 from fi_compat.comm._reference import call_reference
@@ -382,12 +383,7 @@ def _passed_through(workspace: FusionWorkspace, pattern: int) -> None:
     ``AllReduceFusionPattern`` has it (said once in ``workspace.decisions``); one it lacks
     too is refused. What it computes is the release's: fi-compat checks ``input`` and the
     tensors it knows, and the unfused path refuses it (it cannot compute it)."""
-    codes = locate(PATTERN)
-    members = {
-        value: name
-        for name, value in vars(codes if codes is not None else object).items()
-        if isinstance(value, int) and not isinstance(value, bool) and not name.startswith("_")
-    }
+    members = pattern_codes()
     if pattern not in members:
         raise InvalidArgumentError(
             explain(

@@ -60,6 +60,7 @@ __all__ = [
     "installed_pattern",
     "not_taken",
     "option_refused",
+    "pattern_codes",
     "pattern_feature",
     "trtllm_ranks_error",
     "untaken",
@@ -165,6 +166,20 @@ def installed_pattern() -> int:
     pattern = locate(PATTERN)
     value = getattr(pattern, "kARResidualRMSNorm", AllReduceFusionPattern.kARResidualRMSNorm)
     return int(value)
+
+
+def pattern_codes() -> dict[int, str]:
+    """The installed release's ``AllReduceFusionPattern``: code -> member name (its public
+    int attributes; empty when it has none, or cannot be read)."""
+    try:
+        attributes = dict(vars(locate(PATTERN) or object))
+    except (Exception, SystemExit, GeneratorExit):  # an unreadable (or hostile) class
+        return {}
+    return {
+        value: name
+        for name, value in attributes.items()
+        if isinstance(value, int) and not isinstance(value, bool) and not name.startswith("_")
+    }
 
 
 def _required(function: Callable[..., Any]) -> set[str] | None:
@@ -337,9 +352,7 @@ def check_pattern(caps: Capabilities, pattern: int) -> None:
     name = PATTERN_NAMES.get(pattern)
     if name is None:
         return
-    codes = locate(PATTERN)
-    members = vars(codes if codes is not None else object).values()
-    if pattern in {value for value in members if isinstance(value, int)}:
+    if pattern in pattern_codes():
         return
     from fi_compat._records import first_with_member  # the recorded data, on failure only
 

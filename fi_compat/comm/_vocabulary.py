@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from fi_compat._literal import literal_choices
 from fi_compat._probe_lookup import locate
-from fi_compat._surface import PATTERN, UNIFIED_FACTORY, UNIFIED_FUSION
+from fi_compat._surface import UNIFIED_FACTORY, UNIFIED_FUSION
 from fi_compat.capabilities import Capabilities
 from fi_compat.comm._creation import BACKENDS
 from fi_compat.comm._dropin import FINALIZE_BACKENDS
+from fi_compat.comm._factory import pattern_codes
 from fi_compat.comm._names import PATTERN_NAMES
 
 __all__ = ["passed_through"]
@@ -35,16 +36,7 @@ def passed_through(caps: Capabilities) -> dict[str, list[str]]:
         function = locate(symbol)
         choices = literal_choices(function, parameter) if callable(function) else None
         found[key] = [str(value) for value in choices or () if value not in known]
-    try:
-        members = dict(vars(locate(PATTERN) or object))
-    except (Exception, SystemExit, GeneratorExit):  # an unreadable (or hostile) class
-        members = {}
     found["pattern"] = [
-        f"{name}={value}"
-        for name, value in members.items()
-        if isinstance(value, int)
-        and not isinstance(value, bool)
-        and not name.startswith("_")
-        and value not in PATTERN_NAMES
+        f"{name}={value}" for value, name in pattern_codes().items() if value not in PATTERN_NAMES
     ]
     return found
