@@ -370,7 +370,10 @@ CREATE_CASES: list[tuple[Args, type[FiCompatError]]] = [
         for value in ("tpu", 3.5, "cuda:x", object(), "meta", -1, True, [], "cuda:-1")
     ),
     *(({"api": value}, InvalidArgumentError) for value in ("fused", None, 1, "REFERENCE")),
-    *(({"backend": value}, InvalidArgumentError) for value in ("nccl", None, 1, "TRTLLM")),
+    *(
+        ({"backend": value}, InvalidArgumentError)
+        for value in ("nccl", None, 1, "TRTLLM", "", b"trtllm", ["trtllm"])
+    ),
     *(({"gpus_per_node": value}, InvalidArgumentError) for value in (0, "8", 1.5, True)),
     *(({"force_oneshot_support": value}, InvalidArgumentError) for _, value in NOT_BOOLS),
     *(({"fallback": value}, InvalidArgumentError) for _, value in NOT_BOOLS),
@@ -629,6 +632,92 @@ def test_valid_edges_still_work(kit: FakeFlashInfer, name: str, mutate: Mutate) 
     before = len(kit.calls)
     prepared()
     assert len(_launches(kit, before)) == 1
+    workspace.destroy()
+
+
+def _narrower(**change: Callable[[Args], Any]) -> Mutate:
+    """A call half the workspace's width (served where the release serves other widths),
+    then ``change``: each function of the arguments gives that argument's value."""
+
+    def mutate(args: Args) -> None:
+        x = torch.randn(TOKENS, HIDDEN // 2, dtype=DTYPE)
+        args.update(input=x, residual=torch.randn_like(x))
+        args["weight"] = torch.randn(HIDDEN // 2, dtype=DTYPE)
+        for name, function in change.items():  # in order: one may read another
+            args[name] = function(args)
+
+    return mutate
+
+
+#: Tensors that do not fit a call of another width than the workspace's: each refused with
+#: WorkspaceMismatchError on every release (on the legacy API, for the width itself).
+NARROWER_CASES: list[Case] = [
+    Case(
+        "weight of the workspace's width",
+        _narrower(weight=lambda a: torch.randn(HIDDEN, dtype=DTYPE)),
+        WorkspaceMismatchError,
+    ),
+    Case(
+        "residual of the workspace's width",
+        _narrower(residual=lambda a: torch.randn(TOKENS, HIDDEN, dtype=DTYPE)),
+        WorkspaceMismatchError,
+    ),
+    Case(
+        "norm_out of the workspace's width",
+        _narrower(norm_out=lambda a: torch.empty(TOKENS, HIDDEN, dtype=DTYPE)),
+        WorkspaceMismatchError,
+    ),
+    Case(
+        "input a strided view of a wider tensor",
+        _narrower(input=lambda a: torch.randn(TOKENS, HIDDEN, dtype=DTYPE)[:, : HIDDEN // 2]),
+        WorkspaceMismatchError,
+    ),
+    Case(
+        "norm_out is residual_out",
+        _narrower(
+            norm_out=lambda a: torch.empty_like(a["input"]),
+            residual_out=lambda a: a["norm_out"],
+        ),
+        WorkspaceMismatchError,
+    ),
+    Case(
+        "norm_out is the weight",
+        _narrower(norm_out=lambda a: a["weight"]),
+        WorkspaceMismatchError,
+    ),
+    Case(
+        "zero tokens",
+        _narrower(input=lambda a: a["input"][:0], residual=lambda a: a["residual"][:0]),
+        WorkspaceMismatchError,
+    ),
+]
+
+
+@pytest.mark.parametrize("path", ["checked", "prepare", "dropin"])
+@pytest.mark.parametrize("case", NARROWER_CASES, ids=_ids)
+def test_a_narrower_call_with_a_bad_tensor_is_refused(
+    kit: FakeFlashInfer, case: Case, path: str
+) -> None:
+    """Aliased or mismatched tensors on a call of another width: typed, nothing launched.
+    On the legacy API, which serves its own width only, the refusal may be for the width
+    (``CallSizeUnsupportedError``, a ``WorkspaceMismatchError`` too)."""
+    workspace = _workspace()
+    args = _good_args()
+    case.mutate(args)
+    if path == "prepare":
+        call: Callable[[], Any] = lambda: _prepare(args, workspace)  # noqa: E731
+    elif path == "dropin":
+        call = lambda: comm.allreduce_fusion(**_dropin_args(args, workspace))  # noqa: E731
+    else:
+        call = lambda: _facade(args, workspace)  # noqa: E731
+    if workspace.fit.rule != "exact":
+        _refused(kit, case.error, call)
+    else:
+        before = len(kit.calls)
+        with pytest.raises(WorkspaceMismatchError) as caught:
+            call()
+        assert str(caught.value).startswith("expected ")
+        assert _launches(kit, before) == [], "a bad input reached FlashInfer"
     workspace.destroy()
 
 
