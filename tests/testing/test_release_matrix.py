@@ -73,8 +73,18 @@ def _outcomes(lines: list[str]) -> dict[str, str]:
 
 
 def _summary(lines: list[str]) -> list[str]:
+    """The lines of the plugin's summary section, up to the next section's ``===`` rule.
+
+    Under ``CI=true`` pytest prints the short test summary's messages untruncated, over
+    several lines, so the section ends at the rule, not at the first FAILED/SKIPPED line.
+    """
     start = next(i for i, line in enumerate(lines) if re.match(r"=+ flashinfer releases =+", line))
-    return [line for line in lines[start + 1 :] if not line.startswith(("=", "FAILED", "SKIP"))]
+    section = []
+    for line in lines[start + 1 :]:
+        if line.startswith("="):
+            break
+        section.append(line)
+    return section
 
 
 ALL = {
