@@ -29,7 +29,9 @@ from typing import Literal
 __all__ = [
     "ALL_SYMBOLS",
     "ATTENTION_FAMILIES",
+    "ATTENTION_MODULES",
     "COMM",
+    "COMM_NAMED_MODULES",
     "COMM_SYMBOLS",
     "CUDART_MODULE",
     "DECODE",
@@ -82,7 +84,20 @@ DECODE_MODULE = f"{FLASHINFER}.decode"
 #: The modules each recorded release lists every public name of, with its kind, where it is
 #: defined and its signature: engines use far more of them than the symbols below, and
 #: fi-compat says which release brought a name the installed one lacks.
-NAMED_MODULES: tuple[str, ...] = (COMM, MNNVL_MODULE)
+COMM_NAMED_MODULES: tuple[str, ...] = (COMM, MNNVL_MODULE)
+#: The modules engines' FlashInfer attention backends import names from: SGLang 0.5.23's
+#: ``srt/layers/attention/flashinfer_backend.py`` (``flashinfer``, ``flashinfer.cascade``,
+#: ``flashinfer.decode``) and vLLM 0.33.0's ``v1/attention/backends/flashinfer.py``
+#: (``flashinfer``, ``flashinfer.decode``, ``flashinfer.prefill``, ``flashinfer.utils``).
+#: Recorded like the communication modules, so the fake binds every public name of them.
+ATTENTION_MODULES: tuple[str, ...] = (
+    FLASHINFER,
+    f"{FLASHINFER}.cascade",
+    DECODE_MODULE,
+    f"{FLASHINFER}.prefill",
+    f"{FLASHINFER}.utils",
+)
+NAMED_MODULES: tuple[str, ...] = (*COMM_NAMED_MODULES, *ATTENTION_MODULES)
 #: The distributions FlashInfer's Python package has been published as, newest first.
 DISTRIBUTIONS: tuple[str, ...] = ("flashinfer-python", "flashinfer")
 

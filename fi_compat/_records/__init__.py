@@ -80,6 +80,7 @@ def _function(data: Mapping[str, Any] | None) -> FunctionRecord | None:
         returns=data.get("returns"),
         forwards_kwargs_to=data.get("forwards_kwargs_to"),
         forwards_kwargs_drops=tuple(data.get("forwards_kwargs_drops", ())),
+        returns_attribute=data.get("returns_attribute"),
     )
 
 
@@ -122,6 +123,7 @@ def _name(name: str, data: Mapping[str, Any]) -> NameRecord:
         function=_function(data.get("function")),
         cls=_class(name, data.get("class")),
         enum=_enum(name, data.get("enum")),
+        conditional=bool(data.get("conditional", False)),
     )
 
 
@@ -129,11 +131,14 @@ def _names(table: Mapping[str, Any]) -> Mapping[str, NameRecord]:
     return MappingProxyType({name: _name(name, value) for name, value in table.items()})
 
 
-def _name_tables(comm: Mapping[str, Any]) -> Mapping[str, Mapping[str, NameRecord]]:
-    """Each module of ``NAMED_MODULES`` the record lists -> its names (none in schema 1)."""
+def _name_tables(data: Mapping[str, Any]) -> Mapping[str, Mapping[str, NameRecord]]:
+    """Each module of ``NAMED_MODULES`` the record lists -> its names (none in schema 1):
+    the communication modules under ``comm``, the attention backends' under ``modules``."""
+    comm = data["comm"]
     tables = {COMM: comm["names"]} if "names" in comm else {}
     for submodule, table in comm.get("submodules", {}).items():
         tables[f"{COMM}.{submodule}"] = table
+    tables.update(data.get("modules", {}))
     return MappingProxyType({module: _names(table) for module, table in tables.items()})
 
 
@@ -168,7 +173,7 @@ def parse_record(data: Mapping[str, Any]) -> ReleaseRecord:
         attention=MappingProxyType(
             {name: _class(name, value) for name, value in data["attention"].items()}
         ),
-        names=_name_tables(comm),
+        names=_name_tables(data),
         decode_functions=MappingProxyType(
             {name: _function(value) for name, value in data.get("decode", {}).items()}
         ),

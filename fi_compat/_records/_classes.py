@@ -99,6 +99,10 @@ class FunctionRecord:
         empty, so files recorded before this field existed read as "none dropped"; that
         holds for every recorded release (checked by re-running the recorder on their
         sources).
+    returns_attribute
+        For a method whose body is ``return self.<name>`` (a docstring aside): that name
+        (``is_cuda_graph_enabled`` returns ``_use_cuda_graph``); None otherwise. Recorded
+        from fi-compat 0.3.0 on.
     """
 
     qualname: str
@@ -108,6 +112,7 @@ class FunctionRecord:
     returns: str | None = None
     forwards_kwargs_to: str | None = None
     forwards_kwargs_drops: tuple[str, ...] = ()
+    returns_attribute: str | None = None
 
     def drops(self, keyword: str) -> bool:
         """True when ``keyword`` may not survive the ``**kwargs`` forward unchanged."""
@@ -221,6 +226,12 @@ class NameRecord:
         For a class or an enum: its record, with ``__init__`` and every public method.
     enum
         For an enum: its members with their values (source text when not a literal).
+    conditional
+        The release binds the name only when a guarded statement succeeds: every binding
+        of it, there or along the imports that bring it, sits in an ``if``, ``try`` or
+        ``with`` (0.7.x's CuTe DSL MoE APIs, re-exported under
+        ``contextlib.suppress(ImportError)``, are absent where the CuTe DSL does not import).
+        Recorded from fi-compat 0.3.0 on.
     """
 
     name: str
@@ -229,6 +240,7 @@ class NameRecord:
     function: FunctionRecord | None
     cls: ClassRecord | None
     enum: EnumRecord | None = None
+    conditional: bool = False
 
 
 @picklable
@@ -332,8 +344,10 @@ class ReleaseRecord:
         Parameters
         ----------
         module
-            One of :data:`fi_compat._surface.NAMED_MODULES`: ``flashinfer.comm`` or
-            ``flashinfer.comm.mnnvl``.
+            One of :data:`fi_compat._surface.NAMED_MODULES`: ``flashinfer.comm``,
+            ``flashinfer.comm.mnnvl``, or a module engines' attention backends import
+            (``flashinfer``, ``flashinfer.cascade``, ``flashinfer.decode``,
+            ``flashinfer.prefill``, ``flashinfer.utils``; recorded from fi-compat 0.3.0 on).
 
         Returns
         -------

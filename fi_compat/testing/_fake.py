@@ -145,7 +145,6 @@ def fake_flashinfer(
         _workspace_classes=build.workspace_classes,
         _factory_options=build.factory_options,
     )
-    paths = build.paths
     finder = _Finder(build)
     with _LOCK:
         _INSTALLED[str(build.directory)] = token
@@ -163,7 +162,7 @@ def fake_flashinfer(
             importlib.import_module(FLASHINFER)
             if record.comm_exists and cuda_runtime and COMM not in errors:
                 importlib.import_module(COMM)
-                for name in sorted(paths):
+                for name in build.eager:
                     importlib.import_module(name)
         _clear_capabilities()
         yield kit

@@ -381,6 +381,11 @@ class _Writer:
             if not member.isidentifier() or member.startswith("_"):
                 continue
             value = _member_value(recorded)
+            if int_valued and isinstance(value, list) and len(value) == 1:
+                # ``Name = (2,)``, a tuple the record keeps as a list: an int-valued enum
+                # calls int(*value), so the member is 2, as in the release (0.6.9's
+                # RoutingMethodType).
+                value = _member_value(value[0])
             if int_valued and (not isinstance(value, int) or isinstance(value, bool)):
                 value = 1 << (index + 16)
             lines.append(f"    {member} = {value!r}")
@@ -418,7 +423,8 @@ class _Writer:
             return [
                 "    @property",
                 f"    def {method_name}(self):",
-                f"        return _runtime._property(self, {method_name!r})",
+                f"        return _runtime._property(self, {method_name!r}, "
+                f"{method.returns_attribute!r})",
                 "",
                 f"    @{method_name}.setter",
                 f"    def {method_name}(self, value):",
@@ -491,9 +497,42 @@ class _Writer:
             chunk = self.function(func, entry.name, body, "", name=entry.name, bound=bound)
         self._emit(entry, chunk, start)
 
+    def _lazy_bindings(self) -> list[str]:
+        """A module ``__getattr__`` binding, on first access, each name this module binds
+        lazily (:attr:`_Entry.lazy`) and does not bind already."""
+        lazy: dict[str, tuple[str, str | None]] = {}
+        eager: list[str] = []
+        for entry in self.registry.in_module(self.module):
+            bound = entry.bindings.get(self.module, set())
+            for public in sorted(entry.lazy.get(self.module, set()) - bound):
+                if entry.defined_in == self.module:
+                    if public != entry.name:
+                        eager.append(f"{public} = {entry.name}")
+                else:
+                    lazy[public] = (entry.defined_in, entry.name)
+        modules = self.registry.module_names.get(self.module, {})
+        for name, target in sorted(self.registry.lazy_module_names.get(self.module, {}).items()):
+            if name not in modules and not self.module.startswith(target):
+                lazy.setdefault(name, (target, None))
+        if not lazy:
+            return eager
+        return [
+            *eager,
+            f"_LAZY = {dict(sorted(lazy.items()))!r}",
+            "",
+            "",
+            "def __getattr__(name):",
+            "    return _runtime._lazy(__name__, globals(), _LAZY, name)",
+            "",
+            "",
+            "def __dir__():",
+            "    return sorted({*globals(), *_LAZY})",
+        ]
+
     def source(self, head: Sequence[str]) -> str:
         """The module's source: ``head`` (header lines), then its objects and bindings."""
-        here = [e for e in self.registry.entries.values() if e.defined_in == self.module]
+        relevant = self.registry.in_module(self.module)
+        here = [e for e in relevant if e.defined_in == self.module]
         for entry in here:  # enums first: defaults may name their members
             if _enum_base(entry) is not None:
                 self._emit(entry, self._class(entry), len(self.defaults))
@@ -510,7 +549,7 @@ class _Writer:
                     "",
                 ]
         bindings: list[str] = []
-        for entry in self.registry.entries.values():
+        for entry in relevant:
             for public in sorted(entry.bindings.get(self.module, ())):
                 if entry.defined_in == self.module:
                     if public != entry.name:
@@ -524,6 +563,7 @@ class _Writer:
         for name, target in sorted(self.registry.module_names.get(self.module, {}).items()):
             if not self.module.startswith(target):  # not the module itself or a parent
                 bindings.append(f"import {target} as {name}")
+        bindings += self._lazy_bindings()
         lines = [*head, "import enum as _enum", "", "_D = []"]
         lines += [*self.imports.values(), "", *self.lines, *bindings]
         # The __future__ import binds "annotations": no release module has that name.
@@ -555,9 +595,10 @@ def _generate(
         registry = _collect(record)
     modules = {FLASHINFER} | ({COMM} if record.comm_exists else set())
     for entry in registry.entries.values():
-        modules |= {entry.defined_in, *entry.bindings}
-    for module, names in registry.module_names.items():
-        modules |= {module, *names.values()}
+        modules |= {entry.defined_in, *entry.bindings, *entry.lazy}
+    for table in (registry.module_names, registry.lazy_module_names):
+        for module, names in table.items():
+            modules |= {module, *names.values()}
     sources: dict[str, str] = {}
     for name in sorted(modules):
         head = _header(directory)

@@ -26,7 +26,12 @@ from fi_compat._records import ReleaseRecord
 from fi_compat._surface import FLASHINFER
 from fi_compat.testing._generator import _generate
 from fi_compat.testing._objects import _LOCK
-from fi_compat.testing._registry import _collect, _factory_options, _workspace_classes
+from fi_compat.testing._registry import (
+    _collect,
+    _eager_modules,
+    _factory_options,
+    _workspace_classes,
+)
 
 
 @dataclass
@@ -41,6 +46,8 @@ class _Build:
     packages: set[str]
     workspace_classes: dict[str, tuple[str, str]]
     factory_options: tuple[str, ...]
+    #: The modules a fake of this build imports on entry (the others on first use).
+    eager: tuple[str, ...] = ()
     in_use: bool = False
     code: dict[str, CodeType] = field(default_factory=dict)
 
@@ -73,6 +80,7 @@ def _take_build(record: ReleaseRecord, *, cuda_runtime: bool, planned: frozenset
         packages,
         _workspace_classes(registry),
         _factory_options(record),
+        eager=tuple(sorted(name for name in _eager_modules(registry) if name in sources)),
         in_use=True,
     )
     with _LOCK:

@@ -19,10 +19,11 @@ from typing import Any
 
 from fi_compat._records import ClassRecord, FunctionRecord, ReleaseRecord, workspace_kinds
 from fi_compat._surface import (
+    ATTENTION_MODULES,
     COMM,
+    COMM_NAMED_MODULES,
     DECODE,
     FLASHINFER,
-    NAMED_MODULES,
     TORCH_DIST_BACKEND,
     UNIFIED_FACTORY,
     symbol_named,
@@ -54,6 +55,10 @@ class _Entry:
     #: whether the name is that module itself (``import os``).
     outside: str | None = None
     outside_module: bool = False
+    #: Bindings made on first access (module -> public names): the names only the
+    #: attention backends' modules list (``ATTENTION_MODULES``), so a fake imports the
+    #: modules defining them only when engine code reaches for one.
+    lazy: dict[str, set[str]] = field(default_factory=dict)
 
 
 _STRONGER = {"value": 0, "module": 1, "function": 2, "class": 3, "enum": 4}
@@ -89,6 +94,10 @@ class _Registry:
         self.entries: dict[tuple[str, str], _Entry] = {}
         #: Modules a module-kind name binds: module -> {public name: target module}.
         self.module_names: dict[str, dict[str, str]] = {}
+        #: The same, bound on first access (see :attr:`_Entry.lazy`).
+        self.lazy_module_names: dict[str, dict[str, str]] = {}
+        self._index: dict[str, list[_Entry]] | None = None
+        self._classes: dict[str, list[_Entry]] | None = None
 
     def add(
         self,
@@ -100,6 +109,7 @@ class _Registry:
         cls: ClassRecord | None = None,
         members: Mapping[str, Any] | None = None,
     ) -> _Entry:
+        self._index = self._classes = None
         key = (defined_in, name)
         entry = self.entries.get(key)
         if entry is None:
@@ -113,17 +123,32 @@ class _Registry:
         entry.members = entry.members if entry.members is not None else members
         return entry
 
-    def bind(self, entry: _Entry, module: str, name: str) -> None:
-        entry.bindings.setdefault(module, set()).add(name)
+    def bind(self, entry: _Entry, module: str, name: str, *, lazy: bool = False) -> None:
+        self._index = self._classes = None
+        (entry.lazy if lazy else entry.bindings).setdefault(module, set()).add(name)
+
+    def in_module(self, module: str) -> list[_Entry]:
+        """The entries ``module`` defines or binds (eagerly or lazily), in registry order
+        (computed once for all modules, until the next :meth:`add` or :meth:`bind`)."""
+        if self._index is None:
+            index: dict[str, list[_Entry]] = {}
+            for entry in self.entries.values():
+                for name in {entry.defined_in, *entry.bindings, *entry.lazy}:
+                    index.setdefault(name, []).append(entry)
+            self._index = index
+        return self._index.get(module, [])
 
     def classes_by_name(self) -> dict[str, list[_Entry]]:
         """Each name a class or enum is defined or bound under -> those entries."""
-        found: dict[str, list[_Entry]] = {}
-        for entry in self.entries.values():
-            if entry.kind in ("class", "enum"):
-                for name in {entry.name} | {n for names in entry.bindings.values() for n in names}:
-                    found.setdefault(name, []).append(entry)
-        return found
+        if self._classes is None:
+            found: dict[str, list[_Entry]] = {}
+            for entry in self.entries.values():
+                if entry.kind in ("class", "enum"):
+                    bound = {n for names in entry.bindings.values() for n in names}
+                    for name in {entry.name} | bound:
+                        found.setdefault(name, []).append(entry)
+            self._classes = found
+        return self._classes
 
     def enums_by_name(self) -> dict[str, _Entry]:
         """Each name an enum (``enum.Enum``) is defined or bound under -> its entry."""
@@ -173,9 +198,12 @@ def _collect(record: ReleaseRecord) -> _Registry:
                 registry.bind(entry, cls.module or cls.defined_in, name)
             elif cls.exported is not False:
                 registry.bind(entry, COMM, name)
-        for module in NAMED_MODULES:
+        for module in COMM_NAMED_MODULES:
             for name, found in sorted(record.public_names(module).items()):
                 _add_name(registry, module, name, found)
+    for module in ATTENTION_MODULES:
+        for name, found in sorted(record.public_names(module).items()):
+            _add_name(registry, module, name, found, lazy=True)
     _add_strategy_enum(registry)
     plan = record.fast_decode_plan
     if plan is not None:
@@ -232,10 +260,13 @@ def _add_strategy_enum(registry: _Registry) -> None:
             known.add(name)
 
 
-def _add_name(registry: _Registry, module: str, name: str, found: Any) -> None:
+def _add_name(
+    registry: _Registry, module: str, name: str, found: Any, *, lazy: bool = False
+) -> None:
     kind, defined_in = found.kind, found.defined_in
     if kind == "module" and _inside(defined_in):
-        registry.module_names.setdefault(module, {})[name] = defined_in
+        names = registry.lazy_module_names if lazy else registry.module_names
+        names.setdefault(module, {})[name] = defined_in
         return
     if not _inside(defined_in):
         # From outside the release: the object itself where that imports nothing new.
@@ -253,7 +284,7 @@ def _add_name(registry: _Registry, module: str, name: str, found: Any) -> None:
     entry = registry.add(
         defined_in, own, kind, function=found.function, cls=found.cls, members=members
     )
-    registry.bind(entry, module, name)
+    registry.bind(entry, module, name, lazy=lazy)
 
 
 _ENUM_BASES = {
@@ -276,6 +307,19 @@ def _enum_base(entry: _Entry) -> str | None:
         if name == "StrEnum":
             return "str, _enum.Enum"
     return None
+
+
+def _eager_modules(registry: _Registry) -> set[str]:
+    """The modules a fake imports on entry: those binding or defining an object that some
+    module binds eagerly, and the targets of eager module names; a module reached only
+    through a lazy binding (:attr:`_Entry.lazy`) is imported when engine code reaches it."""
+    modules: set[str] = set()
+    for entry in registry.entries.values():
+        if not entry.lazy or len(entry.bindings) > 1:
+            modules |= set(entry.bindings) | {entry.defined_in}
+    for module, names in registry.module_names.items():
+        modules |= {module, *names.values()}
+    return modules
 
 
 def _workspace_classes(registry: _Registry) -> dict[str, tuple[str, str]]:

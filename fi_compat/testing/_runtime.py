@@ -239,14 +239,18 @@ def _plan_kernel(
         kit.kernel_plans.append(plan)
 
 
-def _property(obj: Any, name: str) -> Any:
-    """A generated property's value (called by generated code)."""
+def _property(obj: Any, name: str, returns_attribute: str | None = None) -> Any:
+    """A generated property's value (called by generated code): what a test assigned, else
+    the attribute the release's property returns (``is_cuda_graph_enabled`` ->
+    ``_use_cuda_graph``, as the constructor stored it), else None."""
     stored = vars(obj).get(f"_fi_property_{name}", _MISSING)
     if stored is not _MISSING:
         return stored
     state = vars(obj).get("_fi_state")
     if name == "backend" and isinstance(state, _WorkspaceState):
         return state.backend
+    if returns_attribute is not None:
+        return getattr(obj, returns_attribute, None)
     return None
 
 
@@ -286,6 +290,25 @@ def _bind(token: str, namespace: dict[str, Any], source: str, own: str, public: 
         return
     with _LOCK:
         _PENDING.setdefault((token, source), []).append((namespace, own, public))
+
+
+def _lazy(
+    module: str,
+    namespace: dict[str, Any],
+    lazy: Mapping[str, tuple[str, str | None]],
+    name: str,
+) -> Any:
+    """A generated module's ``__getattr__`` (called by generated code): ``name`` bound on
+    first access from the module defining it (a module itself when the name is None), or the
+    ``AttributeError`` Python raises for a name the release's module lacks."""
+    found = lazy.get(name)
+    if found is None:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    source, own = found
+    target = sys.modules.get(source) or importlib.import_module(source)
+    value = target if own is None else getattr(target, own)
+    namespace[name] = value
+    return value
 
 
 def _loaded(token: str, name: str, namespace: Mapping[str, Any]) -> None:

@@ -15,12 +15,14 @@ from fi_compat import _records as records_module
 from fi_compat._records import SUFFIX, parse_record
 from fi_compat._surface import (
     ATTENTION_FAMILIES,
+    ATTENTION_MODULES,
     COMM,
+    COMM_NAMED_MODULES,
     COMM_SYMBOLS,
     DECODE_MODULE,
     FAST_DECODE_PLAN,
+    FLASHINFER,
     MNNVL_MODULE,
-    NAMED_MODULES,
     SPLIT_KEYWORDS,
     WRAPPER_SYMBOLS,
 )
@@ -119,7 +121,10 @@ def _check_function(data: Mapping[str, Any], where: str) -> None:
         "returns",
         "forwards_kwargs_to",
         "forwards_kwargs_drops",
+        "returns_attribute",
     }, where
+    if "returns_attribute" in data:
+        assert data["returns_attribute"].isidentifier(), where
     assert data.get("forwards_kwargs_drops", ["x"]), f"{where}: an empty drops list is left out"
     assert data["defined_in"].startswith("flashinfer"), where
     assert all(isinstance(d, str) for d in data["decorators"]), where
@@ -159,7 +164,10 @@ def _check_names(table: Mapping[str, Any], where: str) -> None:
         assert name.isidentifier(), where
         assert not name.startswith("_"), f"{where}.{name}"
         assert entry["kind"] in NAME_KINDS, f"{where}.{name}"
-        assert set(entry) == {"kind", "defined_in"} | NAME_PARTS[entry["kind"]], f"{where}.{name}"
+        assert set(entry) - {"conditional"} == {"kind", "defined_in"} | NAME_PARTS[entry["kind"]], (
+            f"{where}.{name}"
+        )
+        assert entry.get("conditional", True) is True, f"{where}.{name}: only true is written"
         if entry["kind"] == "function":
             _check_function(entry["function"], f"{where}.{name}")
             assert entry["function"]["defined_in"] == entry["defined_in"], f"{where}.{name}"
@@ -186,6 +194,7 @@ def test_file_is_well_formed(release: str) -> None:
         "attention",
         "decode",
         "attention_families",
+        "modules",
     }
     assert release in data["source"]["filename"]
     assert len(data["source"]["sha256"]) == 64
@@ -220,13 +229,18 @@ def test_file_is_well_formed(release: str) -> None:
         assert pattern["members"]["kARResidualRMSNorm"] == 1
     _check_names(comm["names"], COMM)
     assert comm["names"], f"{release}: flashinfer.comm binds no public name"
-    assert set(comm["submodules"]) <= {module.rpartition(".")[2] for module in NAMED_MODULES}
+    assert set(comm["submodules"]) <= {module.rpartition(".")[2] for module in COMM_NAMED_MODULES}
     for submodule, table in comm["submodules"].items():
         _check_names(table, f"{COMM}.{submodule}")
     assert set(data["decode"]) == set(FAST_DECODE_PLAN.names)
     for name, func in data["decode"].items():
         if func is not None:
             _check_function(func, name)
+    assert set(data["modules"]) <= set(ATTENTION_MODULES)
+    assert FLASHINFER in data["modules"], f"{release}: top-level flashinfer is not recorded"
+    for module, table in data["modules"].items():
+        _check_names(table, module)
+    assert table_wrappers_are_families(data), release
     families = data["attention_families"]
     assert list(families) == sorted(ATTENTION_FAMILIES)
     for name, family in families.items():
@@ -246,6 +260,25 @@ def test_file_is_well_formed(release: str) -> None:
 
 
 FAMILY_METHODS = ("__init__", "plan", "begin_forward", "run", "forward", "_plan_impl")
+
+
+def table_wrappers_are_families(data: Mapping[str, Any]) -> bool:
+    """Each attention family top-level ``flashinfer`` lists is in its name table as a class
+    defined where the family record says, with every family method it has (the table adds
+    the other public methods and properties)."""
+    table = data["modules"][FLASHINFER]
+    for name, family in data["attention_families"].items():
+        if family is None:
+            continue
+        entry = table.get(name)
+        assert entry is not None, name
+        assert entry["kind"] == "class", name
+        assert entry["defined_in"] == family["defined_in"], name
+        public = {method for method in FAMILY_METHODS if not method.startswith("_")}
+        defined = {method for method, found in family["methods"].items() if found is not None}
+        present = (defined | set(family["aliases"])) & public
+        assert present <= set(entry["class"]["methods"]), name
+    return True
 
 
 def test_the_wrappers_are_the_same_as_families() -> None:
@@ -731,12 +764,11 @@ HOSTILE_MODULES = [
     None,
     5,
     b"flashinfer.comm",
-    "flashinfer",
     "flashinfer.comm.",
     "FLASHINFER.COMM",
     " flashinfer.comm",
     "flashinfer.comm.comm_backend",
-    DECODE_MODULE,
+    "flashinfer.sampling",
     ["flashinfer.comm"],
     {"flashinfer.comm": 1},
     COMM_SYMBOLS[0],

@@ -10,6 +10,7 @@ import enum
 import importlib
 import importlib.metadata
 import inspect
+import json
 from collections.abc import Callable
 from pathlib import Path
 from types import FunctionType, ModuleType
@@ -20,7 +21,7 @@ import pytest
 from fi_compat._records import parse_record
 from fi_compat._surface import COMM, DECODE_MODULE, FLASHINFER, NAMED_MODULES
 from fi_compat.testing import FunctionRecord, ReleaseRecord, load_release
-from tools.recorder import record_release
+from tools.recorder import dump_record, record_release
 
 RELEASE = "0.7.2.post1"
 
@@ -142,7 +143,8 @@ def test_rerecording_the_installed_tree_gives_the_shipped_record(
 ) -> None:
     flashinfer, _ = real
     site = Path(str(flashinfer.__file__)).parent.parent
-    fresh = record_release(site, release=RELEASE)
+    # Through JSON, as the shipped file went (a tuple member value reads back as a list).
+    fresh = json.loads(dump_record(record_release(site, release=RELEASE)))
     shipped = load_release(RELEASE)
     assert parse_record(fresh).comm_functions == shipped.comm_functions
     assert parse_record(fresh).attention == shipped.attention
@@ -184,13 +186,21 @@ def test_recorded_names_are_what_dir_shows_but_side_effect_submodules(
     real: tuple[ModuleType, ModuleType], record: ReleaseRecord, module: str
 ) -> None:
     live = importlib.import_module(module)
+    bound = set(vars(live))
     shown = {name for name in dir(live) if not name.startswith("_")}
-    recorded = set(record.public_names(module))
-    assert recorded <= shown
+    names = record.public_names(module)
+    recorded = set(names)
+    # A conditional name is bound only where what guards it imports (0.7.2.post1's CuTe DSL
+    # MoE APIs): absent here, and the record says why.
+    missing = recorded - shown
+    assert all(names[name].conditional for name in missing), missing
     # What dir() shows beyond the record are the submodules that were imported (by this
     # module's own ``from .allreduce import ...`` or by anyone else) and so were bound on
-    # their package by the import system, not by a statement of the module.
-    extra = {name: getattr(live, name) for name in shown - recorded}
+    # their package by the import system, not by a statement of the module; and the names
+    # its own ``__dir__`` lists that its ``__getattr__`` serves (0.7.x's prims-ts helpers in
+    # flashinfer.decode), which no statement binds either.
+    lazy = {name for name in shown - recorded - bound if hasattr(live, "__getattr__")}
+    extra = {name: getattr(live, name) for name in shown - recorded - lazy}
     assert {name: getattr(value, "__name__", None) for name, value in extra.items()} == {
         name: f"{module}.{name}" for name in extra
     }
@@ -205,6 +215,8 @@ def test_recorded_kinds_and_homes_match_inspect(
     live = importlib.import_module(module)
     checked = 0
     for name, entry in record.public_names(module).items():
+        if entry.conditional and not hasattr(live, name):
+            continue  # its optional dependency does not import on this machine
         value = getattr(live, name)
         assert entry.defined_in is not None, name
         if entry.kind == "value" and not entry.defined_in.startswith(FLASHINFER):
@@ -240,7 +252,7 @@ def test_classes_record_every_public_method_with_its_signature(
 ) -> None:
     live = importlib.import_module(module)
     for name, entry in record.public_names(module).items():
-        if entry.cls is None:
+        if entry.cls is None or (entry.conditional and not hasattr(live, name)):
             continue
         cls = getattr(live, name)
         public = {
@@ -262,7 +274,12 @@ def test_classes_record_every_public_method_with_its_signature(
         if entry.enum is not None:
             for member, value in entry.enum.members.items():
                 if not isinstance(value, str):
-                    assert getattr(cls, member) == value, f"{name}.{member}"
+                    live_member = getattr(cls, member)
+                    if isinstance(live_member, enum.Enum):
+                        live_member = live_member.value
+                    if isinstance(value, list) and len(value) == 1 and isinstance(live_member, int):
+                        value = value[0]  # `Name = (2,)` of an int enum (JSON keeps a list)
+                    assert live_member == value, f"{name}.{member}"
 
 
 def test_fast_decode_plan_matches_inspect(

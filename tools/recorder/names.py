@@ -44,7 +44,7 @@ def name_record(recorder: Recorder, module: str, name: str) -> dict[str, Any]:
         record: dict[str, Any] = {
             "kind": "class",
             "defined_in": defining.name,
-            "class": recorder.class_record(module, name, methods),
+            "class": recorder.class_record(module, name, methods, aliases=True),
         }
         if recorder.is_enum(defining, node):
             record["kind"] = "enum"
@@ -58,7 +58,15 @@ def name_record(recorder: Recorder, module: str, name: str) -> dict[str, Any]:
 
 
 def name_table(recorder: Recorder, module: str) -> dict[str, dict[str, Any]]:
-    """Every public name of ``module`` -> :func:`name_record`; empty without the module."""
-    return {
-        name: name_record(recorder, module, name) for name in recorder.package.public_names(module)
-    }
+    """Every public name of ``module`` -> :func:`name_record`; empty without the module.
+
+    A name the release binds only when a guarded statement succeeds
+    (:meth:`~tools.recorder.resolve.Package.conditional`) adds ``"conditional": true``.
+    """
+    table: dict[str, dict[str, Any]] = {}
+    for name in recorder.package.public_names(module):
+        record = name_record(recorder, module, name)
+        if recorder.package.conditional(module, name):
+            record["conditional"] = True
+        table[name] = record
+    return table

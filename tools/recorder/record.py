@@ -6,7 +6,8 @@ each of its homes, newest first, and recorded under the FlashInfer name it has t
 (null when the release binds no home of that name), and so is each ``flashinfer.decode``
 function symbol. A rename or a move in FlashInfer is a new
 :class:`~fi_compat._surface.Home` in the surface and nothing here. Every public name of
-each of the surface's ``NAMED_MODULES`` is recorded as well (:mod:`.names`), and so is
+each of the surface's ``NAMED_MODULES`` is recorded as well (:mod:`.names`: the communication
+modules under ``comm``, the attention backends' modules under ``modules``), and so is
 every attention family of ``ATTENTION_FAMILIES`` that top-level ``flashinfer`` exports
 (``attention_families``). The layout is described in
 ``fi_compat/_records/README.md``.
@@ -23,12 +24,13 @@ from typing import Any
 from fi_compat._forwarding import calls_named
 from fi_compat._surface import (
     ATTENTION_FAMILIES,
+    ATTENTION_MODULES,
     COMM,
+    COMM_NAMED_MODULES,
     COMM_SYMBOLS,
     DECODE_FUNCTIONS,
     FLASHINFER,
     INIT,
-    NAMED_MODULES,
     PLAN,
     PLAN_IMPL,
     TORCH_DIST_BACKEND,
@@ -132,7 +134,7 @@ def record_release(path: Path, *, release: str | None = None) -> Record:
             "names": name_table(recorder, COMM),
             "submodules": {
                 module.removeprefix(f"{COMM}."): name_table(recorder, module)
-                for module in NAMED_MODULES
+                for module in COMM_NAMED_MODULES
                 if module != COMM and package.source.is_module(module)
             },
         },
@@ -143,6 +145,11 @@ def record_release(path: Path, *, release: str | None = None) -> Record:
             DECODE_FUNCTIONS, lambda _, home: recorder.function(home.module, home.name)
         ),
         "attention_families": _families(recorder),
+        "modules": {
+            module: name_table(recorder, module)
+            for module in ATTENTION_MODULES
+            if package.source.is_module(module)
+        },
     }
 
 

@@ -50,6 +50,9 @@ class Binding:
     #: For type checkers only, not bound at import: under ``if TYPE_CHECKING:``, or a bare
     #: annotation (``name: int``).
     annotation_only: bool = False
+    #: Inside an ``if``, a ``try`` or a ``with`` at module level: bound only when its
+    #: condition holds or what it guards imports (an optional dependency, a GPU, a flag).
+    guarded: bool = False
 
 
 @dataclass
@@ -103,6 +106,15 @@ def _type_checking_only(body: list[ast.stmt]) -> set[int]:
     for stmt, _, _ in _import_time_statements(body):
         if isinstance(stmt, ast.If) and ast.unparse(stmt.test).rpartition(".")[2] == _TYPING:
             found.update(id(node) for inner in stmt.body for node in ast.walk(inner))
+    return found
+
+
+def _nested_statements(body: list[ast.stmt]) -> set[int]:
+    """The ids of the statements nested in a module-level ``if``, ``try`` or ``with``."""
+    found: set[int] = set()
+    for stmt in body:
+        if isinstance(stmt, ast.If | ast.Try | ast.With):
+            found.update(id(node) for node in ast.walk(stmt) if node is not stmt)
     return found
 
 
@@ -164,16 +176,24 @@ class Package:
             raise RecordingError(f"cannot parse {path}: {error}") from error
         module = Module(name, path, tree, path.endswith("__init__.py"))
         typing_only = _type_checking_only(tree.body)
+        nested = _nested_statements(tree.body)
         for stmt, context, fallback in _import_time_statements(tree.body):
             module.statements.append((stmt, context))
-            self._bind(module, stmt, context, fallback, id(stmt) in typing_only)
+            self._bind(module, stmt, context, fallback, id(stmt) in typing_only, id(stmt) in nested)
         return module
 
     def _bind(
-        self, module: Module, stmt: ast.stmt, guarded: Context, fallback: bool, typing_only: bool
+        self,
+        module: Module,
+        stmt: ast.stmt,
+        guarded: Context,
+        fallback: bool,
+        typing_only: bool,
+        nested: bool = False,
     ) -> None:
         def add(name: str, binding: Binding) -> None:
             binding.fallback = fallback
+            binding.guarded = nested
             binding.annotation_only = binding.annotation_only or typing_only
             module.bindings.setdefault(name, []).append(binding)
 
@@ -241,6 +261,31 @@ class Package:
             if found is not None:
                 return found
         return None
+
+    def conditional(self, module_name: str, name: str, depth: int = 0) -> bool:
+        """``name`` is bound in ``module_name`` only when a guarded statement succeeds, there
+        or along the imports that bring it there (:attr:`Binding.guarded`): every binding of
+        it sits in an ``if``, ``try`` or ``with`` and no ``except`` handler binds it instead
+        (the CuTe DSL APIs 0.7.x re-exports under ``contextlib.suppress(ImportError)``)."""
+        module = self.get(module_name)
+        if module is None or depth > MAX_DEPTH:
+            return False
+        bindings = module.bindings.get(name)
+        if not bindings:
+            for star in module.star_imports:
+                if self.resolve(star, name, depth + 1) is not None:
+                    return self.conditional(star, name, depth + 1)
+            return False
+        primary = [b for b in bindings if not b.fallback]
+        here = bool(primary) and all(b.guarded for b in primary) and len(primary) == len(bindings)
+        binding = (primary or bindings)[-1]
+        if here or binding.kind != "import":
+            return here
+        assert binding.target_module is not None
+        assert binding.target_name is not None
+        if self.get(binding.target_module) is None:
+            return False
+        return self.conditional(binding.target_module, binding.target_name, depth + 1)
 
     def public_names(self, module_name: str, depth: int = 0) -> list[str]:
         """The public names ``import module_name`` binds in its namespace, sorted.

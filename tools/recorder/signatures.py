@@ -181,6 +181,28 @@ def _descriptor(node: FunctionNode) -> str:
     return next((kind for kind in ("staticmethod", "classmethod") if kind in names), "function")
 
 
+def _returned_attribute(func: FunctionNode) -> str | None:
+    """``name`` when the body of ``func`` (a docstring aside) is ``return self.name``.
+
+    ``is_cuda_graph_enabled`` of every attention wrapper is such a property
+    (``return self._use_cuda_graph``): the fake answers it from what the constructor stored.
+    """
+    body = list(func.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    first = _first_parameter(func)
+    if len(body) != 1 or first is None or not isinstance(body[0], ast.Return):
+        return None
+    value = body[0].value
+    if (
+        isinstance(value, ast.Attribute)
+        and isinstance(value.value, ast.Name)
+        and value.value.id == first
+    ):
+        return value.attr
+    return None
+
+
 def _function_record(
     module: Module,
     func: FunctionNode,
@@ -195,6 +217,9 @@ def _function_record(
     }
     if func.returns is not None:
         record["returns"] = ast.unparse(func.returns)
+    attribute = _returned_attribute(func) if "." in qualname else None
+    if attribute is not None:
+        record["returns_attribute"] = attribute
     target, drops = forward
     if target is not None:
         record["forwards_kwargs_to"] = target
@@ -282,15 +307,26 @@ class Recorder:
         return None
 
     def public_methods(self, module: Module, node: ast.ClassDef) -> tuple[str, ...]:
-        """``__init__`` and every public method the class or its base classes define."""
+        """``__init__`` and every public method the class or its base classes define, a
+        class-body alias of a ``def`` above it (``begin_forward = plan``) included."""
         names = [_INIT]
         for _, owner in self._mro(module, node):
-            names += [
-                stmt.name
-                for stmt in owner.body
-                if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef)
-                and not stmt.name.startswith("_")
-            ]
+            defined: set[str] = set()
+            for stmt in owner.body:
+                if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+                    defined.add(stmt.name)
+                    if not stmt.name.startswith("_"):
+                        names.append(stmt.name)
+                elif (
+                    isinstance(stmt, ast.Assign)
+                    and isinstance(stmt.value, ast.Name)
+                    and stmt.value.id in defined
+                ):
+                    names += [
+                        target.id
+                        for target in stmt.targets
+                        if isinstance(target, ast.Name) and not target.id.startswith("_")
+                    ]
         return tuple(dict.fromkeys(names))
 
     def is_enum(self, module: Module, node: ast.ClassDef) -> bool:
