@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+pytest.importorskip("torch", reason="needs torch")
+
 from fi_compat.testing import fake_flashinfer
 from tests.support.engine_modules import ENGINES, engine_wheel
 from tests.support.sglang_backend import (

@@ -13,6 +13,9 @@ import functools
 from typing import Any
 
 import pytest
+
+pytest.importorskip("torch", reason="needs torch")
+
 import torch
 
 from fi_compat.testing import FakeFlashInfer, fake_flashinfer, load_release
