@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import gzip
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from importlib import resources
 from types import MappingProxyType
 from typing import Any
@@ -131,6 +131,34 @@ def _names(table: Mapping[str, Any]) -> Mapping[str, NameRecord]:
     return MappingProxyType({name: _name(name, value) for name, value in table.items()})
 
 
+class _NameTables(Mapping[str, Mapping[str, NameRecord]]):
+    """Module -> its name table, each parsed on first use: the attention backends' tables
+    are most of a record, and most readers of a record never look at them. Read-only,
+    equal to the same tables parsed at once, and picklable as the JSON it came from."""
+
+    def __init__(self, raw: Mapping[str, Any]) -> None:
+        self._raw = dict(raw)
+        self._parsed: dict[str, Mapping[str, NameRecord]] = {}
+
+    def __getitem__(self, module: str) -> Mapping[str, NameRecord]:
+        found = self._parsed.get(module)
+        if found is None:
+            found = self._parsed[module] = _names(self._raw[module])
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _NameTables, (self._raw,)
+
+    def __repr__(self) -> str:
+        return f"<name tables of {sorted(self._raw)}>"
+
+
 def _name_tables(data: Mapping[str, Any]) -> Mapping[str, Mapping[str, NameRecord]]:
     """Each module of ``NAMED_MODULES`` the record lists -> its names (none in schema 1):
     the communication modules under ``comm``, the attention backends' under ``modules``."""
@@ -139,7 +167,7 @@ def _name_tables(data: Mapping[str, Any]) -> Mapping[str, Mapping[str, NameRecor
     for submodule, table in comm.get("submodules", {}).items():
         tables[f"{COMM}.{submodule}"] = table
     tables.update(data.get("modules", {}))
-    return MappingProxyType({module: _names(table) for module, table in tables.items()})
+    return _NameTables(tables)
 
 
 def _hazard(data: Mapping[str, Any]) -> HazardRecord:
@@ -224,16 +252,23 @@ def available_releases() -> list[str]:
 
     .. versionadded:: 0.2.0
     """
+    return list(_available())
+
+
+@functools.cache
+def _available() -> tuple[str, ...]:
+    """The shipped releases, listed once per process (the package's files do not change
+    while it runs, and every fake asks on entry)."""
     names = [
         entry.name[: -len(SUFFIX)]
         for entry in _signatures().iterdir()
         if entry.name.endswith(SUFFIX)
     ]
-    return sorted(names, key=_sort_key)
+    return tuple(sorted(names, key=_sort_key))
 
 
 def _canonical(version: str) -> str:
-    available = available_releases()
+    available = _available()
     if version in available:
         return version
     try:

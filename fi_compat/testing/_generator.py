@@ -582,40 +582,42 @@ def _header(directory: str) -> list[str]:
     ]
 
 
-def _generate(
-    record: ReleaseRecord,
-    directory: str,
-    *,
-    cuda_runtime: bool,
-    planned: frozenset[str] = frozenset(),
-    registry: _Registry | None = None,
-) -> dict[str, str]:
-    """Module name -> source text of the whole fake package."""
-    if registry is None:
-        registry = _collect(record)
+def _module_names(record: ReleaseRecord, registry: _Registry) -> set[str]:
+    """Every module of the fake package, parent packages included."""
     modules = {FLASHINFER} | ({COMM} if record.comm_exists else set())
     for entry in registry.entries.values():
         modules |= {entry.defined_in, *entry.bindings, *entry.lazy}
     for table in (registry.module_names, registry.lazy_module_names):
         for module, names in table.items():
             modules |= {module, *names.values()}
-    sources: dict[str, str] = {}
-    for name in sorted(modules):
-        head = _header(directory)
-        if name in planned:
-            head.append(f"_runtime._raise_planned(_TOKEN, {name!r})")
-        if name == COMM and not cuda_runtime:
-            head.append(f"from {CUDART_MODULE} import cudart as cudart")
-        if name == FLASHINFER:
-            head.append(f"__version__ = {record.release!r}")
-        sources[name] = _Writer(registry, name).source(head)
     if not record.comm_exists:
-        for name in [n for n in sources if n == COMM or n.startswith(COMM + ".")]:
-            del sources[name]
-    elif not cuda_runtime:
-        sources[CUDART_MODULE] = sources.get(
-            CUDART_MODULE, "\n".join(_header(directory)) + "\n"
-        ) + (
+        modules = {name for name in modules if name != COMM and not name.startswith(COMM + ".")}
+    for name in list(modules):
+        parts = name.split(".")
+        modules |= {".".join(parts[:index]) for index in range(1, len(parts))}
+    return modules
+
+
+def _module_source(
+    record: ReleaseRecord,
+    registry: _Registry,
+    directory: str,
+    name: str,
+    *,
+    cuda_runtime: bool,
+    planned: frozenset[str] = frozenset(),
+) -> str:
+    """The source text of one module of the fake package (one of :func:`_module_names`)."""
+    head = _header(directory)
+    if name in planned:
+        head.append(f"_runtime._raise_planned(_TOKEN, {name!r})")
+    if name == COMM and not cuda_runtime and record.comm_exists:
+        head.append(f"from {CUDART_MODULE} import cudart as cudart")
+    if name == FLASHINFER:
+        head.append(f"__version__ = {record.release!r}")
+    source = _Writer(registry, name).source(head)
+    if name == CUDART_MODULE and record.comm_exists and not cuda_runtime:
+        source += (
             "\n".join(
                 [
                     "",
@@ -632,10 +634,26 @@ def _generate(
             )
             + "\n"
         )
-    # Parent packages of every generated module must exist.
-    for name in list(sources):
-        parts = name.split(".")
-        for index in range(1, len(parts)):
-            parent = ".".join(parts[:index])
-            sources.setdefault(parent, "\n".join(_header(directory)) + "\n")
-    return sources
+    return source
+
+
+def _generate(
+    record: ReleaseRecord,
+    directory: str,
+    *,
+    cuda_runtime: bool,
+    planned: frozenset[str] = frozenset(),
+    registry: _Registry | None = None,
+) -> dict[str, str]:
+    """Module name -> source text of the whole fake package."""
+    if registry is None:
+        registry = _collect(record)
+    names = _module_names(record, registry)
+    if record.comm_exists and not cuda_runtime:
+        names |= {CUDART_MODULE, *(".".join(CUDART_MODULE.split(".")[:i]) for i in (1, 2))}
+    return {
+        name: _module_source(
+            record, registry, directory, name, cuda_runtime=cuda_runtime, planned=planned
+        )
+        for name in sorted(names)
+    }

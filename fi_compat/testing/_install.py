@@ -17,14 +17,14 @@ import importlib.machinery
 import importlib.util
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import CodeType, ModuleType
 
 from fi_compat._records import ReleaseRecord
-from fi_compat._surface import FLASHINFER
-from fi_compat.testing._generator import _generate
+from fi_compat._surface import COMM, CUDART_MODULE, FLASHINFER
+from fi_compat.testing._generator import _module_names, _module_source
 from fi_compat.testing._objects import _LOCK
 from fi_compat.testing._registry import (
     _collect,
@@ -49,6 +49,19 @@ class _Build:
     #: The modules a fake of this build imports on entry (the others on first use).
     eager: tuple[str, ...] = ()
     in_use: bool = False
+    #: Modules not written yet (only lazy bindings reach them), and how to write one.
+    deferred: set[str] = field(default_factory=set)
+    render: Callable[[str], str] | None = None
+
+    def path(self, name: str) -> Path | None:
+        """The file of module ``name``, written now if it was deferred; None if the fake
+        has no such module."""
+        with _LOCK:
+            if name in self.deferred and self.render is not None:
+                self.paths.update(_write(self.directory, {name: self.render(name)}, self.packages))
+                self.deferred.discard(name)
+            return self.paths.get(name)
+
     code: dict[str, CodeType] = field(default_factory=dict)
 
 
@@ -69,19 +82,31 @@ def _take_build(record: ReleaseRecord, *, cuda_runtime: bool, planned: frozenset
                 return build
     registry = _collect(record)
     directory = Path(tempfile.mkdtemp(prefix=f"fake-flashinfer-{record.release}-"))
-    sources = _generate(
-        record, str(directory), cuda_runtime=cuda_runtime, planned=planned, registry=registry
-    )
-    packages = {name.rpartition(".")[0] for name in sources if "." in name} | {FLASHINFER}
+    names = _module_names(record, registry)
+    if record.comm_exists and not cuda_runtime:
+        names |= {CUDART_MODULE}
+    packages = {name.rpartition(".")[0] for name in names if "." in name} | {FLASHINFER}
+    eager = {name for name in _eager_modules(registry) if name in names}
+    # Written now: what a fake imports on entry, every package, and the special modules;
+    # a module only lazy bindings reach is written when it is first imported.
+    now = eager | packages | {FLASHINFER, COMM, CUDART_MODULE, *planned}
+
+    def render(name: str) -> str:
+        return _module_source(
+            record, registry, str(directory), name, cuda_runtime=cuda_runtime, planned=planned
+        )
+
     build = _Build(
         record,
         directory,
-        _write(directory, sources, packages),
+        _write(directory, {name: render(name) for name in sorted(names & now)}, packages),
         packages,
         _workspace_classes(registry),
         _factory_options(record),
-        eager=tuple(sorted(name for name in _eager_modules(registry) if name in sources)),
+        eager=tuple(sorted(eager)),
         in_use=True,
+        deferred=set(names - now),
+        render=render,
     )
     with _LOCK:
         builds.append(build)
@@ -141,7 +166,7 @@ class _Finder(importlib.abc.MetaPathFinder):
     ) -> importlib.machinery.ModuleSpec | None:
         if fullname != FLASHINFER and not fullname.startswith(FLASHINFER + "."):
             return None
-        file = self.build.paths.get(fullname)
+        file = self.build.path(fullname)
         if file is None:
             # A submodule the fake lacks: the path finder then searches the fake package's
             # own directory (its __path__) and finds nothing, as for a real missing module.

@@ -178,7 +178,9 @@ def _collect(record: ReleaseRecord) -> _Registry:
             entry = registry.add(wrapper.defined_in, name, "class", cls=wrapper)
             entry.family = name
             entry.decode = name in decode
-            registry.bind(entry, FLASHINFER, name)
+            # On first use: a fake whose test never touches attention does not import the
+            # modules defining the wrappers (and everything they define).
+            registry.bind(entry, FLASHINFER, name, lazy=True)
     if record.comm_exists:
         for name, func in sorted(record.comm_functions.items()):
             if func is not None:
@@ -210,7 +212,7 @@ def _collect(record: ReleaseRecord) -> _Registry:
         entry = registry.add(plan.defined_in, plan.name, "function", function=plan)
         entry.takes_self = True
         # Every release that has it (0.4.0+) also exports it from the top level.
-        registry.bind(entry, FLASHINFER, plan.name)
+        registry.bind(entry, FLASHINFER, plan.name, lazy=True)
     return registry
 
 
@@ -273,7 +275,7 @@ def _add_name(
         entry = registry.add(module, name, "value")
         entry.outside = defined_in
         entry.outside_module = kind == "module"
-        registry.bind(entry, module, name)
+        registry.bind(entry, module, name, lazy=lazy)
         return
     if kind == "module":
         kind, defined_in = "value", module

@@ -299,10 +299,15 @@ def _lazy(
     name: str,
 ) -> Any:
     """A generated module's ``__getattr__`` (called by generated code): ``name`` bound on
-    first access from the module defining it (a module itself when the name is None), or the
-    ``AttributeError`` Python raises for a name the release's module lacks."""
+    first access from the module defining it (a module itself when the name is None); a
+    submodule of the fake package, imported (``import flashinfer`` imports the release's
+    submodules, which binds them on the package); or the ``AttributeError`` Python raises
+    for a name the release's module lacks."""
     found = lazy.get(name)
     if found is None:
+        if not name.startswith("__"):
+            with contextlib.suppress(ModuleNotFoundError):
+                return importlib.import_module(f"{module}.{name}")
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
     source, own = found
     target = sys.modules.get(source) or importlib.import_module(source)
