@@ -9,7 +9,8 @@ VENV310 := .venv310
 STAMP310 := $(VENV310)/.installed
 
 .PHONY: setup report test test-fast test-all test-suite test-py310 lint bench clean record \
-	record-all compare-griffe measure-reach measure-layers measure-sizes release-check dist docs
+	record-all compare-griffe measure-reach measure-layers measure-sizes release-check dist docs \
+	screenshots
 
 # pytest-xdist workers for the test runs (both cores of the project's machines).
 WORKERS ?= 2
@@ -110,6 +111,20 @@ docs: $(STAMP)
 # docs/benchmarks.md includes. Commit both: the docs show the last run's figures.
 bench: $(STAMP)
 	$(BIN)/python -m tools.bench --write
+	$(BIN)/python -m tools.charts --write --only bench
+
+# Screenshots of the pages that show charts, taken by headless Chromium from a fresh build
+# of the site (apt-get install chromium): build/screenshots/{releases,attention,benchmarks}.png.
+SCREENSHOT_PAGES := releases guide/attention benchmarks
+screenshots: $(STAMP)
+	rm -rf build/site build/screenshots && mkdir -p build/screenshots
+	$(BIN)/mkdocs build --strict -d build/site
+	for page in $(SCREENSHOT_PAGES); do \
+		chromium --headless --no-sandbox --disable-gpu --hide-scrollbars \
+			--window-size=1400,4200 --screenshot=build/screenshots/$$(basename $$page).png \
+			file://$(CURDIR)/build/site/$$page/index.html || exit 1; \
+	done
+	ls -l build/screenshots
 
 # Maintainer tooling (tools/, not in the wheel). Releases are downloaded once into
 # ~/.cache/fi-compat/releases (set FI_COMPAT_RELEASE_CACHE to move it).

@@ -1,9 +1,14 @@
-"""MkDocs hooks: fail the build on a stale generated table or a Sphinx role left in a page.
+"""MkDocs hooks: fail the build on a stale table or chart, or a Sphinx role left in a page.
 
 The compatibility and split-reach tables, and the migration guides' fusion-policy tables,
 are generated from the data fi-compat ships (``fi_compat.testing._table``) and written
 into the pages by ``python scripts/gen_compat_table.py --write``. A page whose copy
 drifted fails the build, so the site never shows a table that the data no longer supports.
+
+The charts under ``docs/images/`` (the release timeline, the reach map, the benchmark
+charts) are drawn from the same data by ``tools/charts.py`` (``python -m tools.charts
+--write``; ``make bench`` redraws the benchmark ones). The build draws every chart again in
+memory and fails when a file is missing or differs, so a picture cannot outlive its data.
 
 Docstrings' Sphinx roles (``:class:`X```) are turned into links by ``docs/griffe_roles.py``;
 a role that reaches a rendered page (a pattern the extension does not know) fails the build.
@@ -12,11 +17,30 @@ a role that reaches a rendered page (a pattern the extension does not know) fail
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 from typing import Any
 
 from mkdocs.exceptions import PluginError
 
 from fi_compat.testing._table import refresh
+
+#: The repository, whose maintainer tooling (tools/) draws the charts.
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def on_pre_build(**_: Any) -> None:
+    """Raise when a chart under ``docs/images/`` is missing or differs from its data."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from tools.charts import stale
+
+    drifted = stale(ROOT)
+    if drifted:
+        raise PluginError(
+            f"charts missing or differing from their data: {', '.join(drifted)}; "
+            "run python -m tools.charts --write (make bench for the benchmark charts)"
+        )
 
 
 def on_page_markdown(markdown: str, *, page: Any, **_: Any) -> str:

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from fi_compat._surface import DECODE, PLAN
+from fi_compat.cli._colour import colourize, wants_colour
 from fi_compat.cli._output import write_err, write_out
 
 __all__ = ["register", "run"]
@@ -126,7 +127,10 @@ def run(args: argparse.Namespace) -> int:
             report["require"] = {"names": names, "missing": lacking}
         write_out(json.dumps(report, indent=2, sort_keys=False) + "\n")
     else:
-        write_out(render_text(capabilities))
+        text = render_text(capabilities)
+        if wants_colour(sys.stdout, os.environ):
+            text = colourize(text)
+        write_out(text)
     if lacking:
         write_err("fi-compat report: required capabilities are missing:")
         for entry in lacking:
