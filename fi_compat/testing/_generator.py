@@ -1,7 +1,8 @@
 """The source generator: the Python text of a fake ``flashinfer`` package.
 
 :func:`_generate` turns a release's registry (:mod:`fi_compat.testing._registry`) into one
-module of source per ``flashinfer`` module: each recorded function, class and method as a
+module of source per ``flashinfer`` module (:func:`_module_source` writes one of them, for a
+build that writes a module when it is first imported): each recorded function, class and method as a
 ``def`` or ``class`` with the release's parameter names, kinds, annotations and defaults
 (a default becomes a :class:`~fi_compat.testing.Default`, an enum member default that
 member), whose body logs the call and hands over to :mod:`fi_compat.testing._runtime`, the
@@ -582,9 +583,12 @@ def _header(directory: str) -> list[str]:
     ]
 
 
-def _module_names(record: ReleaseRecord, registry: _Registry) -> set[str]:
-    """Every module of the fake package, parent packages included."""
+def _module_names(record: ReleaseRecord, registry: _Registry, *, cuda_runtime: bool) -> set[str]:
+    """Every module of the fake package, parent packages included (and the module whose
+    ``cudart`` asserts, in a process imitated without a loaded CUDA runtime)."""
     modules = {FLASHINFER} | ({COMM} if record.comm_exists else set())
+    if record.comm_exists and not cuda_runtime:
+        modules.add(CUDART_MODULE)
     for entry in registry.entries.values():
         modules |= {entry.defined_in, *entry.bindings, *entry.lazy}
     for table in (registry.module_names, registry.lazy_module_names):
@@ -648,9 +652,7 @@ def _generate(
     """Module name -> source text of the whole fake package."""
     if registry is None:
         registry = _collect(record)
-    names = _module_names(record, registry)
-    if record.comm_exists and not cuda_runtime:
-        names |= {CUDART_MODULE, *(".".join(CUDART_MODULE.split(".")[:i]) for i in (1, 2))}
+    names = _module_names(record, registry, cuda_runtime=cuda_runtime)
     return {
         name: _module_source(
             record, registry, directory, name, cuda_runtime=cuda_runtime, planned=planned

@@ -82,9 +82,7 @@ def _take_build(record: ReleaseRecord, *, cuda_runtime: bool, planned: frozenset
                 return build
     registry = _collect(record)
     directory = Path(tempfile.mkdtemp(prefix=f"fake-flashinfer-{record.release}-"))
-    names = _module_names(record, registry)
-    if record.comm_exists and not cuda_runtime:
-        names |= {CUDART_MODULE}
+    names = _module_names(record, registry, cuda_runtime=cuda_runtime)
     packages = {name.rpartition(".")[0] for name in names if "." in name} | {FLASHINFER}
     eager = {name for name in _eager_modules(registry) if name in names}
     # Written now: what a fake imports on entry, every package, and the special modules;
