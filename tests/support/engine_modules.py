@@ -16,30 +16,26 @@ context, its environment flags, the forward modes. The module's global ``torch``
 real torch behind :class:`CpuTorch`, which puts the tensors the engine asks for on
 ``"cuda"`` on the CPU and answers the one device query it makes.
 
-Wheels come from ``$FI_COMPAT_ENGINE_WHEELS`` (directories, ``os.pathsep``-separated),
-``/tmp/sgl`` and ``/tmp/vllm``, else ``pip download --no-deps`` into the release cache
-(:mod:`tools.releases`); the engine is never installed or imported as a package.
+Wheels are found as :mod:`tests.support.engine_wheels` says; the engine is never installed
+or imported as a package.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import glob
 import importlib.abc
 import importlib.machinery
-import os
 import sys
 import types
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from tools.releases import ReleaseCache
+from tests.support.engine_wheels import ENGINES, Engine, engine_wheel
 
 __all__ = [
     "ENGINES",
@@ -52,51 +48,6 @@ __all__ = [
     "engine_wheel",
     "integrated",
 ]
-
-
-@dataclass(frozen=True)
-class Engine:
-    """One engine module to run: its pinned wheel, the file in it and its module name."""
-
-    requirement: str
-    member: str
-    module: str
-
-    @property
-    def root(self) -> str:
-        return self.module.partition(".")[0]
-
-
-ENGINES: Mapping[str, Engine] = {
-    "sglang": Engine(
-        "sglang==0.5.23",
-        "sglang/srt/layers/attention/flashinfer_backend.py",
-        "sglang.srt.layers.attention.flashinfer_backend",
-    ),
-    "vllm": Engine(
-        "vllm==0.33.0",
-        "vllm/v1/attention/backends/flashinfer.py",
-        "vllm.v1.attention.backends.flashinfer",
-    ),
-}
-
-
-def engine_wheel(engine: Engine) -> Path:
-    """The engine's wheel: from ``$FI_COMPAT_ENGINE_WHEELS``, ``/tmp/sgl`` or ``/tmp/vllm``,
-    else downloaded once into the release cache.
-
-    Raises
-    ------
-    tools.releases.RegistryUnreachableError
-        The wheel is nowhere here and the registry cannot be reached (the caller skips).
-    """
-    name, _, version = engine.requirement.partition("==")
-    dirs = [d for d in os.environ.get("FI_COMPAT_ENGINE_WHEELS", "").split(os.pathsep) if d]
-    for directory in [*dirs, "/tmp/sgl", "/tmp/vllm"]:
-        found = sorted(glob.glob(os.path.join(directory, f"{name}-{version}-*.whl")))
-        if found:
-            return Path(found[-1])
-    return ReleaseCache().download(engine.requirement, wheel_only=True)
 
 
 # ------------------------------------------------------------------------------ stand-ins
