@@ -40,7 +40,7 @@ def __dir__() -> list[str]:
 
 #: Subcommands; each is the module ``fi_compat.cli._<name>``, which defines
 #: ``register(subparsers) -> None`` and sets ``func`` on its parser.
-_COMMANDS: tuple[str, ...] = ("report", "policy")
+_COMMANDS: tuple[str, ...] = ("report", "policy", "diff", "scan")
 
 
 def _build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,50 @@
+"""Upgrade preview: what an engine's code meets between two FlashInfer releases.
+
+Two questions, both answered from the recorded releases alone (nothing is installed,
+imported or run, FlashInfer included):
+
+- :func:`diff_releases`: every difference an engine can meet between two releases (names,
+  parameters, attention backends and their split reach, import hazards, fi-compat's own
+  per-release behaviour), each citing the release where it changed;
+- :func:`scan_tree`: every use of FlashInfer in a source tree, read statically, judged
+  against both releases (:class:`Category`, :data:`RULES`).
+
+``fi-compat diff`` and ``fi-compat scan`` are their command lines; the upgrade guide
+(``docs/guide/upgrade.md``) shows both on an engine's bump.
+
+.. versionadded:: 0.3.0
+"""
+
+from __future__ import annotations
+
+from fi_compat.upgrade._diff import Change, ReleaseDiff, Severity, diff_releases
+from fi_compat.upgrade._judge import RULES, Category, Finding, Rule
+from fi_compat.upgrade._report import (
+    ScanResult,
+    render_diff,
+    render_scan,
+    scan_tree,
+    to_sarif,
+)
+from fi_compat.upgrade._scan import Diagnostic
+
+__all__ = [
+    "RULES",
+    "Category",
+    "Change",
+    "Diagnostic",
+    "Finding",
+    "ReleaseDiff",
+    "Rule",
+    "ScanResult",
+    "Severity",
+    "diff_releases",
+    "render_diff",
+    "render_scan",
+    "scan_tree",
+    "to_sarif",
+]
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

@@ -1,0 +1,332 @@
+"""A scan's result, and how it is written: text for people, JSON, and SARIF 2.1.0."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fi_compat._arguments import require_str
+from fi_compat._frozen import picklable
+from fi_compat.errors import InvalidArgumentError, explain
+from fi_compat.upgrade._diff import ReleaseDiff, Severity
+from fi_compat.upgrade._history import history
+from fi_compat.upgrade._judge import RULES, Category, Finding, judge
+from fi_compat.upgrade._scan import Diagnostic, scan_paths
+
+__all__ = [
+    "SARIF_SCHEMA",
+    "ScanResult",
+    "render_diff",
+    "render_scan",
+    "scan_tree",
+    "to_sarif",
+]
+
+#: The SARIF schema the ``--sarif`` output declares.
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+_LEVELS = {
+    Category.BREAKS: "error",
+    Category.BEHAVIOUR: "warning",
+    Category.DETERMINISM: "warning",
+    Category.AVAILABLE: "note",
+    Category.UNCHANGED: "none",
+}
+_CATEGORY_ORDER = {category: index for index, category in enumerate(Category)}
+
+
+@picklable
+@dataclass(frozen=True)
+class ScanResult:
+    """What :func:`scan_tree` found.
+
+    .. versionadded:: 0.3.0
+
+    Attributes
+    ----------
+    root
+        The scanned directory or file, as given.
+    old, new
+        The two releases judged against (``new`` is the installed release's for
+        ``--to installed``).
+    fi_compat
+        True when ``flashinfer.comm`` uses were judged as ``fi_compat.comm`` serves them.
+    files
+        How many ``*.py`` files were looked at.
+    findings
+        Every judged use, by file, line and column.
+    diagnostics
+        Every file that could not be read or parsed, with why.
+    """
+
+    root: str
+    old: str
+    new: str
+    fi_compat: bool
+    files: int
+    findings: tuple[Finding, ...]
+    diagnostics: tuple[Diagnostic, ...]
+
+    @property
+    def breaks(self) -> bool:
+        """True when some finding is :attr:`Category.BREAKS` (``fi-compat scan`` exits 1)."""
+        return any(finding.category is Category.BREAKS for finding in self.findings)
+
+    def count(self, category: Category) -> int:
+        """How many findings fall in ``category``."""
+        return sum(1 for finding in self.findings if finding.category is category)
+
+    def to_json(self) -> dict[str, Any]:
+        """The result as ``fi-compat scan --json`` prints it (schema ``scan.schema.json``)."""
+        from fi_compat._version import __version__
+
+        return {
+            "schema": 1,
+            "tool": {"name": "fi-compat", "version": __version__},
+            "root": self.root,
+            "old": self.old,
+            "new": self.new,
+            "fi_compat": self.fi_compat,
+            "files": self.files,
+            "summary": {category.name.lower(): self.count(category) for category in Category},
+            "findings": [finding.to_json() for finding in self.findings],
+            "diagnostics": [
+                {
+                    "path": diagnostic.path,
+                    "message": diagnostic.message,
+                    "line": diagnostic.line,
+                    "column": diagnostic.column,
+                }
+                for diagnostic in self.diagnostics
+            ],
+        }
+
+
+def scan_tree(root: str | Path, old: str, new: str, *, fi_compat: bool = False) -> ScanResult:
+    """Scan ``root`` for uses of FlashInfer and judge each against releases ``old`` and
+    ``new``.
+
+    .. versionadded:: 0.3.0
+
+    Parameters
+    ----------
+    root
+        A directory (every ``*.py``/``*.pyi`` file under it, symbolic links to directories
+        not followed) or one file.
+    old, new
+        Recorded flashinfer-python releases.
+    fi_compat
+        Judge ``flashinfer.comm`` uses as they run after the import swap to
+        ``fi_compat.comm``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``root`` is not a str or path, or names nothing that exists; ``old`` or ``new`` is
+        not a str.
+    UnknownReleaseError
+        ``old`` or ``new`` has no record.
+    """
+    if not isinstance(root, (str, Path)):
+        raise InvalidArgumentError(
+            explain("root to be a str or pathlib.Path", f"{type(root).__name__}")
+        )
+    require_str("old", old, nonempty=True)
+    require_str("new", new, nonempty=True)
+    path = Path(root)
+    if not path.exists():
+        raise InvalidArgumentError(
+            explain("root to name an existing directory or file", f"{str(root)!r}")
+        )
+    steps = history(old, new)
+    uses, diagnostics, files = scan_paths(path)
+    findings = judge(uses, steps, fi_compat=fi_compat)
+    findings.sort(key=lambda f: (f.path, f.line, f.column, _CATEGORY_ORDER[f.category], f.rule))
+    return ScanResult(
+        str(root),
+        steps.old.release,
+        steps.new.release,
+        fi_compat,
+        files,
+        tuple(findings),
+        tuple(sorted(diagnostics, key=lambda d: d.path)),
+    )
+
+
+# ----------------------------------------------------------------------------- text
+
+
+def render_scan(result: ScanResult, *, show_unchanged: bool = False) -> str:
+    """The result as text, as ``fi-compat scan`` prints it: the findings grouped by file
+    (unchanged ones only with ``show_unchanged``), the files not scanned, a summary line.
+
+    .. versionadded:: 0.3.0
+    """
+    lines = [
+        f"flashinfer {result.old} -> {result.new}"
+        + (" (after the swap to fi_compat.comm)" if result.fi_compat else "")
+        + f": {result.files} {'file' if result.files == 1 else 'files'} scanned under "
+        + result.root
+    ]
+    current = None
+    for finding in result.findings:
+        if finding.category is Category.UNCHANGED and not show_unchanged:
+            continue
+        if finding.path != current:
+            current = finding.path
+            lines += ["", finding.path]
+        since = f" [{finding.release}]" if finding.release else ""
+        lines.append(
+            f"  {finding.line}:{finding.column}: {finding.category.value}: {finding.message}"
+            f" ({finding.rule}){since}"
+        )
+    if result.diagnostics:
+        lines += ["", "not scanned:"]
+        lines += [
+            f"  {d.path}" + (f":{d.line}" if d.line else "") + f": {d.message}"
+            for d in result.diagnostics
+        ]
+    counts = ", ".join(f"{result.count(category)} {category.value}" for category in Category)
+    unread = len(result.diagnostics)
+    lines += ["", f"{counts}; {unread} {'file' if unread == 1 else 'files'} not scanned"]
+    return "\n".join(lines) + "\n"
+
+
+def render_diff(diff: ReleaseDiff, *, severities: Iterable[Severity] = tuple(Severity)) -> str:
+    """The diff as text, as ``fi-compat diff`` prints it: a section per severity (only
+    those in ``severities``), each change with the release it cites.
+
+    .. versionadded:: 0.3.0
+    """
+    wanted = set(severities)
+    lines = [
+        f"flashinfer {diff.old} -> {diff.new}: {len(diff.releases)} recorded "
+        f"{'release' if len(diff.releases) == 1 else 'releases'}, {len(diff.changes)} "
+        f"{'change' if len(diff.changes) == 1 else 'changes'}"
+    ]
+    for severity in Severity:
+        if severity not in wanted:
+            continue
+        changes = diff.by_severity(severity)
+        if not changes:
+            continue
+        lines += ["", f"{_TITLES[severity]} ({len(changes)})"]
+        for change in changes:
+            lines.append(f"  {change.release or '-':<13} {change.subject}: {change.detail}")
+    for note in diff.notes:
+        lines += ["", f"note: {note}"]
+    return "\n".join(lines) + "\n"
+
+
+_TITLES = {
+    Severity.BREAKING: "Breaking",
+    Severity.BEHAVIOUR: "Behaviour",
+    Severity.DETERMINISM: "Determinism",
+    Severity.ADDED: "Added",
+}
+
+
+# ----------------------------------------------------------------------------- SARIF
+
+
+@functools.cache
+def _rules() -> tuple[Mapping[str, Any], ...]:
+    return tuple(
+        {
+            "id": rule.id,
+            "name": "".join(part.title() for part in rule.id.split("-")),
+            "shortDescription": {"text": rule.summary},
+            "defaultConfiguration": {"level": _LEVELS[rule.categories[0]]},
+            "properties": {"categories": [category.value for category in rule.categories]},
+        }
+        for rule in RULES.values()
+    )
+
+
+def to_sarif(result: ScanResult, *, show_unchanged: bool = False) -> dict[str, Any]:
+    """The result as a SARIF 2.1.0 log, as ``fi-compat scan --sarif`` prints it: one run,
+    a result per finding (unchanged ones only with ``show_unchanged``, at level ``none``),
+    each file that could not be scanned as a tool notification. Paths are relative to the
+    ``SRCROOT`` base, the scanned directory.
+
+    .. versionadded:: 0.3.0
+    """
+    from fi_compat._version import __version__
+
+    index = {rule["id"]: position for position, rule in enumerate(_rules())}
+    root = Path(result.root).resolve()
+    base = root if root.is_dir() else root.parent
+    results = []
+    for finding in result.findings:
+        if finding.category is Category.UNCHANGED and not show_unchanged:
+            continue
+        location: dict[str, Any] = {
+            "physicalLocation": {
+                "artifactLocation": {"uri": finding.path, "uriBaseId": "SRCROOT"},
+                "region": {
+                    "startLine": finding.line,
+                    "startColumn": finding.column,
+                    "endLine": finding.end_line,
+                    "endColumn": finding.end_column,
+                },
+            }
+        }
+        if finding.scope != "<module>":
+            location["logicalLocations"] = [
+                {"fullyQualifiedName": finding.scope, "kind": "function"}
+            ]
+        results.append(
+            {
+                "ruleId": finding.rule,
+                "ruleIndex": index[finding.rule],
+                "level": _LEVELS[finding.category],
+                "message": {"text": finding.message},
+                "locations": [location],
+                "properties": {
+                    "category": finding.category.value,
+                    "target": finding.target,
+                    "release": finding.release,
+                },
+            }
+        )
+    notifications = [
+        {
+            "level": "warning",
+            "message": {"text": f"{d.path}: {d.message}"},
+            "locations": [
+                {
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": d.path, "uriBaseId": "SRCROOT"},
+                        **({"region": {"startLine": d.line}} if d.line else {}),
+                    }
+                }
+            ],
+        }
+        for d in result.diagnostics
+    ]
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "fi-compat",
+                        "version": __version__,
+                        "rules": list(_rules()),
+                    }
+                },
+                "originalUriBaseIds": {"SRCROOT": {"uri": base.as_uri() + "/"}},
+                "invocations": [
+                    {
+                        "executionSuccessful": True,
+                        "toolExecutionNotifications": notifications,
+                    }
+                ],
+                "results": results,
+                "properties": {"old": result.old, "new": result.new, "fiCompat": result.fi_compat},
+            }
+        ],
+    }

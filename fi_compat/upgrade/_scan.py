@@ -1,0 +1,474 @@
+"""Every use of FlashInfer in a source tree, read statically (nothing is imported or run).
+
+:func:`scan_tree` walks a directory (or reads one file), and for each ``*.py`` file that
+mentions ``flashinfer`` parses it with :mod:`ast` and records each :class:`Use`: imports
+and their aliases, attribute chains, calls with their keywords, ``backend="..."`` strings
+passed to constructors, ``inspect.signature`` probes and ``hasattr``/``getattr`` guards.
+A file that cannot be read or parsed (unreadable, binary, not in its declared encoding,
+a syntax error, over :data:`MAX_BYTES`, a symbolic-link loop) becomes a :class:`Diagnostic`
+for that file; the walk goes on.
+
+What the reading follows, and what it does not: names are resolved per file, from the
+imports anywhere in it (``import flashinfer.comm as fc``, ``from flashinfer.comm.mnnvl
+import TorchDistBackend``); an instance is followed from a plain assignment of a FlashInfer
+constructor's result to a name or ``self.<attr>`` (``w = BatchDecodeWithPagedKVCacheWrapper(
+...)``, then ``w.plan(...)``); values passed through containers, function arguments or
+other modules are not followed.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import os
+import stat
+import tokenize
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from fi_compat._surface import ATTENTION_FAMILIES
+
+__all__ = ["MAX_BYTES", "Diagnostic", "Use", "UseKind", "read_uses", "scan_paths"]
+
+#: A file larger than this is reported, not parsed (engines' largest sources are < 1 MB).
+MAX_BYTES = 8 * 1024 * 1024
+
+#: What a :class:`Use` is: an import, an attribute chain, a call, a backend string given
+#: to a constructor, an ``inspect.signature`` probe, or a ``hasattr``/``getattr`` guard.
+UseKind = Literal["import", "attribute", "call", "backend", "signature", "guard"]
+
+_ROOT = "flashinfer"
+_FAMILIES = frozenset(ATTENTION_FAMILIES)
+_MARKER = b"flashinfer"
+#: Handlers that catch what a missing name or module raises, by exception name.
+_CATCH_ALL = frozenset({"Exception", "BaseException", ""})
+
+
+@dataclass(frozen=True)
+class Use:
+    """One use of FlashInfer in a file.
+
+    ``target`` is the dotted path used (``flashinfer.comm.allreduce_fusion``), ``module``
+    the part known to be a module (from the import statement, or the longest prefix
+    imported as a module in the file). Lines are 1-based, columns 1-based (as SARIF and
+    editors count). ``catches`` are the exception names of the ``try`` handlers around
+    the use (``""`` for a bare ``except``); ``guarded`` is true inside a ``try`` whose
+    handlers catch ``ImportError`` or ``AttributeError`` (or any exception), or under an
+    ``if`` that tests ``hasattr``/``getattr``/a signature.
+    """
+
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    kind: UseKind
+    target: str
+    module: str
+    scope: str
+    keywords: tuple[str, ...] = ()
+    positional: int = 0
+    star: bool = False
+    backend: str | None = None
+    keyword: str | None = None
+    guarded: bool = False
+    catches: frozenset[str] = field(default_factory=frozenset)
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """A file the scan could not read or parse: its path and why (one line), and the line
+    and column where the parser stopped, for a syntax error.
+
+    .. versionadded:: 0.3.0
+    """
+
+    path: str
+    message: str
+    line: int | None = None
+    column: int | None = None
+
+
+def _handler_names(handler: ast.ExceptHandler) -> set[str]:
+    if handler.type is None:
+        return {""}
+    nodes = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    names = set()
+    for node in nodes:
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+    return names
+
+
+def _guards(catches: frozenset[str]) -> bool:
+    return bool(catches & (_CATCH_ALL | {"ImportError", "ModuleNotFoundError", "AttributeError"}))
+
+
+class _Reader(ast.NodeVisitor):
+    """Collects the uses of one parsed file."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.aliases: dict[str, str] = {}
+        self.modules: set[str] = set()
+        self.instances: dict[str, str] = {}
+        self.signatures: dict[str, str] = {}
+        self.parameters: dict[str, str] = {}
+        self.scope: list[str] = []
+        self.catches: list[frozenset[str]] = [frozenset()]
+        self.if_guarded = 0
+        self.handled: set[int] = set()
+        self.uses: list[Use] = []
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def _add(self, node: ast.AST, kind: UseKind, target: str, **extra: object) -> None:
+        catches = self.catches[-1]
+        line = int(getattr(node, "lineno", 1))
+        module = str(extra.pop("module", "") or self._module_of(target))
+        self.uses.append(
+            Use(
+                path=self.path,
+                line=line,
+                column=int(getattr(node, "col_offset", 0)) + 1,
+                end_line=int(getattr(node, "end_lineno", None) or line),
+                end_column=int(getattr(node, "end_col_offset", None) or 0) + 1,
+                kind=kind,
+                target=target,
+                module=module,
+                scope=".".join(self.scope) or "<module>",
+                guarded=_guards(catches) or self.if_guarded > 0,
+                catches=catches,
+                **extra,  # type: ignore[arg-type]
+            )
+        )
+
+    def _module_of(self, target: str) -> str:
+        parts = target.split(".")
+        for end in range(len(parts), 0, -1):
+            prefix = ".".join(parts[:end])
+            if prefix in self.modules:
+                return prefix
+        return _ROOT
+
+    def resolve(self, node: ast.AST) -> str | None:
+        """The dotted FlashInfer path ``node`` names, or None."""
+        if isinstance(node, ast.Name):
+            found = self.aliases.get(node.id)
+            return found if found is not None and found.split(".")[0] == _ROOT else None
+        if isinstance(node, ast.Attribute):
+            instance = self.instances.get(_text(node.value))
+            if instance is not None:
+                return f"{instance}.{node.attr}"
+            base = self.resolve(node.value)
+            return None if base is None else f"{base}.{node.attr}"
+        return None
+
+    def _python(self, node: ast.AST) -> str | None:
+        """The dotted standard-library path ``node`` names (``inspect.signature``)."""
+        if isinstance(node, ast.Name):
+            return self.aliases.get(node.id, node.id)
+        if isinstance(node, ast.Attribute):
+            base = self._python(node.value)
+            return None if base is None else f"{base}.{node.attr}"
+        return None
+
+    # ------------------------------------------------------------------ scopes
+
+    def _scoped(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        self.scope.append(node.name)
+        self.generic_visit(node)
+        self.scope.pop()
+
+    visit_FunctionDef = _scoped
+    visit_AsyncFunctionDef = _scoped
+    visit_ClassDef = _scoped
+
+    def visit_Try(self, node: ast.Try) -> None:
+        caught = frozenset(name for h in node.handlers for name in _handler_names(h))
+        self.catches.append(self.catches[-1] | caught)
+        for statement in node.body:
+            self.visit(statement)
+        self.catches.pop()
+        for part in (*node.handlers, *node.orelse, *node.finalbody):
+            self.visit(part)
+
+    visit_TryStar = visit_Try
+
+    def visit_If(self, node: ast.If) -> None:
+        self.visit(node.test)
+        guard = any(
+            (isinstance(n, ast.Call) and self._guard_call(n) is not None)
+            or (isinstance(n, ast.Compare) and self._probe_compare(n) is not None)
+            for n in ast.walk(node.test)
+        )
+        self.if_guarded += guard
+        for statement in node.body:
+            self.visit(statement)
+        self.if_guarded -= guard
+        for statement in node.orelse:
+            self.visit(statement)
+
+    # ------------------------------------------------------------------ imports
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            name = alias.name
+            if alias.asname is not None:
+                self.aliases[alias.asname] = name
+            else:
+                self.aliases[name.split(".")[0]] = name.split(".")[0]
+            if name.split(".")[0] == _ROOT:
+                parts = name.split(".")
+                self.modules.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
+                self._add(node, "import", name, module=name)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = node.module or ""
+        if node.level:
+            return
+        for alias in node.names:
+            bound = alias.asname or alias.name
+            self.aliases[bound] = f"{module}.{alias.name}"
+            if module.split(".")[0] == _ROOT and alias.name != "*":
+                parts = module.split(".")
+                self.modules.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
+                self._add(node, "import", f"{module}.{alias.name}", module=module)
+
+    # ------------------------------------------------------------------ assignments
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        value = node.value
+        if (
+            isinstance(value, ast.Attribute)
+            and value.attr == "parameters"
+            and isinstance(value.value, ast.Call)
+        ):
+            probed = self._signature_of(value.value)
+            if probed is not None:  # ``params = inspect.signature(f).parameters``
+                self.handled.add(id(value.value))
+                for target in node.targets:
+                    self.parameters[_text(target)] = probed
+        self.visit(node.value)
+        for target in node.targets:
+            self.visit(target)
+        value = node.value
+        if isinstance(value, ast.Call):
+            made = self.resolve(value.func)
+            probed = self._signature_of(value)
+            for target in node.targets:
+                if isinstance(target, (ast.Name, ast.Attribute)):
+                    if made is not None:
+                        self.instances[_text(target)] = made
+                    if probed is not None:
+                        self.signatures[_text(target)] = probed
+        elif isinstance(value, (ast.Name, ast.Attribute)):
+            found = self.resolve(value)
+            for target in node.targets:
+                if isinstance(target, ast.Name) and found is not None:
+                    self.aliases[target.id] = found
+
+    # ------------------------------------------------------------------ probes, guards
+
+    def _signature_of(self, call: ast.Call) -> str | None:
+        if self._python(call.func) not in ("inspect.signature", "signature") or not call.args:
+            return None
+        return self.resolve(call.args[0])
+
+    def _guard_call(self, call: ast.Call) -> tuple[str, str] | None:
+        name = call.func.id if isinstance(call.func, ast.Name) else None
+        if name not in ("hasattr", "getattr") or len(call.args) < 2:
+            return None
+        if name == "getattr" and len(call.args) < 3:
+            return None
+        owner, attr = self.resolve(call.args[0]), call.args[1]
+        if owner is None or not (isinstance(attr, ast.Constant) and isinstance(attr.value, str)):
+            return None
+        return owner, attr.value
+
+    def _probe_compare(self, node: ast.Compare) -> tuple[str, str] | None:
+        if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.In, ast.NotIn)):
+            return None
+        left, right = node.left, node.comparators[0]
+        if not (isinstance(left, ast.Constant) and isinstance(left.value, str)):
+            return None
+        if isinstance(right, (ast.Name, ast.Attribute)) and _text(right) in self.parameters:
+            return self.parameters[_text(right)], left.value
+        if not (isinstance(right, ast.Attribute) and right.attr == "parameters"):
+            return None
+        probed = (
+            self._signature_of(right.value)
+            if isinstance(right.value, ast.Call)
+            else self.signatures.get(_text(right.value))
+        )
+        return None if probed is None else (probed, left.value)
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        probe = self._probe_compare(node)
+        if probe is None:
+            self.generic_visit(node)
+            return
+        target, keyword = probe
+        self._add(node, "signature", target, keyword=keyword)
+        right = node.comparators[0]
+        if isinstance(right, ast.Attribute) and isinstance(right.value, ast.Call):
+            self.handled.add(id(right.value))
+
+    # ------------------------------------------------------------------ calls, chains
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if id(node) in self.handled:
+            return
+        guard = self._guard_call(node)
+        if guard is not None:
+            owner, attr = guard
+            self._add(node, "guard", f"{owner}.{attr}")
+            return
+        probed = self._signature_of(node)
+        if probed is not None:
+            self._add(node, "signature", probed)
+            self.generic_visit(node)
+            return
+        target = self.resolve(node.func)
+        if target is None:
+            self.generic_visit(node)
+            return
+        keywords = tuple(k.arg for k in node.keywords if k.arg is not None)
+        star = any(k.arg is None for k in node.keywords) or any(
+            isinstance(a, ast.Starred) for a in node.args
+        )
+        self._add(node, "call", target, keywords=keywords, positional=len(node.args), star=star)
+        family = target.rpartition(".")[2] in _FAMILIES
+        for keyword in node.keywords if family else ():
+            value = keyword.value
+            if (
+                keyword.arg == "backend"
+                and isinstance(value, ast.Constant)
+                and isinstance(value.value, str)
+            ):
+                self._add(value, "backend", target, backend=value.value)
+        if family and "backend" not in keywords and not star:
+            self._add(node, "backend", target, backend=None)
+        if not isinstance(node.func, ast.Name):
+            self.visit(_root_of(node.func))
+        for child in (*node.args, *node.keywords):
+            self.visit(child)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        target = self.resolve(node)
+        if target is None:
+            self.generic_visit(node)
+            return
+        if isinstance(node.ctx, ast.Load):
+            self._add(node, "attribute", target)
+
+
+def _root_of(node: ast.expr) -> ast.expr:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node
+
+
+def _text(node: ast.AST) -> str:
+    try:
+        return ast.unparse(node)
+    except Exception:  # an unparsable node never names an instance
+        return f"<{id(node)}>"
+
+
+def _decode(data: bytes) -> str:
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    text = data.decode(encoding)
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def read_uses(data: bytes, path: str) -> tuple[list[Use], Diagnostic | None]:
+    """The uses in one file's bytes, or the diagnostic that stopped the reading."""
+    if b"\0" in data:
+        return [], Diagnostic(path, "binary file (contains NUL bytes): not read")
+    try:
+        text = _decode(data)
+    except (SyntaxError, UnicodeDecodeError, LookupError) as error:
+        reason = error.reason if isinstance(error, UnicodeDecodeError) else str(error)
+        return [], Diagnostic(path, f"not decodable as its declared encoding: {reason}")
+    try:
+        tree = ast.parse(text, filename=path)
+    except SyntaxError as error:
+        return [], Diagnostic(
+            path, f"syntax error: {error.msg}", error.lineno, (error.offset or 0) or None
+        )
+    except (ValueError, RecursionError, MemoryError) as error:
+        return [], Diagnostic(path, f"not parsable: {type(error).__name__}: {error}")
+    reader = _Reader(path)
+    try:
+        reader.visit(tree)
+    except RecursionError:
+        return [], Diagnostic(path, "nested too deeply to read")
+    return reader.uses, None
+
+
+def _files(root: Path) -> Iterator[tuple[Path, Diagnostic | None]]:
+    """Every ``*.py`` file under ``root`` (sorted; symbolic links to directories not
+    followed), or a diagnostic for each entry that cannot be listed."""
+    if not root.is_dir():
+        yield root, None
+        return
+    problems: list[OSError] = []
+    for directory, subdirectories, names in os.walk(root, onerror=problems.append):
+        subdirectories.sort()
+        base = Path(directory)
+        for name in sorted(names):
+            if name.endswith((".py", ".pyi")):
+                yield base / name, None
+        while problems:
+            error = problems.pop()
+            where = Path(error.filename) if error.filename else base
+            yield where, Diagnostic(_relative(where, root), f"not listed: {error.strerror}")
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix() if root.is_dir() else path.name
+    except ValueError:
+        return path.as_posix()
+
+
+def scan_paths(root: Path) -> tuple[list[Use], list[Diagnostic], int]:
+    """Uses and diagnostics under ``root`` (a directory or one file), and how many files
+    were read. Paths are relative to ``root`` (a file's own name when ``root`` is one)."""
+    uses: list[Use] = []
+    diagnostics: list[Diagnostic] = []
+    count = 0
+    for path, problem in _files(root):
+        if problem is not None:
+            diagnostics.append(problem)
+            continue
+        name = _relative(path, root)
+        count += 1
+        try:
+            info = path.stat()
+            if not stat.S_ISREG(info.st_mode):
+                diagnostics.append(Diagnostic(name, "not a regular file: not read"))
+                continue
+            if info.st_size > MAX_BYTES:
+                diagnostics.append(
+                    Diagnostic(name, f"{info.st_size} bytes, over the {MAX_BYTES}-byte limit")
+                )
+                continue
+            data = path.read_bytes()
+        except OSError as error:
+            diagnostics.append(Diagnostic(name, f"not readable: {error.strerror or error}"))
+            continue
+        if _MARKER not in data:
+            if b"\0" in data[:8192]:
+                diagnostics.append(Diagnostic(name, "binary file (contains NUL bytes): not read"))
+            continue
+        found, problem = read_uses(data, name)
+        uses.extend(found)
+        if problem is not None:
+            diagnostics.append(problem)
+    return uses, diagnostics, count

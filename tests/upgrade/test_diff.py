@@ -1,0 +1,151 @@
+"""``fi-compat diff``: what changes between two recorded releases, each citing its release.
+
+The changes the issue names are checked line by line in the text an engine maintainer
+reads; the JSON is validated against the schema the package ships and the docs describe;
+each change's citation is checked against the records themselves (the fact has its old
+value at ``last_before`` and its new value from ``release`` on).
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+import pytest
+
+from fi_compat.cli import main
+from fi_compat.errors import InvalidArgumentError, UnknownReleaseError
+from fi_compat.upgrade import Severity, diff_releases, render_diff
+from fi_compat.upgrade._facts import facts_of, parameter, releases_between
+
+jsonschema = pytest.importorskip("jsonschema")
+
+
+def _schema(name: str) -> Any:
+    return json.loads(resources.files("fi_compat.upgrade").joinpath(name).read_text("utf-8"))
+
+
+def _line(text: str, *words: str) -> str:
+    found = [line for line in text.splitlines() if all(word in line for word in words)]
+    assert len(found) == 1, (words, found)
+    return found[0]
+
+
+def test_the_changes_the_issue_names(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diff", "0.6.8", "0.7.2.post1"]) == 0
+    text = capsys.readouterr().out
+    group = _line(text, "flashinfer.comm.create_allreduce_fusion_workspace:", "group=")
+    assert group.split()[0] == "0.6.10.post1"
+    moved = _line(text, "TorchDistBackend", "flashinfer.comm.comm_backend")
+    assert moved.split()[0] == "0.6.16"
+    bias = _line(text, "flashinfer.comm.allreduce_fusion:", "weight_bias=")
+    assert bias.split()[0] == "0.6.12"
+    hazard = _line(text, "comm_requires_cuda_runtime", "import flashinfer.comm")
+    assert hazard.split()[0] == "0.6.14"
+    assert "it did up to 0.6.13" in hazard
+
+
+def test_json_validates_against_the_shipped_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    schema = _schema("diff.schema.json")
+    jsonschema.Draft202012Validator.check_schema(schema)
+    for old, new in (("0.6.8", "0.7.2.post1"), ("0.7.2.post1", "0.2.9"), ("0.6.5", "0.6.5")):
+        assert main(["diff", old, new, "--json"]) == 0
+        document = json.loads(capsys.readouterr().out)
+        jsonschema.validate(document, schema, cls=jsonschema.Draft202012Validator)
+        assert (document["old"], document["new"]) == (old, new)
+
+
+def test_the_schema_lists_every_change_kind_the_diff_can_give() -> None:
+    kinds = set(_schema("diff.schema.json")["$defs"]["change"]["properties"]["kind"]["enum"])
+    seen = {
+        change.kind
+        for old, new in (("0.2.9", "0.7.2.post1"), ("0.7.2.post1", "0.2.9"))
+        for change in diff_releases(old, new).changes
+    }
+    assert seen <= kinds
+    source = resources.files("fi_compat.upgrade").joinpath("_diff.py").read_text("utf-8")
+    assert {kind for kind in kinds if f'"{kind}"' in source} == kinds
+
+
+def test_each_parameter_change_cites_where_the_records_change() -> None:
+    diff = diff_releases("0.6.8", "0.7.2.post1")
+    checked = 0
+    for change in diff.changes:
+        if change.kind != "parameter-added" or not change.detail.split()[1].endswith("="):
+            continue  # "takes **kwargs" and the like
+        assert change.release is not None
+        assert change.last_before is not None
+        name = change.detail.split()[1].rstrip("=")
+
+        def value(release: str, name: str = name, subject: str = change.subject) -> Any:
+            return parameter(facts_of(release), subject, name)
+
+        final = value("0.7.2.post1")
+        assert final is not None
+        assert value("0.6.8") is None
+        assert all(value(r) == final for r in releases_between(change.release, "0.7.2.post1"))
+        assert value(change.last_before) != final
+        assert releases_between("0.6.8", change.last_before)[-1] == change.last_before
+        checked += 1
+    assert checked > 100
+
+
+def test_a_downgrade_reverses_the_upgrade() -> None:
+    up = diff_releases("0.6.8", "0.7.2.post1")
+    down = diff_releases("0.7.2.post1", "0.6.8")
+    added = {(c.subject, c.kind) for c in up.changes if c.kind == "name-added"}
+    removed = {(c.subject, "name-added") for c in down.changes if c.kind == "name-removed"}
+    assert added == removed
+    assert down.releases == tuple(reversed(up.releases))
+
+
+def test_the_same_release_has_no_changes() -> None:
+    diff = diff_releases("0.7.2", "0.7.2")
+    assert diff.changes == ()
+    assert "no changes" not in render_diff(diff)  # just the header
+    assert render_diff(diff) == "flashinfer 0.7.2 -> 0.7.2: 1 recorded release, 0 changes\n"
+
+
+def test_severity_filters_the_text_and_the_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diff", "0.6.8", "0.7.2.post1", "--severity", "determinism,breaking"]) == 0
+    text = capsys.readouterr().out
+    assert "Breaking (" in text
+    assert "Added (" not in text
+    assert main(["diff", "0.6.8", "0.7.2.post1", "--json", "--severity", "breaking"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert {c["severity"] for c in document["changes"]} == {"breaking"}
+    assert document["summary"]["added"] > 0  # the summary counts them all
+
+
+def test_split_reach_changes_are_listed_where_measured() -> None:
+    diff = diff_releases("0.5.3", "0.6.0")
+    lost = [c for c in diff.by_severity(Severity.DETERMINISM) if c.kind == "split-lost"]
+    assert "BatchDecodeWithPagedKVCacheWrapper:auto" in {c.subject for c in lost}
+    unmeasured = diff_releases("0.3.0", "0.6.0")
+    assert not [c for c in unmeasured.changes if c.kind.startswith(("split", "backend"))]
+    assert any("0.3.0" in note for note in unmeasured.notes)
+
+
+def test_fi_compat_mappings_follow_the_releases() -> None:
+    diff = diff_releases("0.6.0", "0.7.2.post1")
+    mappings = {c.subject: c for c in diff.changes if c.kind == "mapping-changed"}
+    assert mappings["group"].release == "0.6.10.post1"
+    assert mappings["early_completion"].release == "0.6.8"
+    assert mappings["weight_bias"].release == "0.6.12"
+    assert mappings["checkpointing"].release == "0.6.15"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "error"),
+    [
+        (None, "0.7.2", InvalidArgumentError),
+        ("0.7.2", 7.2, InvalidArgumentError),
+        ("", "0.7.2", InvalidArgumentError),
+        ("0.7.2", "0.7.99", UnknownReleaseError),
+        ("latest", "0.7.2", UnknownReleaseError),
+    ],
+)
+def test_hostile_arguments_are_typed_errors(old: object, new: object, error: type) -> None:
+    with pytest.raises(error):
+        diff_releases(old, new)  # type: ignore[arg-type]

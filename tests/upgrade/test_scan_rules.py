@@ -1,0 +1,501 @@
+"""Every rule of ``fi-compat scan`` on a small tree written here, judged on real records.
+
+Each case is a few lines an engine could write, scanned between two recorded releases whose
+facts make the rule fire (the facts are the shipped records: ``fi-compat diff`` shows the
+same change), and the finding is checked for its category, rule, line and cited release.
+One rule the records never exercise between two releases (a keyword proven on one, taken
+only by an unproven ``**kwargs`` on the other) is checked on facts built here.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fi_compat.upgrade import RULES, Category, Finding, scan_tree
+from fi_compat.upgrade._facts import Facts
+from fi_compat.upgrade._history import History
+from fi_compat.upgrade._judge import judge
+from fi_compat.upgrade._scan import read_uses
+
+B, C, D, A, U = (
+    Category.BREAKS,
+    Category.BEHAVIOUR,
+    Category.DETERMINISM,
+    Category.AVAILABLE,
+    Category.UNCHANGED,
+)
+
+
+def _scan(tmp_path: Path, source: str, old: str, new: str, **options: bool) -> list[Finding]:
+    (tmp_path / "engine.py").write_text(textwrap.dedent(source), encoding="utf-8")
+    return list(scan_tree(tmp_path, old, new, **options).findings)
+
+
+def _at(findings: list[Finding], line: int, rule: str | None = None) -> list[Finding]:
+    return [f for f in findings if f.line == line and (rule is None or f.rule == rule)]
+
+
+def _one(findings: list[Finding], line: int, rule: str) -> Finding:
+    found = _at(findings, line, rule)
+    assert len(found) == 1, (line, rule, findings)
+    return found[0]
+
+
+# (id, source, old, new, options, line, rule, category, release, words in the message)
+CASES = [
+    (
+        "a removed name breaks its import",
+        "from flashinfer.comm import PcieIpcAllReduceWorkspace\n",
+        "0.7.2.post1",
+        "0.6.5",
+        {},
+        1,
+        "name-missing",
+        B,
+        "0.6.18.post1",
+        ["ImportError"],
+    ),
+    (
+        "a guarded import of a removed name changes behaviour",
+        """\
+        try:
+            from flashinfer.comm import PcieIpcAllReduceWorkspace
+        except ImportError:
+            PcieIpcAllReduceWorkspace = None
+        """,
+        "0.7.2.post1",
+        "0.6.5",
+        {},
+        2,
+        "name-missing",
+        C,
+        "0.6.18.post1",
+        ["caught"],
+    ),
+    (
+        "a name missing on both releases breaks",
+        "import flashinfer.comm as fc\nfc.no_such_function()\n",
+        "0.6.5",
+        "0.7.2.post1",
+        {},
+        2,
+        "name-missing",
+        B,
+        None,
+        ["missing on both", "AttributeError"],
+    ),
+    (
+        "a new name is newly available",
+        "import flashinfer.comm as fc\nws = fc.PcieIpcAllReduceWorkspace\n",
+        "0.6.5",
+        "0.7.2.post1",
+        {},
+        2,
+        "name-added",
+        A,
+        "0.7.0",
+        [],
+    ),
+    (
+        "a moved class is noted on its import",
+        "from flashinfer.comm.mnnvl import TorchDistBackend\n",
+        "0.6.15",
+        "0.6.16",
+        {},
+        1,
+        "name-moved",
+        C,
+        "0.6.16",
+        ["flashinfer.comm.comm_backend", "still works"],
+    ),
+    (
+        "a keyword the new release lacks breaks the call",
+        """\
+        import flashinfer.comm as fc
+        fc.create_allreduce_fusion_workspace(backend="trtllm", group=None)
+        """,
+        "0.7.2.post1",
+        "0.6.8",
+        {},
+        2,
+        "keyword-missing",
+        B,
+        "0.6.10",
+        ["group=", "TypeError"],
+    ),
+    (
+        "a keyword the new release brings is newly available",
+        """\
+        from flashinfer.comm import create_allreduce_fusion_workspace as create
+        create(backend="trtllm", group=None)
+        """,
+        "0.6.8",
+        "0.7.2.post1",
+        {},
+        2,
+        "keyword-added",
+        A,
+        "0.6.10.post1",
+        ["group="],
+    ),
+    (
+        "a new required parameter breaks a call without it",
+        """\
+        import flashinfer.comm
+        flashinfer.comm.trtllm_moe_finalize_allreduce_fusion(allreduce_in=x)
+        """,
+        "0.6.7.post3",
+        "0.6.8",
+        {},
+        2,
+        "required-missing",
+        B,
+        "0.6.8",
+        ["quant_out"],
+    ),
+    (
+        "positional arguments landing elsewhere break",
+        """\
+        from flashinfer.decode import fast_decode_plan
+        fast_decode_plan(w, a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r, s, t)
+        """,
+        "0.6.15",
+        "0.6.16",
+        {},
+        2,
+        "positional-shift",
+        B,
+        "0.6.16",
+        ["positional"],
+    ),
+    (
+        "a default that changes under a call that leaves it out",
+        """\
+        import flashinfer
+        wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(buffer, "NHD")
+        wrapper.run(q, kv)
+        """,
+        "0.6.12",
+        "0.6.13",
+        {},
+        3,
+        "default-changed",
+        C,
+        "0.6.13",
+        ["q_len_per_req"],
+    ),
+    (
+        "a backend string the new release does not have",
+        """\
+        import flashinfer
+        flashinfer.BatchDecodeWithPagedKVCacheWrapper(buffer, backend="prims-ts")
+        """,
+        "0.7.0.post1",
+        "0.7.1",
+        {},
+        2,
+        "backend-missing",
+        B,
+        "0.7.1",
+        ["prims-ts"],
+    ),
+    (
+        "a backend that stops carrying the split settings",
+        """\
+        from flashinfer import BatchDecodeWithPagedKVCacheWrapper
+        BatchDecodeWithPagedKVCacheWrapper(buffer, backend="auto")
+        """,
+        "0.5.3",
+        "0.6.0",
+        {},
+        2,
+        "split-lost",
+        D,
+        "0.6.0",
+        ["dropped"],
+    ),
+    (
+        "a backend that starts carrying the split settings",
+        """\
+        from flashinfer import BatchDecodeWithPagedKVCacheWrapper
+        BatchDecodeWithPagedKVCacheWrapper(buffer, backend="auto")
+        """,
+        "0.6.0",
+        "0.5.3",
+        {},
+        2,
+        "split-gained",
+        A,
+        "0.5.3",
+        ["reach the kernel"],
+    ),
+    (
+        "an import hazard that ends",
+        "import flashinfer.comm\n",
+        "0.6.13",
+        "0.6.14",
+        {},
+        1,
+        "import-hazard",
+        C,
+        "0.6.14",
+        ["no longer raises AssertionError", "0.6.13"],
+    ),
+    (
+        "an import hazard that appears, uncaught",
+        """\
+        try:
+            import flashinfer.comm
+        except ImportError:
+            pass
+        """,
+        "0.6.14",
+        "0.6.13",
+        {},
+        2,
+        "import-hazard",
+        B,
+        "0.6.13",
+        ["AssertionError", "nothing here catches it"],
+    ),
+    (
+        "an import hazard that appears, caught",
+        """\
+        try:
+            import flashinfer.comm
+        except (ImportError, AssertionError):
+            pass
+        """,
+        "0.6.14",
+        "0.6.13",
+        {},
+        2,
+        "import-hazard",
+        C,
+        "0.6.13",
+        ["AssertionError", "catches it"],
+    ),
+    (
+        "a hasattr guard that turns true",
+        """\
+        import flashinfer.comm as fc
+        if hasattr(fc, "PcieIpcAllReduceWorkspace"):
+            pass
+        """,
+        "0.6.5",
+        "0.7.2.post1",
+        {},
+        2,
+        "guard-flips",
+        A,
+        "0.7.0",
+        ["True"],
+    ),
+    (
+        "a getattr guard that turns false",
+        """\
+        import flashinfer.comm as fc
+        workspace = getattr(fc, "PcieIpcAllReduceWorkspace", None)
+        """,
+        "0.7.2.post1",
+        "0.6.5",
+        {},
+        2,
+        "guard-flips",
+        C,
+        "0.6.18.post1",
+        ["False"],
+    ),
+    (
+        "a signature probe for one keyword",
+        """\
+        import inspect
+        import flashinfer.comm as fc
+        HAS_GROUP = "group" in inspect.signature(fc.create_allreduce_fusion_workspace).parameters
+        """,
+        "0.6.8",
+        "0.7.2.post1",
+        {},
+        3,
+        "signature-probe",
+        C,
+        "0.6.10.post1",
+        ["True on 0.7.2.post1"],
+    ),
+    (
+        "a signature probe through a variable",
+        """\
+        from inspect import signature
+        from flashinfer.comm import allreduce_fusion
+        sig = signature(allreduce_fusion)
+        late = "trigger_completion_at_end" not in sig.parameters
+        """,
+        "0.6.7",
+        "0.6.8",
+        {},
+        4,
+        "signature-probe",
+        C,
+        "0.6.8",
+        ["trigger_completion_at_end"],
+    ),
+    (
+        "a whole-signature probe",
+        """\
+        import inspect
+        import flashinfer.comm as fc
+        inspect.signature(fc.allreduce_fusion)
+        """,
+        "0.6.11",
+        "0.6.12",
+        {},
+        3,
+        "signature-probe",
+        C,
+        "0.6.12",
+        ["other parameters"],
+    ),
+    (
+        "after the swap, fi-compat maps a keyword the release lacks",
+        """\
+        import flashinfer.comm as fc
+        fc.create_allreduce_fusion_workspace(backend="trtllm", group=None)
+        """,
+        "0.7.2.post1",
+        "0.6.8",
+        {"fi_compat": True},
+        2,
+        "fi-compat-maps",
+        C,
+        "0.6.10",
+        ["comm_backend"],
+    ),
+    (
+        "after the swap, fi-compat refuses a missing name with a typed error",
+        "from flashinfer.comm import PcieIpcAllReduceWorkspace\n",
+        "0.7.2.post1",
+        "0.6.5",
+        {"fi_compat": True},
+        1,
+        "fi-compat-refuses",
+        B,
+        "0.6.18.post1",
+        ["NameUnavailableError", "0.7.0"],
+    ),
+    (
+        "after the swap, the CUDA-runtime hazard is gone",
+        "import flashinfer.comm\n",
+        "0.6.14",
+        "0.6.13",
+        {"fi_compat": True},
+        1,
+        "fi-compat-maps",
+        U,
+        "0.6.13",
+        ["CUDA runtime", "never raises"],
+    ),
+    (
+        "a use that meets the same on both",
+        "from flashinfer.comm import allreduce_fusion\n",
+        "0.7.2",
+        "0.7.2.post1",
+        {},
+        1,
+        "unchanged",
+        U,
+        None,
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("source", "old", "new", "options", "line", "rule", "category", "release", "words"),
+    [pytest.param(*case[1:], id=case[0]) for case in CASES],
+)
+def test_each_rule_fires_where_its_fact_changes(
+    tmp_path: Path,
+    source: str,
+    old: str,
+    new: str,
+    options: dict[str, bool],
+    line: int,
+    rule: str,
+    category: Category,
+    release: str | None,
+    words: list[str],
+) -> None:
+    found = [
+        f
+        for f in _at(_scan(tmp_path, source, old, new, **options), line, rule)
+        if all(word in f.message for word in words)
+    ]
+    assert len(found) == 1, found
+    finding = found[0]
+    assert finding.category is category
+    assert finding.release == release
+    assert category in RULES[rule].categories
+
+
+def test_the_same_tree_is_unchanged_where_the_fact_did_not_change(tmp_path: Path) -> None:
+    source = """\
+        import flashinfer.comm as fc
+        fc.create_allreduce_fusion_workspace(backend="trtllm", group=None)
+        """
+    findings = _scan(tmp_path, source, "0.6.10.post1", "0.7.2.post1")
+    assert [f.rule for f in _at(findings, 2)] == ["unchanged"]
+
+
+def _facts(release: str, params: tuple[tuple[str, str, str | None], ...]) -> Facts:
+    path = "flashinfer.comm.allreduce_fusion"
+    table = {
+        ("name", "flashinfer.comm", "allreduce_fusion"): "function",
+        ("defined", "flashinfer.comm", "allreduce_fusion"): "flashinfer.comm",
+        ("params", path): params,
+    }
+    return Facts(release, table, {}, {path: path}, measured=False)
+
+
+def test_a_keyword_only_an_unproven_kwargs_takes_is_unverified() -> None:
+    # No two recorded releases do this to a keyword, so the facts are built here.
+    old = _facts(
+        "1.0", (("input", "POSITIONAL_OR_KEYWORD", None), ("fp32_acc", "KEYWORD_ONLY", "False"))
+    )
+    new = _facts("2.0", (("input", "POSITIONAL_OR_KEYWORD", None), ("kwargs", "VAR_KEYWORD", None)))
+    uses, problem = read_uses(
+        b"import flashinfer.comm as fc\nfc.allreduce_fusion(x, fp32_acc=True)\n", "engine.py"
+    )
+    assert problem is None
+    findings = judge(uses, History((old, new)))
+    found = _one(findings, 2, "keyword-unverified")
+    assert found.category is Category.BEHAVIOUR
+    assert found.release == "2.0"
+    assert "**kwargs" in found.message
+
+
+def test_every_rule_has_a_case_here() -> None:
+    covered = {case[6] for case in CASES} | {"keyword-unverified"}
+    assert covered == set(RULES)
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_every_rule_is_described(rule: str) -> None:
+    assert RULES[rule].id == rule
+    assert RULES[rule].summary
+    assert RULES[rule].categories
+
+
+def test_a_probe_through_a_saved_parameters_mapping(tmp_path: Path) -> None:
+    source = """\
+        import inspect
+        import flashinfer.comm as comm
+        params = inspect.signature(comm.create_allreduce_fusion_workspace).parameters
+        supports_group = "group" in params
+        """
+    findings = _scan(tmp_path, source, "0.6.8", "0.7.2.post1")
+    probe = _one(findings, 4, "signature-probe")
+    assert probe.release == "0.6.10.post1"
+    assert not _at(findings, 3, "signature-probe")  # the keyword probe says it all
