@@ -7,8 +7,11 @@ interpreters, gathers their files into ``bench/results.json`` with where they we
 that data alone. ``docs/benchmarks.md`` includes the rendered page, so the documentation
 shows the figures of the last ``make bench`` and no figure is typed by hand.
 
-``python -m tools.bench --write`` runs and writes; ``--check`` only compares
-``bench/results.md`` with what ``bench/results.json`` renders to (also a test).
+``python -m tools.bench --write`` runs and writes; ``--write --only bench_x.py`` runs only
+that script (repeatable) and merges its figures into the existing results, which keep the
+environment of the run that took them, the merged script noting when and at which commit
+it ran alone (refused when the machine, Python, torch or FlashInfer differ); ``--check``
+only compares ``bench/results.md`` with what ``bench/results.json`` renders to (also a test).
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ UNITS = ("ms", "ns", "x")
 #: The results themselves do not make the work tree differ from the commit they describe.
 RESULTS = ":!bench/results.*"
 ENVIRONMENT = ("date", "commit", "machine", "python", "torch", "flashinfer")
+#: What must not differ between the results and a script run alone to be merged into them.
+COMPARABLE = ("machine", "python", "torch", "flashinfer")
 HEADER = (
     "<!-- Written by `make bench` (python -m tools.bench --write) from bench/results.json. "
     "Do not edit: run make bench. -->"
@@ -190,6 +195,26 @@ def load(path: Path = DATA) -> dict[str, Any]:
     return {"environment": environment, "results": checked}
 
 
+def merge(
+    previous: dict[str, Any],
+    results: list[dict[str, Any]],
+    env: dict[str, str],
+    order: Sequence[str],
+) -> dict[str, Any]:
+    """``previous`` with ``results`` (scripts run alone, in ``env``) in place of their earlier
+    figures or added, in the scripts' ``order``; each merged result notes where it was taken."""
+    kept = {result["script"]: result for result in previous["results"]}
+    for result in results:
+        note = (
+            f"taken alone on {env['date']} at commit `{env['commit']}` "
+            f"(python -m tools.bench --write --only {result['script']})"
+        )
+        kept[result["script"]] = {**result, "notes": [*result["notes"], note]}
+    rank = {name: index for index, name in enumerate(order)}
+    ordered = sorted(kept.values(), key=lambda result: rank.get(result["script"], len(rank)))
+    return {"environment": previous["environment"], "results": ordered}
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -201,19 +226,48 @@ def main(
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--write", action="store_true", help="run every script, write results")
     action.add_argument("--check", action="store_true", help="the page renders the data")
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="SCRIPT",
+        help="with --write: run only this bench_*.py and merge its figures into the results",
+    )
     args = parser.parse_args(argv)
+    if args.only and not args.write:
+        parser.error("--only goes with --write")
     data, page = folder / "results.json", folder / "results.md"
     if args.check:
         if render(load(data)) != page.read_text(encoding="utf-8"):
             print(f"{page} differs from what {data} renders to: run make bench", file=sys.stderr)
             return 1
         return 0
+    chosen, env = scripts(folder), environment(folder.parent)
+    previous: dict[str, Any] | None = None
     try:
-        results = [run(script) for script in scripts(folder)]
+        if args.only:
+            unknown = sorted(set(args.only) - {script.name for script in chosen})
+            if unknown:
+                raise BenchError(f"no such script in {folder}: {', '.join(unknown)}")
+            if not data.is_file():
+                raise BenchError(f"--only merges into {data}, which is missing: run every script")
+            try:
+                previous = load(data)
+            except ValueError as error:  # not JSON
+                raise BenchError(f"{data}: {error}") from error
+            differ = [key for key in COMPARABLE if previous["environment"][key] != env[key]]
+            if differ:
+                raise BenchError(
+                    f"the results were taken with another {', '.join(differ)}: run every script"
+                )
+            chosen = [script for script in chosen if script.name in args.only]
+        results = [run(script) for script in chosen]
     except BenchError as error:
         print(f"error: {error}; nothing written", file=sys.stderr)
         return 1
-    document = {"environment": environment(folder.parent), "results": results}
+    if previous is not None:
+        document = merge(previous, results, env, [script.name for script in scripts(folder)])
+    else:
+        document = {"environment": env, "results": results}
     data.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     page.write_text(render(document), encoding="utf-8")
     print(f"wrote {data.name} and {page.name} in {folder}")

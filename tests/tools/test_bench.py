@@ -260,6 +260,66 @@ def test_an_argument_is_required() -> None:
         bench.main([])
 
 
+# --- one script run alone (--only) ----------------------------------------------------------
+
+
+def test_only_runs_that_script_and_merges_its_figures_into_the_results(tmp_path: Path) -> None:
+    _script(tmp_path, "bench_a.py", WRITES)
+    _script(tmp_path, "bench_c.py", WRITES)
+    assert bench.main(["--write"], folder=tmp_path) == 0
+    before = bench.load(tmp_path / "results.json")
+    _script(tmp_path, "bench_a.py", "raise SystemExit(3)\n")  # not run: it would fail
+    _script(tmp_path, "bench_b.py", WRITES.replace("3.0", "4.0"))  # a new script
+    _script(tmp_path, "bench_c.py", WRITES.replace("3.0", "2.0"))
+    only = ["--only", "bench_b.py", "--only", "bench_c.py"]
+    assert bench.main(["--write", *only], folder=tmp_path) == 0
+    after = bench.load(tmp_path / "results.json")
+    assert after["environment"] == before["environment"]
+    assert [result["script"] for result in after["results"]] == [
+        "bench_a.py",
+        "bench_b.py",
+        "bench_c.py",
+    ]
+    assert after["results"][0] == before["results"][0]
+    assert [result["figures"][0]["value"] for result in after["results"]] == [3.0, 4.0, 2.0]
+    for result in after["results"][1:]:
+        (note,) = result["notes"]
+        assert note.startswith("taken alone on ")
+        assert f"--only {result['script']}" in note
+    assert bench.main(["--check"], folder=tmp_path) == 0
+
+
+@pytest.mark.parametrize(
+    ("only", "written", "environment"),
+    [
+        ("bench_z.py", True, {}),  # no such script
+        ("bench_a.py", False, {}),  # no results to merge into
+        ("bench_a.py", True, {"python": "3.99.0"}),  # taken with another Python
+        ("bench_a.py", True, {"machine": "elsewhere"}),
+    ],
+)
+def test_only_refuses_what_it_cannot_merge(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    only: str,
+    written: bool,
+    environment: dict[str, str],
+) -> None:
+    _script(tmp_path, "bench_a.py", WRITES)
+    if written:
+        assert bench.main(["--write"], folder=tmp_path) == 0
+    before = [(path.name, path.read_bytes()) for path in sorted(tmp_path.iterdir())]
+    now = bench.environment(tmp_path)
+    monkeypatch.setattr(bench, "environment", lambda root: {**now, **environment})
+    assert bench.main(["--write", "--only", only], folder=tmp_path) == 1
+    assert [(path.name, path.read_bytes()) for path in sorted(tmp_path.iterdir())] == before
+
+
+def test_only_goes_with_write() -> None:
+    with pytest.raises(SystemExit):
+        bench.main(["--check", "--only", "bench_a.py"])
+
+
 # --- the committed results ------------------------------------------------------------------
 
 
