@@ -268,8 +268,9 @@ class _Differ:
             return
         old = {name: (kind, default) for name, kind, default in before}
         new = {name: (kind, default) for name, kind, default in after}
+        renamed = self._renamed(path, before, after, old, new)
         for name in (*old, *(name for name in new if name not in old)):
-            if old.get(name) != new.get(name):
+            if old.get(name) != new.get(name) and name not in renamed:
                 self._parameter(path, name, old.get(name), new.get(name))
         self._positional(path)
         if var_keyword(self.old, path) and not var_keyword(self.new, path):
@@ -281,6 +282,43 @@ class _Differ:
                 key,
                 lambda facts: var_keyword(facts, path),
             )
+
+    def _renamed(
+        self,
+        path: str,
+        before: tuple[tuple[str, str, str | None], ...],
+        after: tuple[tuple[str, str, str | None], ...],
+        old: dict[str, tuple[str, str | None]],
+        new: dict[str, tuple[str, str | None]],
+    ) -> set[str]:
+        """Report each parameter that only changed its name (gone from one position, a new
+        name at the same position with the same kind and default); the names involved. A
+        required parameter counts only when it is the one parameter that changed: several
+        required ones replaced at once are a new signature, not renames."""
+        involved: set[str] = set()
+        gone = [name for name in old if name not in new]
+        for index, (name, kind, default) in enumerate(before):
+            if name in new or index >= len(after):
+                continue
+            other, other_kind, other_default = after[index]
+            if other in old or (other_kind, other_default) != (kind, default):
+                continue
+            if default is None and len(gone) > 1:
+                continue
+            involved.update((name, other))
+
+            def value(facts: Facts, name: str = name, other: str = other) -> Hashable:
+                return parameter(facts, path, name), parameter(facts, path, other)
+
+            self.add(
+                "parameter-renamed",
+                Severity.BREAKING,
+                path,
+                f"{name} is now called {other}: calls passing {name}= raise TypeError",
+                ("params", path),
+                value,
+            )
+        return involved
 
     def _parameter(
         self,
@@ -322,7 +360,7 @@ class _Differ:
                 target = self.new.get(("forwards", path))
                 detail = (
                     f"no longer declares {name}; its **kwargs passes it on to {target}, which "
-                    "takes it (a positional argument there no longer fits)"
+                    "takes it by keyword (passing it by position no longer works)"
                 )
             elif reach == "unknown":
                 detail = f"no longer declares {name}; **kwargs takes it without a known use"

@@ -599,11 +599,13 @@ class _Judge:
                     if before == "yes"
                     else f"taken on neither {self.old.release} nor {self.new.release}"
                 )
+                renamed = _renamed_to(self.old, self.new, path, keyword)
+                hint = f" (it is called {renamed} there)" if renamed else ""
                 self.add(
                     use,
                     Category.BREAKS,
                     "keyword-missing",
-                    f"{path}({keyword}=...): {history}; the call raises TypeError",
+                    f"{path}({keyword}=...): {history}; the call raises TypeError{hint}",
                     cited,
                 )
             elif after == "yes" and before == "no":
@@ -835,6 +837,20 @@ class _Judge:
             self.cite(_mapping_of("bcast_root")),
         )
         return True
+
+
+def _renamed_to(old: Facts, new: Facts, path: str, keyword: str) -> str | None:
+    """The name ``keyword``'s parameter has in ``new``: the one at its position with its
+    kind and default, where ``old`` has no parameter of that name; None when there is none
+    (the diff's ``parameter-renamed``)."""
+    before, after = old.get(("params", path)) or (), new.get(("params", path)) or ()
+    index = next((i for i, (name, _, _) in enumerate(before) if name == keyword), None)
+    if index is None or index >= len(after):
+        return None
+    name, kind, default = after[index]
+    if parameter(old, path, name) is not None or (kind, default) != before[index][1:]:
+        return None
+    return str(name)
 
 
 def _mapping_of(key: str) -> Callable[[Facts], Hashable]:

@@ -149,3 +149,22 @@ def test_fi_compat_mappings_follow_the_releases() -> None:
 def test_hostile_arguments_are_typed_errors(old: object, new: object, error: type) -> None:
     with pytest.raises(error):
         diff_releases(old, new)  # type: ignore[arg-type]
+
+
+def test_a_renamed_parameter_is_one_change() -> None:
+    diff = diff_releases("0.6.7.post3", "0.6.8")
+    run = "flashinfer.BatchDecodeWithPagedKVCacheWrapper.run"
+    (renamed,) = [c for c in diff.changes if c.subject == run and c.kind == "parameter-renamed"]
+    assert renamed.severity is Severity.BREAKING
+    assert renamed.detail.startswith("kv_block_scales is now called kv_cache_sf")
+    assert renamed.release == "0.6.8"
+    others = [c for c in diff.changes if c.subject == run and "kv_" in c.detail]
+    assert others == [renamed]
+
+
+def test_a_new_signature_is_not_a_row_of_renames() -> None:
+    # xqa's required parameters were replaced wholesale in 0.5.0: removed and added.
+    diff = diff_releases("0.4.1", "0.5.0")
+    xqa = [c for c in diff.changes if c.subject == "flashinfer.xqa"]
+    assert xqa
+    assert not [c for c in xqa if c.kind == "parameter-renamed"]

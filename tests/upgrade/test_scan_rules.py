@@ -499,3 +499,14 @@ def test_a_probe_through_a_saved_parameters_mapping(tmp_path: Path) -> None:
     probe = _one(findings, 4, "signature-probe")
     assert probe.release == "0.6.10.post1"
     assert not _at(findings, 3, "signature-probe")  # the keyword probe says it all
+
+
+def test_a_keyword_that_was_renamed_says_its_new_name(tmp_path: Path) -> None:
+    source = """\
+        import flashinfer
+        wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(buffer, "NHD")
+        wrapper.run(q, kv, kv_block_scales=scales)
+        """
+    found = _one(_scan(tmp_path, source, "0.6.7.post3", "0.6.8"), 3, "keyword-missing")
+    assert found.message.endswith("(it is called kv_cache_sf there)")
+    assert found.release == "0.6.8"
