@@ -771,11 +771,16 @@ class _Judge:
             )
             return True
         if use.kind != "call" or len(parts) != 3 or name == PATTERN.key:
+            served = (
+                f"FusionWorkspace.{'.'.join(parts[3:])}: fi-compat's workspace"
+                if name == UNIFIED_FACTORY.key and len(parts) > 3
+                else f"fi_compat.comm.{'.'.join(parts[2:])}: fi-compat's drop-in"
+            )
             self.add(
                 use,
                 Category.UNCHANGED,
                 "fi-compat-maps",
-                f"fi_compat.comm.{'.'.join(parts[2:])}: fi-compat's drop-in, on every release",
+                f"{served}, on every release",
             )
             return True
         path = f"{COMM}.{name}"
