@@ -451,7 +451,7 @@ class _Differ:
                 "method-removed",
                 Severity.BREAKING,
                 f"{owner}.{name}",
-                f"no longer has {name}: calling it raises AttributeError",
+                f"no longer has {name}: using it raises AttributeError",
                 key,
             )
 
