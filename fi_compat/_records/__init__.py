@@ -159,15 +159,21 @@ class _NameTables(Mapping[str, Mapping[str, NameRecord]]):
         return f"<name tables of {sorted(self._raw)}>"
 
 
-def _name_tables(data: Mapping[str, Any]) -> Mapping[str, Mapping[str, NameRecord]]:
-    """Each module of ``NAMED_MODULES`` the record lists -> its names (none in schema 1):
-    the communication modules under ``comm``, the attention backends' under ``modules``."""
+def raw_name_tables(data: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """Each module of ``NAMED_MODULES`` the record lists -> its name table as decoded JSON
+    (none in schema 1): the communication modules under ``comm``, the attention backends'
+    under ``modules``."""
     comm = data["comm"]
     tables = {COMM: comm["names"]} if "names" in comm else {}
     for submodule, table in comm.get("submodules", {}).items():
         tables[f"{COMM}.{submodule}"] = table
     tables.update(data.get("modules", {}))
-    return _NameTables(tables)
+    return tables
+
+
+def _name_tables(data: Mapping[str, Any]) -> Mapping[str, Mapping[str, NameRecord]]:
+    """:func:`raw_name_tables`, each table parsed on first use."""
+    return _NameTables(raw_name_tables(data))
 
 
 def _hazard(data: Mapping[str, Any]) -> HazardRecord:

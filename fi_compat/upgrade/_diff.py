@@ -19,11 +19,11 @@ from packaging.version import Version
 from fi_compat._arguments import require_str
 from fi_compat._frozen import picklable
 from fi_compat.upgrade._facts import (
+    HAZARD_MODULES,
     MAPPINGS,
     Facts,
     Key,
     accepts,
-    hazard_modules,
     keys_of,
     parameter,
     positional,
@@ -480,7 +480,7 @@ class _Differ:
 
     def _hazard(self, key: Key, before: Any, after: Any) -> None:
         hazard = key[1]
-        modules = " / ".join(f"import {module}" for module in hazard_modules()[hazard])
+        modules = " / ".join(f"import {module}" for module in HAZARD_MODULES[hazard])
         cited = self.history.cite(lambda facts: facts.get(key))
         last = cited[1] if cited else self.old.release
         if after:

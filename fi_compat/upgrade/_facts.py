@@ -39,7 +39,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from fi_compat._records import _canonical, _document
+from fi_compat._records import _canonical, _document, raw_name_tables
 from fi_compat._surface import (
     COMM,
     LEGACY_FACTORY,
@@ -54,12 +54,12 @@ from fi_compat._surface import (
 )
 
 __all__ = [
+    "HAZARD_MODULES",
     "MAPPINGS",
     "Facts",
     "Key",
     "accepts",
     "facts_of",
-    "hazard_modules",
     "keys_of",
     "parameter",
     "positional",
@@ -81,8 +81,8 @@ MAPPINGS: Mapping[str, str] = {
     "per_call_sizes": "whether a TRT-LLM workspace serves calls of other sizes that fit",
 }
 
-#: The import hazards: record key -> the modules whose import meets it.
-_HAZARDS: Mapping[str, tuple[str, ...]] = {
+#: The import hazards: record key -> the modules whose import (or a submodule's) meets it.
+HAZARD_MODULES: Mapping[str, tuple[str, ...]] = {
     "comm_requires_cuda_runtime": (COMM,),
     "comm_requires_triton": (COMM,),
     "import_queries_gpu": ("flashinfer",),
@@ -93,11 +93,6 @@ _SELF = ("self", "cls")
 _MAX_FORWARDS = 4
 _POSITIONAL = ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")
 _STATIC = ("staticmethod",)
-
-
-def hazard_modules() -> Mapping[str, tuple[str, ...]]:
-    """Hazard -> the modules whose import (or a submodule's) meets it."""
-    return _HAZARDS
 
 
 @dataclass(frozen=True, eq=False)
@@ -160,7 +155,7 @@ class Facts:
 @functools.cache
 def _seen_modules(facts: Facts) -> frozenset[str]:
     seen: set[str] = set()
-    for key, value in facts.items().items():
+    for key, value in facts.table.items():  # names and homes are never pending
         if key[0] == "name":
             seen.add(key[1])
             if value == "module":
@@ -184,17 +179,6 @@ def _subclass_members(facts: Facts, path: str) -> frozenset[str]:
     return frozenset(
         key[2] for key in facts.items() if key[0] in ("method", "attribute") and key[1] in derived
     )
-
-
-def _tables(doc: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    comm = doc["comm"]
-    tables: dict[str, Mapping[str, Any]] = {}
-    if "names" in comm:
-        tables[COMM] = comm["names"]
-    for submodule, table in comm.get("submodules", {}).items():
-        tables[f"{COMM}.{submodule}"] = table
-    tables.update(doc.get("modules", {}))
-    return tables
 
 
 def _parameters(function: Mapping[str, Any], *, method: bool) -> list[Mapping[str, Any]]:
@@ -412,7 +396,7 @@ def facts_of(release: str) -> Facts:
         **{k: v for k, v in doc.get("attention", {}).items() if v},
         **{k: v for k, v in doc.get("attention_families", {}).items() if v},
     }
-    tables = _tables(doc)
+    tables = raw_name_tables(doc)
     for module, names in tables.items():
         for name, entry in names.items():
             table["name", module, name] = entry["kind"]
@@ -434,7 +418,7 @@ def facts_of(release: str) -> Facts:
     table["bcast_group_local",] = backend_class.get("bcast_root_is_group_local")
     hazards = doc["import"]
     evidence = {}
-    for hazard in _HAZARDS:
+    for hazard in HAZARD_MODULES:
         table["hazard", hazard] = bool(hazards[hazard]["value"])
         evidence[hazard] = hazards[hazard].get("evidence")
     measured = _reach(table, release)
@@ -448,9 +432,10 @@ def releases_between(first: str, last: str) -> list[str]:
     (reversed when ``first`` is the newer)."""
     from fi_compat._records import _available
 
-    low, high = sorted((Version(_canonical(first)), Version(_canonical(last))))
+    start, end = Version(_canonical(first)), Version(_canonical(last))
+    low, high = sorted((start, end))
     found = [name for name in _available() if low <= Version(name) <= high]
-    return found if Version(_canonical(first)) <= Version(_canonical(last)) else found[::-1]
+    return found if start <= end else found[::-1]
 
 
 def keys_of(*facts: Facts) -> Iterable[Key]:

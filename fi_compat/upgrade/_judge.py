@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fi_compat._frozen import picklable
-from fi_compat._records import available_releases
+from fi_compat._records import introduced_in
 from fi_compat._surface import (
     COMM,
     NAMED_MODULES,
@@ -27,10 +27,9 @@ from fi_compat._surface import (
     UNIFIED_FUSION,
 )
 from fi_compat.upgrade._facts import (
+    HAZARD_MODULES,
     Facts,
     accepts,
-    facts_of,
-    hazard_modules,
     parameter,
     positional,
 )
@@ -469,7 +468,9 @@ class _Judge:
             self.add(use, category, rule, f"{where}: the guard answers False ({history})", cited)
             return
         if self.swapped(use):
-            first = self.first_with(use)
+            module, _, name = where.rpartition(".")
+            # NameUnavailableError names the release introduced_in gives, and so does this.
+            first = introduced_in(module, name) if module in NAMED_MODULES else None
             self.add(
                 use,
                 Category.BEHAVIOUR if use.guarded else Category.BREAKS,
@@ -506,12 +507,6 @@ class _Judge:
                 cited,
             )
 
-    def first_with(self, use: Use) -> str | None:
-        for release in available_releases():
-            if _resolve(facts_of(release), use.target, use.module).state == _PRESENT:
-                return release
-        return None
-
     def guard(self, use: Use, old: _Resolved, new: _Resolved) -> None:
         before, after = old.state == _PRESENT, new.state == _PRESENT
         if before == after or new.state == _UNKNOWN:
@@ -532,7 +527,7 @@ class _Judge:
     # ------------------------------------------------------------------------ hazards
 
     def hazards(self, use: Use) -> None:
-        for hazard, modules in hazard_modules().items():
+        for hazard, modules in HAZARD_MODULES.items():
             if not any(use.target == m or use.target.startswith(f"{m}.") for m in modules):
                 continue
             if (use.path, hazard) in self.hazards_seen:
@@ -886,7 +881,7 @@ def _dropin_parameters(name: str) -> frozenset[str]:
 
 @functools.cache
 def _measured_families(facts: Facts) -> frozenset[str]:
-    return frozenset(key[1] for key in facts.items() if key[0] == "default_backend")
+    return frozenset(key[1] for key in facts.table if key[0] == "default_backend")  # eager
 
 
 def judge(uses: Iterable[Use], steps: History, *, fi_compat: bool = False) -> list[Finding]:

@@ -34,24 +34,22 @@ MODULE = "<module>"
 
 @dataclass(frozen=True)
 class Guide:
-    """One engine's guide: where its call-site table is, and the file its rows default to."""
+    """One engine's guide: where its call-site table is, and the file its rows default to
+    (paths are relative to the engine's package, as the guides write them)."""
 
     engine: str
     path: Path
     section: str
     default_file: str | None
-    #: The package directory the guide's paths are relative to, inside the engine package.
-    base: str
 
 
 GUIDES: dict[str, Guide] = {
-    "vllm": Guide("vllm", ROOT / "docs/migration/vllm.md", "## The call sites", None, ""),
+    "vllm": Guide("vllm", ROOT / "docs/migration/vllm.md", "## The call sites", None),
     "sglang": Guide(
         "sglang",
         ROOT / "docs/migration/sglang.md",
         "## Call sites fi-compat serves",
         "srt/layers/flashinfer_comm_fusion.py",
-        "",
     ),
 }
 
@@ -119,13 +117,12 @@ def _in(finding: Finding, function: str) -> bool:
     return finding.scope == function or finding.scope.endswith(f".{function}")
 
 
-def found_at(site: Site, result: ScanResult, base: str = "") -> list[Finding]:
+def found_at(site: Site, result: ScanResult) -> list[Finding]:
     """The findings of ``result`` in the site's file and functions."""
-    path = f"{base}{site.file}"
     return [
         finding
         for finding in result.findings
-        if finding.path == path and any(_in(finding, name) for name in site.functions)
+        if finding.path == site.file and any(_in(finding, name) for name in site.functions)
     ]
 
 
@@ -159,7 +156,7 @@ def render(guide: Guide, results: dict[tuple[str, str], ScanResult]) -> str:
     sites = listed_sites(guide)
     first = results[PAIRS[0]]
     for site in sites:
-        for finding in found_at(site, first, guide.base):
+        for finding in found_at(site, first):
             keys[(finding.path, finding.line, finding.scope, finding.target)] = None
     lines = list(header)
     for path, line, scope, target in sorted(keys, key=lambda key: (key[0], key[1], key[3])):

@@ -48,7 +48,7 @@ def test_every_listed_call_site_is_found(engine: Scanned) -> None:
     assert len(sites) >= 7  # the tables' rows that call FlashInfer directly
     for pair in PAIRS:
         for site in sites:
-            found = found_at(site, results[pair], guide.base)
+            found = found_at(site, results[pair])
             assert found, f"{name} {pair}: nothing found at {site.file}: {site.functions}"
             assert all(f.line > 0 and f.column > 0 for f in found)
 
