@@ -17,9 +17,9 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from fi_compat._arguments import require_choice, require_str
+from fi_compat._arguments import describe, require_choice, require_str
 from fi_compat._deprecation import renamed_keyword
 from fi_compat._records._classes import (
     ClassRecord,
@@ -279,14 +279,14 @@ def _canonical(version: str) -> str:
         return version
     try:
         wanted = Version(version)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number too long for int() (a hostile string)
         wanted = None
     for name in available:
         if wanted is not None and Version(name) == wanted:
             return name
     raise UnknownReleaseError(
         f"expected one of the recorded flashinfer-python releases "
-        f"({available[0]} .. {available[-1]}); found {version!r}"
+        f"({available[0]} .. {available[-1]}); found {describe(version)}"
     )
 
 

@@ -66,14 +66,19 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.set_defaults(func=run)
 
 
-def _installed() -> str | None:
-    """The installed FlashInfer's release as the probe reports it, or None."""
+def _installed() -> tuple[str | None, str]:
+    """The installed FlashInfer's release as the probe reports it, or None and why not."""
     from fi_compat.capabilities import get_capabilities
     from fi_compat.cli._report import _import_torch_quietly, _stdout_to_stderr
 
     with _stdout_to_stderr():
         _import_torch_quietly()
-        return get_capabilities().flashinfer.version
+        found = get_capabilities().flashinfer
+    if not found.installed:
+        return None, "no FlashInfer is installed here"
+    if found.version is None:
+        return None, f"the installed FlashInfer reports no release ({found.import_error})"
+    return found.version, ""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -83,9 +88,9 @@ def run(args: argparse.Namespace) -> int:
 
     new = str(args.new)
     if new == INSTALLED:
-        found = _installed()
+        found, why = _installed()
         if found is None:
-            write_err("fi-compat scan: --to installed: no FlashInfer is installed here")
+            write_err(f"fi-compat scan: --to installed: {why}")
             return 2
         new = found
     try:

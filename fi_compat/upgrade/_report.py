@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from fi_compat._arguments import require_str
+from fi_compat._arguments import describe, require_bool, require_instance, require_str
 from fi_compat._frozen import picklable
 from fi_compat.errors import InvalidArgumentError, explain
 from fi_compat.upgrade._diff import ReleaseDiff, Severity
@@ -104,6 +105,23 @@ class ScanResult:
         }
 
 
+def _root(root: object) -> Path:
+    """``root`` as a path that exists, or the typed error saying why not."""
+    require_instance("root", root, (str, os.PathLike), "a str or os.PathLike")
+    try:
+        path = Path(cast("str | os.PathLike[str]", root))
+        found = path.exists()
+    except (TypeError, ValueError, OSError) as error:  # bytes from __fspath__, a NUL byte
+        raise InvalidArgumentError(
+            explain("root to be a path the system can look up", f"{describe(root)} ({error})")
+        ) from None
+    if not found:
+        raise InvalidArgumentError(
+            explain("root to name an existing directory or file", describe(str(path)))
+        )
+    return path
+
+
 def scan_tree(root: str | Path, old: str, new: str, *, fi_compat: bool = False) -> ScanResult:
     """Scan ``root`` for uses of FlashInfer and judge each against releases ``old`` and
     ``new``.
@@ -125,21 +143,14 @@ def scan_tree(root: str | Path, old: str, new: str, *, fi_compat: bool = False) 
     ------
     InvalidArgumentError
         ``root`` is not a str or path, or names nothing that exists; ``old`` or ``new`` is
-        not a str.
+        not a non-empty str; ``fi_compat`` is not a bool.
     UnknownReleaseError
         ``old`` or ``new`` has no record.
     """
-    if not isinstance(root, (str, Path)):
-        raise InvalidArgumentError(
-            explain("root to be a str or pathlib.Path", f"{type(root).__name__}")
-        )
+    path = _root(root)
     require_str("old", old, nonempty=True)
     require_str("new", new, nonempty=True)
-    path = Path(root)
-    if not path.exists():
-        raise InvalidArgumentError(
-            explain("root to name an existing directory or file", f"{str(root)!r}")
-        )
+    require_bool("fi_compat", fi_compat)
     steps = history(old, new)
     uses, diagnostics, files = scan_paths(path)
     findings = judge(uses, steps, fi_compat=fi_compat)
@@ -158,12 +169,23 @@ def scan_tree(root: str | Path, old: str, new: str, *, fi_compat: bool = False) 
 # ----------------------------------------------------------------------------- text
 
 
+def _require_result(result: object, show_unchanged: object) -> None:
+    require_instance("result", result, ScanResult, "a ScanResult")
+    require_bool("show_unchanged", show_unchanged)
+
+
 def render_scan(result: ScanResult, *, show_unchanged: bool = False) -> str:
     """The result as text, as ``fi-compat scan`` prints it: the findings grouped by file
     (unchanged ones only with ``show_unchanged``), the files not scanned, a summary line.
 
     .. versionadded:: 0.3.0
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``result`` is not a :class:`ScanResult`, or ``show_unchanged`` not a bool.
     """
+    _require_result(result, show_unchanged)
     lines = [
         f"flashinfer {result.old} -> {result.new}"
         + (" (after the swap to fi_compat.comm)" if result.fi_compat else "")
@@ -199,8 +221,22 @@ def render_diff(diff: ReleaseDiff, *, severities: Iterable[Severity] = tuple(Sev
     those in ``severities``), each change with the release it cites.
 
     .. versionadded:: 0.3.0
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``diff`` is not a :class:`ReleaseDiff`, or ``severities`` not an iterable of
+        :class:`Severity` (a lone str included).
     """
-    wanted = set(severities)
+    require_instance("diff", diff, ReleaseDiff, "a ReleaseDiff")
+    if isinstance(severities, (str, bytes)) or not isinstance(severities, Iterable):
+        raise InvalidArgumentError(
+            explain("severities to be an iterable of Severity", describe(severities))
+        )
+    wanted = set()
+    for severity in severities:
+        require_instance("every item of severities", severity, Severity, "a Severity")
+        wanted.add(severity)
     lines = [
         f"flashinfer {diff.old} -> {diff.new}: {len(diff.releases)} recorded "
         f"{'release' if len(diff.releases) == 1 else 'releases'}, {len(diff.changes)} "
@@ -252,9 +288,15 @@ def to_sarif(result: ScanResult, *, show_unchanged: bool = False) -> dict[str, A
     ``SRCROOT`` base, the scanned directory.
 
     .. versionadded:: 0.3.0
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``result`` is not a :class:`ScanResult`, or ``show_unchanged`` not a bool.
     """
     from fi_compat._version import __version__
 
+    _require_result(result, show_unchanged)
     index = {rule["id"]: position for position, rule in enumerate(_rules())}
     root = Path(result.root).resolve()
     base = root if root.is_dir() else root.parent

@@ -10,7 +10,6 @@ the report prints.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,26 +33,16 @@ from fi_compat.report import (
 )
 from tests.support import fakes
 from tests.support.fakes import FakePackage
-from tests.support.hostile import HOSTILE_PACKAGES, Hostile
+from tests.support.hostile import HOSTILE_PACKAGES, Hostile, process_env
 
 TIMEOUT = 180
-
-
-def _env(root: Path, **extra: str) -> dict[str, str]:
-    # Importing torch takes seconds; the report's torch section is not what these tests are
-    # about, so a stub that fails to import stands in for it (the report says "not loaded").
-    blocker = root.parent / "no-torch"
-    (blocker / "torch").mkdir(parents=True, exist_ok=True)
-    (blocker / "torch" / "__init__.py").write_text('raise ImportError("torch blocked")\n')
-    path = os.pathsep.join([str(root), str(blocker), *sys.path])
-    return {**os.environ, "PYTHONPATH": path, **extra}
 
 
 def _report(root: Path, cwd: Path, *argv: str, **env: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
         [sys.executable, "-m", "fi_compat", "report", *argv],
         capture_output=True,
-        env=_env(root, **env),
+        env=process_env(root, **env),
         cwd=cwd,
         timeout=TIMEOUT,
         check=False,
@@ -120,7 +109,7 @@ def test_closed_pipe(fake_package: FakePackage, tmp_path: Path) -> None:
         [sys.executable, "-m", "fi_compat", "report", "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=_env(root),
+        env=process_env(root),
         cwd=tmp_path,
     )
     assert process.stdout is not None
@@ -226,7 +215,7 @@ def test_reentrant_get_capabilities(fake_package: FakePackage, tmp_path: Path) -
         [sys.executable, "-c", REENTRANT_CHECK],
         capture_output=True,
         text=True,
-        env=_env(root),
+        env=process_env(root),
         cwd=tmp_path,
         timeout=TIMEOUT,  # a deadlock fails here instead of hanging the suite
         check=False,

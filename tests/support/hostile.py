@@ -12,8 +12,11 @@ probe must answer ``supported``; everything else must come out ``unsupported`` o
 from __future__ import annotations
 
 import builtins
+import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from fi_compat.capabilities import ATTENTION_PROBES, COMM_PROBES, Capabilities, Status
 from tests.support import fakes
@@ -33,6 +36,19 @@ BCAST: Item = ("bcast", "bcast_root_is_group_local", "")
 FULL = COMM_ITEMS | ATTENTION_ITEMS
 NOTHING: frozenset[Item] = frozenset()
 GROUP: Item = ("comm", "create_allreduce_fusion_workspace", "group")
+
+
+def process_env(root: Path, **extra: str) -> dict[str, str]:
+    """The environment of a ``fi-compat`` subprocess that imports the package under ``root``.
+
+    Importing torch takes seconds, and torch is not what these tests are about, so a stub
+    that fails to import stands in for it (the report says "not loaded").
+    """
+    blocker = root.parent / "no-torch"
+    (blocker / "torch").mkdir(parents=True, exist_ok=True)
+    (blocker / "torch" / "__init__.py").write_text('raise ImportError("torch blocked")\n')
+    path = os.pathsep.join([str(root), str(blocker), *sys.path])
+    return {**os.environ, "PYTHONPATH": path, **extra}
 
 
 def decode_items() -> frozenset[Item]:

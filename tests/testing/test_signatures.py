@@ -109,6 +109,27 @@ def test_load_release_by_equivalent_version_and_unknown() -> None:
         load_release("nonsense")
 
 
+class _RaisingStr(str):
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+@pytest.mark.parametrize(
+    "release",
+    [
+        "0." + "1" * 5000,  # too long for int(): packaging raises ValueError, not InvalidVersion
+        "0.6.5\0",
+        _RaisingStr("0.0.1"),
+        "\udcff",
+    ],
+    ids=["huge-number", "nul", "repr-raises", "lone-surrogate"],
+)
+def test_an_unparsable_or_hostile_release_string_is_unknown(release: str) -> None:
+    with pytest.raises(UnknownReleaseError) as caught:
+        load_release(release)
+    assert len(str(caught.value)) < 300
+
+
 # ------------------------------------------------------------------------- well-formed
 
 

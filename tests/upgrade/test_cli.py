@@ -32,7 +32,9 @@ def test_to_installed_judges_against_the_release_the_probe_finds(
 def test_to_installed_without_flashinfer_is_a_command_line_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(scan_command, "_installed", lambda: None)
+    monkeypatch.setattr(
+        scan_command, "_installed", lambda: (None, "no FlashInfer is installed here")
+    )
     assert main(["scan", str(tmp_path), "--from", "0.6.5", "--to", "installed"]) == 2
     assert "no FlashInfer is installed" in capsys.readouterr().err
 
