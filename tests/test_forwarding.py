@@ -29,7 +29,8 @@ from hypothesis import strategies as st
 from fi_compat._forwarding import ALL, analyse
 from fi_compat._records import parse_record
 from fi_compat._signature import Status, inspect_callable
-from fi_compat.testing._generator import _generate
+from fi_compat.testing._generator import _module_source as generated_module
+from fi_compat.testing._registry import _collect
 from tools.recorder import record_release
 
 S, U, N = "supported", "unknown", "unsupported"
@@ -706,7 +707,9 @@ def test_fake_forwarder_reproduces_recorded_drops(tmp_path: Path) -> None:
     plan = record.function(f"{WRAPPER}.plan")
     assert plan is not None
     assert plan.forwards_kwargs_drops == ("fixed_split_size",)
-    generated = _generate(record, str(tmp_path), cuda_runtime=True)["flashinfer.decode"]
+    generated = generated_module(
+        record, _collect(record), str(tmp_path), "flashinfer.decode", cuda_runtime=True
+    )
     path = tmp_path / "fake_decode.py"
     path.write_text(generated, encoding="utf-8")
     cls = _import(path).BatchDecodeWithPagedKVCacheWrapper

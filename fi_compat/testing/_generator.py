@@ -1,8 +1,8 @@
 """The source generator: the Python text of a fake ``flashinfer`` package.
 
-:func:`_generate` turns a release's registry (:mod:`fi_compat.testing._registry`) into one
-module of source per ``flashinfer`` module (:func:`_module_source` writes one of them, for a
-build that writes a module when it is first imported): each recorded function, class and method as a
+:func:`_module_source` turns a release's registry (:mod:`fi_compat.testing._registry`) into
+the source of one ``flashinfer`` module of :func:`_module_names` (a build writes each module
+when it is first needed): each recorded function, class and method as a
 ``def`` or ``class`` with the release's parameter names, kinds, annotations and defaults
 (a default becomes a :class:`~fi_compat.testing.Default`, an enum member default that
 member), whose body logs the call and hands over to :mod:`fi_compat.testing._runtime`, the
@@ -31,7 +31,7 @@ from fi_compat._surface import (
     symbol_named,
 )
 from fi_compat.testing._objects import CUDART_MESSAGE
-from fi_compat.testing._registry import _collect, _Entry, _enum_base, _Registry
+from fi_compat.testing._registry import _Entry, _enum_base, _Registry
 
 #: The older name of an attention wrapper's ``plan`` (an alias of it in most classes; the
 #: planning method itself of the shared-prefix cascade wrapper).
@@ -639,23 +639,3 @@ def _module_source(
             + "\n"
         )
     return source
-
-
-def _generate(
-    record: ReleaseRecord,
-    directory: str,
-    *,
-    cuda_runtime: bool,
-    planned: frozenset[str] = frozenset(),
-    registry: _Registry | None = None,
-) -> dict[str, str]:
-    """Module name -> source text of the whole fake package."""
-    if registry is None:
-        registry = _collect(record)
-    names = _module_names(record, registry, cuda_runtime=cuda_runtime)
-    return {
-        name: _module_source(
-            record, registry, directory, name, cuda_runtime=cuda_runtime, planned=planned
-        )
-        for name in sorted(names)
-    }

@@ -52,6 +52,7 @@ class _Build:
     #: Modules not written yet (only lazy bindings reach them), and how to write one.
     deferred: set[str] = field(default_factory=set)
     render: Callable[[str], str] | None = None
+    code: dict[str, CodeType] = field(default_factory=dict)
 
     def path(self, name: str) -> Path | None:
         """The file of module ``name``, written now if it was deferred; None if the fake
@@ -61,8 +62,6 @@ class _Build:
                 self.paths.update(_write(self.directory, {name: self.render(name)}, self.packages))
                 self.deferred.discard(name)
             return self.paths.get(name)
-
-    code: dict[str, CodeType] = field(default_factory=dict)
 
 
 #: Generated packages by (release, CUDA runtime loaded, modules with a planned import error),
