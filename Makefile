@@ -59,7 +59,8 @@ test-all:
 # before the report.
 test-suite: $(STAMP)
 	rm -f .coverage .coverage.*
-	$(BIN)/python -m coverage run -m pytest -p no:cacheprovider -n $(WORKERS) $(PYTEST_ARGS)
+	$(BIN)/python -m coverage run -m pytest -p no:cacheprovider -n $(WORKERS) --strict-skips \
+		$(PYTEST_ARGS)
 	$(BIN)/python -m coverage combine --quiet
 	$(BIN)/python -m coverage report
 
@@ -80,11 +81,11 @@ $(STAMP310): pyproject.toml constraints/dev.txt scripts/find_python310.sh
 		python310=$$(sh scripts/find_python310.sh) && "$$python310" -m venv $(VENV310); }
 	$(VENV310)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(VENV310)/bin/python -m pip install --quiet --disable-pip-version-check \
-		-c constraints/dev.txt -e . pytest hypothesis pytest-examples pytest-xdist
+		-c constraints/dev.txt -e . pytest hypothesis pytest-examples pytest-xdist jsonschema
 	touch $(STAMP310)
 
 test-py310: $(STAMP310)
-	$(VENV310)/bin/python -m pytest -p no:cacheprovider -n $(WORKERS) $(PYTEST_ARGS)
+	$(VENV310)/bin/python -m pytest -p no:cacheprovider -n $(WORKERS) --strict-skips $(PYTEST_ARGS)
 
 # The release check alone (tests/release/, marker `release`, also part of `make test`): builds
 # the sdist and the wheel into a temporary directory with `python -m build`, runs

@@ -15,6 +15,9 @@ from fi_compat import capabilities
 from tests.support import release_classes
 from tests.support.fakes import FakePackage
 
+#: Every run says what it downloads as it happens, and ends with its skips judged by reason.
+pytest_plugins = ["tests.support.downloads", "tests.support.skips"]
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(

@@ -15,20 +15,19 @@ whose rows were derived by reading and running the engines' decision functions:
   (``compilation/passes/fusion/allreduce_rms_fusion.py``), ``_resolve_fi_ar_backend`` and
   ``get_fi_ar_workspace`` (``distributed/device_communicators/flashinfer_all_reduce.py``).
 
-The tables stand alone. When the engines' wheels are on this machine (a directory in
-``FI_COMPAT_ENGINE_WHEELS``, or ``pip download --no-deps sglang==0.5.23`` /
-``vllm==0.33.0`` into ``/tmp/sgl`` and ``/tmp/vllm``), the same rows are also run
-through the engine functions themselves, read from the wheel, with the GPU queries
-stubbed; otherwise those tests skip.
+The tables stand alone. The same rows are also run through the engine functions
+themselves, read from the engines' published wheels (fetched once into the release cache
+by :mod:`tests.support.engine_wheels`, as every engine test gets them), with the GPU
+queries stubbed; those tests skip only where the wheel is not cached and the registry
+cannot be reached.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
-import glob
+import functools
 import itertools
-import os
 import random
 import sys
 import types
@@ -53,6 +52,8 @@ from fi_compat.policy import (
     RuleId,
     decide_fusion,
 )
+from tests.support.engine_wheels import ENGINES, engine_wheel
+from tools.releases import RegistryUnreachableError
 
 ENABLE, DISABLE, UNSET, ENFORCE = (
     FusionChoice.ENABLE,
@@ -443,14 +444,12 @@ def test_cli_vllm_spellings(capsys: pytest.CaptureFixture[str]) -> None:
 # --------------------------------------------------------------------------- the engines' own code
 
 
-def _wheel(name: str) -> Path | None:
-    dirs = [d for d in os.environ.get("FI_COMPAT_ENGINE_WHEELS", "").split(os.pathsep) if d]
-    dirs += ["/tmp/sgl", "/tmp/vllm"]
-    for directory in dirs:
-        found = sorted(glob.glob(os.path.join(directory, f"{name}-*.whl")))
-        if found:
-            return Path(found[-1])
-    return None
+@functools.cache
+def _wheel(name: str) -> Path:
+    try:
+        return engine_wheel(ENGINES[name])
+    except RegistryUnreachableError as error:  # pragma: no cover - depends on the network
+        pytest.skip(f"the {name} wheel is not cached and the registry is unreachable: {error}")
 
 
 def _load(wheel: Path, member: str, names: set[str], namespace: dict[str, Any]) -> dict[str, Any]:
@@ -551,10 +550,7 @@ def _sglang_engine(row: tuple[Any, ...], wheel: Path, monkeypatch: pytest.Monkey
 def test_sglang_rows_against_sglang_0_5_23_code(
     row: tuple[Any, ...], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    wheel = _wheel("sglang-0.5.23")
-    if wheel is None:
-        pytest.skip("the sglang 0.5.23 wheel is not on this machine")
-    assert _sglang_engine(row, wheel, monkeypatch) == row[-1]
+    assert _sglang_engine(row, _wheel("sglang"), monkeypatch) == row[-1]
 
 
 def _vllm_engine(row: tuple[Any, ...], wheel: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
@@ -614,7 +610,4 @@ def _vllm_engine(row: tuple[Any, ...], wheel: Path, monkeypatch: pytest.MonkeyPa
 def test_vllm_rows_against_vllm_0_33_0_code(
     row: tuple[Any, ...], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    wheel = _wheel("vllm-0.33.0")
-    if wheel is None:
-        pytest.skip("the vllm 0.33.0 wheel is not on this machine")
-    assert _vllm_engine(row, wheel, monkeypatch) == row[-2]
+    assert _vllm_engine(row, _wheel("vllm"), monkeypatch) == row[-2]

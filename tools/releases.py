@@ -8,15 +8,21 @@ come from ``pip download --no-deps`` and are kept outside the repository, under
 ``~/.cache/fi-compat/releases``: ``downloads/`` holds the files as published,
 ``extracted/<wheel name>/`` each unpacked wheel. Files appear in both whole or not at all
 (they are written elsewhere and renamed), so concurrent runs can share one cache.
+
+Every file actually downloaded is announced on the ``tools.releases`` logger at INFO, one
+line with its size and the time it took, so a first run that waits says what for (the
+suite's ``tests/support/downloads.py`` prints these lines as they come).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -32,12 +38,17 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 __all__ = [
+    "LOGGER",
     "DownloadError",
     "RegistryUnreachableError",
     "ReleaseCache",
     "cache_root",
+    "describe_size",
     "parse_release_file",
 ]
+
+#: Where each download is announced (INFO, one line a file).
+LOGGER = logging.getLogger(__name__)
 
 #: Fragments of pip's output that mean the package registry could not be reached.
 _NETWORK_ERRORS = (
@@ -112,11 +123,16 @@ class ReleaseCache:
         )
         return found[0][2] if found else None
 
-    def download(self, requirement: str, *, wheel_only: bool) -> Path:
+    def download(self, requirement: str, *, wheel_only: bool, python: str | None = None) -> Path:
         """The file of a pinned ``name==version``, downloaded once into the cache.
 
         With ``wheel_only``, only a wheel will do (to unpack and import it); otherwise a
         wheel is preferred and an sdist taken when the release has no wheel (to read it).
+        ``python`` (``"3.12"``) asks for the wheel published for that Python instead of the
+        running one's: pip filters a release by the running interpreter, so the Python 3.10
+        run could not fetch an engine that needs a newer Python, although it only reads its
+        files. A pure-Python wheel is the same file whichever Python asks; ``python`` implies
+        ``wheel_only``.
 
         Raises
         ------
@@ -125,12 +141,15 @@ class ReleaseCache:
         DownloadError
             pip reached it and failed anyway (a real failure).
         """
+        if python is not None:
+            wheel_only = True
         cached = self.cached(requirement, wheel_only=wheel_only)
         if cached is not None:
             return cached
         self.downloads.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix=".download-", dir=self.downloads) as scratch:
-            done = _pip_download(requirement, Path(scratch), wheel_only=wheel_only)
+            done = _pip_download(requirement, Path(scratch), wheel_only=wheel_only, python=python)
             if done.returncode != 0 and not wheel_only:
                 # Some sdists pin build requirements that are gone from the registry (0.4.x
                 # pins an apache-tvm-ffi pre-release); preparing their metadata in this
@@ -138,6 +157,7 @@ class ReleaseCache:
                 done = _pip_download(requirement, Path(scratch), wheel_only=False, isolated=False)
             for path in Path(scratch).iterdir():
                 if path.is_file():
+                    _announce(path, time.monotonic() - started)
                     os.replace(path, self.downloads / path.name)  # whole files only
         cached = self.cached(requirement, wheel_only=wheel_only)
         if done.returncode == 0 and cached is not None:
@@ -199,11 +219,39 @@ class ReleaseCache:
         return site
 
 
+def _announce(path: Path, seconds: float) -> None:
+    size = path.stat().st_size
+    LOGGER.info(
+        "downloaded %s (%s) in %.1f s",
+        path.name,
+        describe_size(size),
+        seconds,
+        extra={"download": (path.name, size, seconds)},
+    )
+
+
+def describe_size(size: int) -> str:
+    """A byte count as people read it: ``812.0 kB``, ``5.1 MB``, ``1.2 GB`` (powers of 1000)."""
+    if size < 1000:
+        return f"{size} B"
+    for scale, unit in ((1e3, "kB"), (1e6, "MB")):
+        if size < scale * 999.95:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size / 1e9:.1f} GB"
+
+
 def _pip_download(
-    requirement: str, destination: Path, *, wheel_only: bool, isolated: bool = True
+    requirement: str,
+    destination: Path,
+    *,
+    wheel_only: bool,
+    isolated: bool = True,
+    python: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "pip", "download", "--no-deps"]
     command += ["--only-binary", ":all:"] if wheel_only else ["--no-binary", ":none:"]
+    if python is not None:
+        command += ["--python-version", python]
     if not isolated:
         command.append("--no-build-isolation")
     command += [

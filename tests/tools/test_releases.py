@@ -1,0 +1,185 @@
+"""The release cache (tools/releases.py): one way to fetch a published wheel, said when it is
+fetched, and the suite's plugin that prints it (tests/support/downloads.py)."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tools import releases
+from tools.releases import LOGGER, ReleaseCache, describe_size
+
+pytest_plugins = ["pytester"]
+
+ROOT = Path(__file__).resolve().parents[2]
+WHEEL = "demo-1.0-py3-none-any.whl"
+
+
+class Pip:
+    """Stands in for ``pip download``: records each command, writes the wheel it names."""
+
+    def __init__(self, size: int = 1500, returncode: int = 0, output: str = "") -> None:
+        self.commands: list[list[str]] = []
+        self.size = size
+        self.returncode = returncode
+        self.output = output
+
+    def __call__(self, command: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        self.commands.append(command)
+        if self.returncode == 0:
+            destination = Path(command[command.index("--dest") + 1])
+            (destination / WHEEL).write_bytes(b"x" * self.size)
+        return subprocess.CompletedProcess(command, self.returncode, "", self.output)
+
+
+@pytest.fixture
+def pip(monkeypatch: pytest.MonkeyPatch) -> Pip:
+    fake = Pip()
+    monkeypatch.setattr("tools.releases.subprocess.run", fake)
+    # These downloads are pretend: not this run's, so the suite's own line leaves them out.
+    monkeypatch.setattr(LOGGER, "handlers", [])
+    return fake
+
+
+def test_a_download_is_announced_once_with_its_size(
+    pip: Pip, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cache = ReleaseCache(tmp_path)
+    with caplog.at_level(logging.INFO, logger=LOGGER.name):
+        first = cache.download("demo==1.0", wheel_only=True)
+        again = cache.download("demo==1.0", wheel_only=True)
+    assert first == again == tmp_path / "downloads" / WHEEL
+    assert len(pip.commands) == 1  # the second call is the cache's
+    [record] = [r for r in caplog.records if r.name == LOGGER.name]
+    assert record.getMessage().startswith(f"downloaded {WHEEL} (1.5 kB) in ")
+    assert record.download[:2] == (WHEEL, 1500)  # type: ignore[attr-defined]
+
+
+def test_a_wheel_for_another_python_is_asked_for_by_its_version(pip: Pip, tmp_path: Path) -> None:
+    ReleaseCache(tmp_path).download("demo==1.0", wheel_only=False, python="3.11")
+    [command] = pip.commands
+    assert command[command.index("--python-version") + 1] == "3.11"
+    # pip takes --python-version only for binary-only downloads; python= implies a wheel
+    assert command[command.index("--only-binary") + 1] == ":all:"
+    assert "--no-binary" not in command
+
+
+def test_the_running_python_is_not_named(pip: Pip, tmp_path: Path) -> None:
+    ReleaseCache(tmp_path).download("demo==1.0", wheel_only=True)
+    assert "--python-version" not in pip.commands[0]
+
+
+def test_a_cached_wheel_serves_every_python(pip: Pip, tmp_path: Path) -> None:
+    ReleaseCache(tmp_path).download("demo==1.0", wheel_only=True)
+    ReleaseCache(tmp_path).download("demo==1.0", wheel_only=True, python="3.12")
+    assert len(pip.commands) == 1
+
+
+def test_a_refusal_is_a_download_error_naming_pip_s_answer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    refused = Pip(returncode=1, output="ERROR: No matching distribution found for demo==1.0")
+    monkeypatch.setattr("tools.releases.subprocess.run", refused)
+    monkeypatch.setattr(LOGGER, "handlers", [])
+    with pytest.raises(releases.DownloadError, match="No matching distribution"):
+        ReleaseCache(tmp_path).download("demo==1.0", wheel_only=True)
+
+
+def test_an_unreachable_registry_is_its_own_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    offline = Pip(returncode=1, output="Temporary failure in name resolution")
+    monkeypatch.setattr("tools.releases.subprocess.run", offline)
+    monkeypatch.setattr(LOGGER, "handlers", [])
+    with pytest.raises(releases.RegistryUnreachableError, match="could not reach"):
+        ReleaseCache(tmp_path).download("demo==1.0", wheel_only=True)
+
+
+@pytest.mark.parametrize(
+    ("size", "said"),
+    [
+        (0, "0 B"),
+        (999, "999 B"),
+        (1000, "1.0 kB"),
+        (1500, "1.5 kB"),
+        (999_949, "999.9 kB"),
+        (999_950, "1.0 MB"),
+        (39_063_923, "39.1 MB"),
+        (336_361_138, "336.4 MB"),
+        (999_949_999, "999.9 MB"),
+        (999_950_000, "1.0 GB"),
+        (12_400_000_000, "12.4 GB"),
+    ],
+)
+def test_sizes_read_as_people_read_them(size: int, said: str) -> None:
+    assert describe_size(size) == said
+
+
+# ------------------------------------------------------------------ the suite's download lines
+
+DOWNLOADING = """
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tools.releases import ReleaseCache
+
+
+def _pip(command, **_):
+    destination = Path(command[command.index("--dest") + 1])
+    name = command[-1].replace("==", "-") + "-py3-none-any.whl"
+    (destination / name).write_bytes(b"x" * 2_500_000)
+    return subprocess.CompletedProcess(command, 0, "", "")
+
+
+@pytest.mark.parametrize("name", ["alpha", "beta"])
+def test_fetches(name, tmp_path, monkeypatch):
+    monkeypatch.setattr("tools.releases.subprocess.run", _pip)
+    ReleaseCache(tmp_path).download(f"{name}==1.0", wheel_only=True)
+
+
+def test_warm(tmp_path):
+    pass
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_each_download_is_said_as_it_happens_and_added_up(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    pytester.makepyfile(test_engine=textwrap.dedent(DOWNLOADING))
+    result = pytester.runpytest_subprocess(
+        "-p", "tests.support.downloads", "-p", "no:cacheprovider", "-q", *workers
+    )
+    assert result.ret == 0
+    said = sorted(line for line in result.errlines if line.startswith("[download]"))
+    assert [line.split(" in ")[0] for line in said] == [
+        "[download] downloaded alpha-1.0-py3-none-any.whl (2.5 MB)",
+        "[download] downloaded beta-1.0-py3-none-any.whl (2.5 MB)",
+    ]
+    result.stdout.fnmatch_lines(["*- downloads -*", "2 files downloaded during this run (5.0 MB*"])
+
+
+def test_a_run_that_downloads_nothing_says_nothing(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    pytester.makepyfile(test_engine="def test_warm():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "tests.support.downloads", "-q")
+    assert result.ret == 0
+    assert "download" not in result.stdout.str() + result.stderr.str()
+
+
+def test_the_suite_runs_with_both_plugins(request: pytest.FixtureRequest) -> None:
+    manager = request.config.pluginmanager
+    assert manager.has_plugin("tests.support.downloads")
+    assert manager.has_plugin("tests.support.skips")
+    assert sys.modules["tests.support.downloads"].LOGGER is LOGGER
