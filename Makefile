@@ -12,7 +12,9 @@ STAMP310 := $(VENV310)/.installed
 	record-all compare-griffe measure-reach measure-layers measure-sizes release-check dist docs \
 	screenshots
 
-# pytest-xdist workers for the test runs (both cores of the project's machines).
+# pytest-xdist workers for the test runs (both cores of the project's machines). The runs
+# distribute with --dist loadgroup: a module whose module-scoped fixture measures or builds
+# something costly marks itself @pytest.mark.xdist_group, so one worker does it once.
 WORKERS ?= 2
 # Extra pytest arguments for every run of the suite (`make test-all` adds --all-releases).
 PYTEST_ARGS ?=
@@ -59,7 +61,7 @@ test-all:
 # before the report.
 test-suite: $(STAMP)
 	rm -f .coverage .coverage.*
-	$(BIN)/python -m coverage run -m pytest -p no:cacheprovider -n $(WORKERS) --strict-skips \
+	$(BIN)/python -m coverage run -m pytest -p no:cacheprovider -n $(WORKERS) --dist loadgroup --strict-skips \
 		$(PYTEST_ARGS)
 	$(BIN)/python -m coverage combine --quiet
 	$(BIN)/python -m coverage report
@@ -85,7 +87,7 @@ $(STAMP310): pyproject.toml constraints/dev.txt scripts/find_python310.sh
 	touch $(STAMP310)
 
 test-py310: $(STAMP310)
-	$(VENV310)/bin/python -m pytest -p no:cacheprovider -n $(WORKERS) --strict-skips $(PYTEST_ARGS)
+	$(VENV310)/bin/python -m pytest -p no:cacheprovider -n $(WORKERS) --dist loadgroup --strict-skips $(PYTEST_ARGS)
 
 # The release check alone (tests/release/, marker `release`, also part of `make test`): builds
 # the sdist and the wheel into a temporary directory with `python -m build`, runs

@@ -21,7 +21,8 @@ from tests.support.release_harness import RELEASES
 from tools.reach import OUTPUT, ProbeError, measure_all
 from tools.releases import RegistryUnreachableError
 
-pytestmark = pytest.mark.release_matrix
+# One worker measures every release once (make test runs --dist loadgroup).
+pytestmark = [pytest.mark.release_matrix, pytest.mark.xdist_group("reach-wheels")]
 
 PAGED = "BatchPrefillWithPagedKVCacheWrapper"
 RAGGED = "BatchPrefillWithRaggedKVCacheWrapper"

@@ -25,7 +25,8 @@ from tools.recorder import dump_record, record_release
 
 RELEASE = "0.7.2.post1"
 
-pytestmark = pytest.mark.real_flashinfer
+# One worker reads the installed release once (make test runs --dist loadgroup).
+pytestmark = [pytest.mark.real_flashinfer, pytest.mark.xdist_group("recorder-vs-inspect")]
 
 
 def _installed_version() -> str | None:

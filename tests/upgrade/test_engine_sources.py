@@ -22,6 +22,9 @@ from fi_compat.upgrade import Category, ScanResult, scan_tree, to_sarif
 from tests.support.scan_sites import GUIDES, PAIRS, found_at, listed_sites, render, scan, table_in
 from tools.releases import RegistryUnreachableError
 
+# One worker scans each engine once (make test runs --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("engine-sources")
+
 SARIF_SCHEMA = Path(__file__).resolve().parent / "data" / "sarif-schema-2.1.0.json"
 
 
