@@ -13,8 +13,10 @@ STAMP310 := $(VENV310)/.installed
 	screenshots
 
 # pytest-xdist workers for the test runs (both cores of the project's machines). The runs
-# distribute with --dist loadgroup: a module whose module-scoped fixture measures or builds
-# something costly marks itself @pytest.mark.xdist_group, so one worker does it once.
+# distribute whole test files (--dist loadfile): a module-scoped fixture that measures,
+# builds or scans something costly (the release measurements, the distributions, the engine
+# scans) is then made once, not once on each worker that gets some of the module's tests.
+# (--dist loadgroup would be finer, but pytest-xdist 3.8 does not group under pytest 9.)
 WORKERS ?= 2
 # Extra pytest arguments for every run of the suite (`make test-all` adds --all-releases).
 PYTEST_ARGS ?=
@@ -61,7 +63,7 @@ test-all:
 # before the report.
 test-suite: $(STAMP)
 	rm -f .coverage .coverage.*
-	$(BIN)/python -m coverage run -m pytest -p no:cacheprovider -n $(WORKERS) --dist loadgroup --strict-skips \
+	$(BIN)/python -m coverage run -m pytest -p no:cacheprovider -n $(WORKERS) --dist loadfile --strict-skips \
 		$(PYTEST_ARGS)
 	$(BIN)/python -m coverage combine --quiet
 	$(BIN)/python -m coverage report
@@ -87,7 +89,7 @@ $(STAMP310): pyproject.toml constraints/dev.txt scripts/find_python310.sh
 	touch $(STAMP310)
 
 test-py310: $(STAMP310)
-	$(VENV310)/bin/python -m pytest -p no:cacheprovider -n $(WORKERS) --dist loadgroup --strict-skips $(PYTEST_ARGS)
+	$(VENV310)/bin/python -m pytest -p no:cacheprovider -n $(WORKERS) --dist loadfile --strict-skips $(PYTEST_ARGS)
 
 # The release check alone (tests/release/, marker `release`, also part of `make test`): builds
 # the sdist and the wheel into a temporary directory with `python -m build`, runs

@@ -45,11 +45,7 @@ from tools.releases import RegistryUnreachableError
 RELEASES = ("0.6.5", "0.7.2", "0.7.2.post1")
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "migration" / "sglang.md"
 
-# One worker unpacks each engine once (make test runs --dist loadgroup).
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-    pytest.mark.xdist_group("engine-backends"),
-]
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 def _wheel(name: str) -> Path:

@@ -21,8 +21,7 @@ from tests.support.release_harness import RELEASES
 from tools.reach import OUTPUT, ProbeError, measure_all
 from tools.releases import RegistryUnreachableError
 
-# One worker measures every release once (make test runs --dist loadgroup).
-pytestmark = [pytest.mark.release_matrix, pytest.mark.xdist_group("reach-wheels")]
+pytestmark = pytest.mark.release_matrix
 
 PAGED = "BatchPrefillWithPagedKVCacheWrapper"
 RAGGED = "BatchPrefillWithRaggedKVCacheWrapper"

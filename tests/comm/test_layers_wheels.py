@@ -31,8 +31,7 @@ from fi_compat.comm._layers import measured
 from tools.layers import measure_release, run_release
 from tools.releases import RegistryUnreachableError, ReleaseCache
 
-# One worker runs every path once (make test runs --dist loadgroup).
-pytestmark = [pytest.mark.release_matrix, pytest.mark.xdist_group("layers-wheels")]
+pytestmark = pytest.mark.release_matrix
 
 SCRIPT = Path(__file__).resolve().parent.parent / "support" / "layers_equivalence.py"
 

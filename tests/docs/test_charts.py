@@ -15,9 +15,6 @@ pytest.importorskip("matplotlib", reason="the charts need the docs extra (matplo
 from tools import charts
 from tools.charts import CHARTS, THEMES, render, stale
 
-# One worker draws every chart once (make test runs --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("charts")
-
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = {
     "releases-timeline": "docs/releases.md",

@@ -37,8 +37,7 @@ from fi_compat._version import __version__
 for _tool in ("build.util", "twine", "check_wheel_contents"):
     pytest.importorskip(_tool, reason="needs the release extra: build, twine, check-wheel-contents")
 
-# One worker builds the distributions and the fresh venv once (make test: --dist loadgroup).
-pytestmark = [pytest.mark.release, pytest.mark.xdist_group("dist")]
+pytestmark = pytest.mark.release
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "fi_compat"

@@ -25,8 +25,7 @@ from tools.recorder import dump_record, record_release
 
 RELEASE = "0.7.2.post1"
 
-# One worker reads the installed release once (make test runs --dist loadgroup).
-pytestmark = [pytest.mark.real_flashinfer, pytest.mark.xdist_group("recorder-vs-inspect")]
+pytestmark = pytest.mark.real_flashinfer
 
 
 def _installed_version() -> str | None:

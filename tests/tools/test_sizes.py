@@ -435,7 +435,6 @@ def test_every_rule_combination_has_a_release() -> None:
 
 
 @pytest.mark.release_matrix
-@pytest.mark.xdist_group("sizes-remeasured")  # one worker measures them once (--dist loadgroup)
 @pytest.mark.parametrize("version", RULE_RELEASES)
 def test_a_fresh_measurement_gives_the_shipped_entry(
     remeasured: dict[str, Any], version: str

@@ -22,9 +22,6 @@ from fi_compat.upgrade import Category, ScanResult, scan_tree, to_sarif
 from tests.support.scan_sites import GUIDES, PAIRS, found_at, listed_sites, render, scan, table_in
 from tools.releases import RegistryUnreachableError
 
-# One worker scans each engine once (make test runs --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("engine-sources")
-
 SARIF_SCHEMA = Path(__file__).resolve().parent / "data" / "sarif-schema-2.1.0.json"
 
 
@@ -33,15 +30,22 @@ DOWNGRADE = ("0.7.2.post1", "0.5.3")
 Scanned = tuple[str, Path, dict[tuple[str, str], ScanResult]]
 
 
+#: Each engine's scans, made once per process: pytest may set the module fixture up again
+#: for a parameter when the tests of the two engines interleave.
+_SCANNED: dict[str, Scanned] = {}
+
+
 @pytest.fixture(scope="module", params=sorted(GUIDES))
 def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Scanned:
     name = str(request.param)
-    try:
-        package, results = scan(name, tmp_path_factory.mktemp(name))
-    except RegistryUnreachableError as error:  # pragma: no cover - depends on the network
-        pytest.skip(f"the {name} wheel is not here and the registry is unreachable: {error}")
-    results[DOWNGRADE] = scan_tree(package, *DOWNGRADE, fi_compat=True)
-    return name, package, results
+    if name not in _SCANNED:
+        try:
+            package, results = scan(name, tmp_path_factory.mktemp(name))
+        except RegistryUnreachableError as error:  # pragma: no cover - depends on the network
+            pytest.skip(f"the {name} wheel is not cached and the registry is unreachable: {error}")
+        results[DOWNGRADE] = scan_tree(package, *DOWNGRADE, fi_compat=True)
+        _SCANNED[name] = (name, package, results)
+    return _SCANNED[name]
 
 
 def test_every_listed_call_site_is_found(engine: Scanned) -> None:
