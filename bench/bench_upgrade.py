@@ -7,10 +7,9 @@ and file cache warm) and then ``RUNS`` times; the figure is the median wall time
 * ``fi-compat diff 0.6.8 0.7.2.post1``, read from the records shipped in the package;
 * ``fi-compat scan vllm/ --from 0.6.5 --to 0.7.2.post1`` over vLLM 0.33.0's whole Python
   tree: the ``*.py`` files of its ``vllm/`` package, unpacked from its wheel into a
-  temporary directory. The wheel is found and unpacked as the engine tests do
-  (``tests/support/engine_wheels.py``: ``$FI_COMPAT_ENGINE_WHEELS``, ``/tmp/sgl``,
-  ``/tmp/vllm``, else ``pip download --no-deps`` into the release cache); without it the
-  scan is skipped, with the reason.
+  temporary directory. The wheel is fetched and unpacked as the engine tests do
+  (``tests/support/engine_wheels.py``: ``pip download --no-deps`` into the release cache,
+  once); without it the scan is skipped, with the reason.
 
 Targets (the upgrade preview's issue): ``diff`` at most 1 s, the scan of vLLM's whole tree
 at most 10 s, on a 2-core machine.

@@ -11,9 +11,8 @@ SGLang's backend is planned on every path of ``init_forward_metadata`` and
 ``docs/migration/sglang.md`` describes; the guide's table of those paths is checked against
 what the run shows, so a stale row fails here.
 
-The wheels are found or downloaded once (``FI_COMPAT_ENGINE_WHEELS``, ``/tmp/sgl``,
-``/tmp/vllm``, else the release cache); where the registry cannot be reached the tests skip,
-saying so.
+The wheels are downloaded once into the release cache (:mod:`tests.support.engine_wheels`);
+where one is not cached and the registry cannot be reached the tests skip, saying so.
 """
 
 from __future__ import annotations
