@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sys
 import tarfile
 from collections.abc import Mapping
@@ -361,6 +362,11 @@ def test_the_subprocess_gets_the_release_first_and_no_flashinfer_settings(
 ) -> None:
     monkeypatch.setenv("FLASHINFER_RAGGED_AUTO_BACKEND_ORDER", "cutlass")
     monkeypatch.setenv("PYTHONSTARTUP", "/nonexistent")
+    # fi-compat's own settings pass through as they are (the release cache's location is no
+    # FlashInfer setting); the run's own are set aside so the expectation holds anywhere.
+    for key in [k for k in os.environ if k.startswith("FI_COMPAT_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("FI_COMPAT_RELEASE_CACHE", str(tmp_path / "cache"))
     code = (
         "import json, os; print(json.dumps({'probe': 1, 'version': '0.7.1', "
         "'env': {k: v for k, v in os.environ.items() if k.startswith(('PYTHON', 'FLASHINFER_', "
@@ -373,6 +379,7 @@ def test_the_subprocess_gets_the_release_first_and_no_flashinfer_settings(
     assert document["env"] == {
         "PYTHONPATH": f"{tmp_path / 'site'}:{tmp_path / 'release'}",
         "PYTHONNOUSERSITE": "1",
+        "FI_COMPAT_RELEASE_CACHE": str(tmp_path / "cache"),
         "FI_COMPAT_HARNESS_STUB_GPU": "1",
         "FI_COMPAT_HARNESS_CUDART": str(tmp_path / "c"),
         "FI_COMPAT_REACH_NAMES": json.dumps(
