@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from collections.abc import Callable
@@ -49,6 +50,11 @@ __all__ = [
 
 #: Where each download is announced (INFO, one line a file).
 LOGGER = logging.getLogger(__name__)
+
+#: One download of a file at a time in this process: threads measuring the same release
+#: (the equivalence and the measurement of one path) wait for the first instead of racing it.
+_DOWNLOADING: dict[tuple[str, str], threading.Lock] = {}
+_DOWNLOADING_GUARD = threading.Lock()
 
 #: Fragments of pip's output that mean the package registry could not be reached.
 _NETWORK_ERRORS = (
@@ -143,6 +149,12 @@ class ReleaseCache:
         """
         if python is not None:
             wheel_only = True
+        with _DOWNLOADING_GUARD:
+            lock = _DOWNLOADING.setdefault((str(self.root), requirement), threading.Lock())
+        with lock:
+            return self._download(requirement, wheel_only=wheel_only, python=python)
+
+    def _download(self, requirement: str, *, wheel_only: bool, python: str | None) -> Path:
         cached = self.cached(requirement, wheel_only=wheel_only)
         if cached is not None:
             return cached

@@ -7,6 +7,9 @@ import logging
 import subprocess
 import sys
 import textwrap
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +62,28 @@ def test_a_download_is_announced_once_with_its_size(
     [record] = [r for r in caplog.records if r.name == LOGGER.name]
     assert record.getMessage().startswith(f"downloaded {WHEEL} (1.5 kB) in ")
     assert record.download[:2] == (WHEEL, 1500)  # type: ignore[attr-defined]
+
+
+def test_threads_asking_for_one_file_download_it_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    started = threading.Event()
+    slow = Pip()
+
+    def pip_that_waits(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        started.set()
+        time.sleep(0.3)  # long enough for the second thread to arrive while this one runs
+        return slow(command, **kwargs)
+
+    monkeypatch.setattr("tools.releases.subprocess.run", pip_that_waits)
+    monkeypatch.setattr(LOGGER, "handlers", [])
+    cache = ReleaseCache(tmp_path)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        first = pool.submit(cache.download, "demo==1.0", wheel_only=True)
+        started.wait(5)
+        second = pool.submit(cache.download, "demo==1.0", wheel_only=True)
+        assert first.result() == second.result()
+    assert len(slow.commands) == 1
 
 
 def test_a_wheel_for_another_python_is_asked_for_by_its_version(pip: Pip, tmp_path: Path) -> None:
