@@ -39,7 +39,7 @@ lint: $(STAMP)
 	$(BIN)/python -m mypy
 
 # The one command CI and the README name. Each stage prints its wall time, and a table of all
-# of them closes the run (scripts/stage.sh): the set-up of both venvs, lint, the docs build,
+# of them closes the run (scripts/stage.sh): the set-up of both venvs (side by side), lint, the docs build,
 # the Python 3.10 run, then the whole suite on Python 3.11 under branch coverage of fi_compat
 # (release check included), reported with the missing lines and failing under the floor
 # ([tool.coverage] in pyproject.toml). Release-parametrized tests run the first and last
@@ -47,7 +47,7 @@ lint: $(STAMP)
 # every one.
 test:
 	@rm -f .stages
-	@sh scripts/stage.sh setup $(MAKE) --no-print-directory $(STAMP) $(STAMP310)
+	@sh scripts/stage.sh setup $(MAKE) --no-print-directory -j2 $(STAMP) $(STAMP310)
 	@sh scripts/stage.sh lint $(MAKE) --no-print-directory lint
 	@sh scripts/stage.sh docs $(MAKE) --no-print-directory docs
 	@sh scripts/stage.sh py310 $(MAKE) --no-print-directory test-py310
