@@ -122,9 +122,20 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     )
 
 
+MODULE_SKIP = """
+import pytest
+
+pytest.importorskip("fi_compat_no_such_module", reason="needs the no-such extra")
+
+
+def test_never_collected():
+    pass
+"""
+
+
 @pytest.fixture
 def skipping(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makepyfile(test_engine=SKIPPING)
+    pytester.makepyfile(test_engine=SKIPPING, test_module_skip=MODULE_SKIP)
     return pytester
 
 
@@ -142,9 +153,11 @@ def test_the_run_ends_with_its_skips_by_reason(skipping: pytest.Pytester) -> Non
             "*- skips by reason -*",
             "    2  REMOVABLE  the sglang 0.5.23 wheel is not on this machine",
             "*could remove*",
+            "    1  REMOVABLE  needs the no-such extra",
+            "*could remove*",
             "    1  honest     not on this release",
             "*does not exist for this parameter*",
-            "1 honest skips, 2 removable",
+            "1 honest skips, 3 removable",
         ]
     )
     assert "xfail" not in result.stdout.str().split("skips by reason")[1].split("honest skips")[0]
@@ -156,7 +169,7 @@ def test_a_strict_run_fails_on_a_removable_skip(
 ) -> None:
     result = _run(skipping, "--strict-skips", *workers)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["1 honest skips, 2 removable: the run fails (--strict-skips)"])
+    result.stdout.fnmatch_lines(["1 honest skips, 3 removable: the run fails (--strict-skips)"])
 
 
 def test_a_strict_run_passes_with_honest_skips_only(pytester: pytest.Pytester) -> None:
@@ -175,3 +188,13 @@ def test_a_strict_run_that_already_failed_keeps_its_status(pytester: pytest.Pyte
     )
     result = _run(pytester, "--strict-skips")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_module_that_skips_itself_is_judged_too(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
+    pytester.makepyfile(test_module_skip=MODULE_SKIP, test_other="def test_ok():\n    pass\n")
+    result = _run(pytester, "--strict-skips", *workers)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["    1  REMOVABLE  needs the no-such extra", "*0 honest*1 remov*"])

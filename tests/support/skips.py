@@ -172,7 +172,7 @@ def judge(reason: str, env: Environment, table: Iterable[Honest] = HONEST) -> Ve
     return Verdict(False, "a reason the suite could remove (none of tests/support/skips.py's)")
 
 
-def reason_of(report: pytest.TestReport) -> str:
+def reason_of(report: pytest.TestReport | pytest.CollectReport) -> str:
     """The reason a skipped report gives, without pytest's ``Skipped: `` prefix."""
     longrepr = report.longrepr
     text = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
@@ -232,6 +232,11 @@ class SkipLedger:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.skipped and not hasattr(report, "wasxfail"):
+            self.reasons[reason_of(report)] += 1
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        # a module that skips itself (``pytest.importorskip`` at its top) is one skip
+        if report.skipped:
             self.reasons[reason_of(report)] += 1
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
