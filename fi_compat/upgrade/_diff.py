@@ -205,8 +205,21 @@ class _Differ:
         facts = self.new if path in self.new.canonical else self.old
         return facts.canonical.get(path, path) == path
 
+    def flashinfers(self, module: str, name: str) -> bool:
+        """True when ``module.name`` is FlashInfer's own in a release that binds it: defined in
+        FlashInfer, not a module or object it imports (``contextlib``, ``ABC``, ``Optional``),
+        which a release may stop importing without changing its API."""
+        for facts in (self.old, self.new):
+            if facts.get(("name", module, name)) is not None:
+                home = facts.get(("defined", module, name)) or module
+                if home == "flashinfer" or home.startswith("flashinfer."):
+                    return True
+        return False
+
     def _name(self, key: Key, before: Any, after: Any) -> None:
         _, module, name = key
+        if not self.flashinfers(module, name):
+            return
         path = f"{module}.{name}"
         if before is None:
             where = self.new.get(("defined", module, name))
@@ -232,6 +245,8 @@ class _Differ:
 
     def _defined(self, key: Key, before: Any, after: Any) -> None:
         _, module, name = key
+        if not self.flashinfers(module, name):
+            return
         if (
             self.old.get(("name", module, name)) is None
             or self.new.get(("name", module, name)) is None
@@ -248,6 +263,8 @@ class _Differ:
 
     def _conditional(self, key: Key, before: Any, after: Any) -> None:
         _, module, name = key
+        if not self.flashinfers(module, name):
+            return
         if (
             self.old.get(("name", module, name)) is None
             or self.new.get(("name", module, name)) is None

@@ -168,3 +168,39 @@ def test_a_new_signature_is_not_a_row_of_renames() -> None:
     xqa = [c for c in diff.changes if c.subject == "flashinfer.xqa"]
     assert xqa
     assert not [c for c in xqa if c.kind == "parameter-renamed"]
+
+
+#: What flashinfer.comm.mnnvl imported from the standard library until 0.6.16: a release
+#: that stops importing them changes no API, and `diff` said each was a break.
+IMPORTED_BY_MNNVL = ("ABC", "abstractmethod", "array", "contextlib", "platform", "random")
+
+
+def test_what_a_module_only_imports_is_not_flashinfer_s_api() -> None:
+    diff = diff_releases("0.6.8", "0.7.2.post1")
+    subjects = {change.subject for change in diff.changes}
+    for name in IMPORTED_BY_MNNVL:
+        assert f"flashinfer.comm.mnnvl.{name}" not in subjects
+    # ... and every name change left is about a name FlashInfer defines in a release binding it
+    ends = (facts_of("0.6.8"), facts_of("0.7.2.post1"))
+    for change in diff.changes:
+        if not change.kind.startswith("name-"):
+            continue
+        module, _, name = change.subject.rpartition(".")
+        homes = {
+            facts.get(("defined", module, name)) or module
+            for facts in ends
+            if facts.get(("name", module, name)) is not None
+        }
+        assert any(h == "flashinfer" or h.startswith("flashinfer.") for h in homes), change
+
+
+def test_a_name_flashinfer_defines_is_still_listed_when_it_goes() -> None:
+    # the records hold the stdlib imports and the definitions alike: the filter keeps these
+    diff = diff_releases("0.6.8", "0.7.2.post1")
+    removed = {c.subject for c in diff.changes if c.kind == "name-removed"}
+    assert removed, "0.6.8 -> 0.7.2.post1 removes names FlashInfer defined"
+    ends = facts_of("0.6.8")
+    for subject in removed:
+        module, _, name = subject.rpartition(".")
+        home = ends.get(("defined", module, name)) or module
+        assert home.startswith("flashinfer"), subject
