@@ -216,6 +216,21 @@ class Finding:
 
 _PRESENT, _ABSENT, _UNKNOWN = "present", "absent", "unknown"
 
+#: What every module imported from a file has, whatever its release: Python sets them.
+MODULE_ATTRIBUTES = frozenset(
+    {
+        "__name__",
+        "__doc__",
+        "__file__",
+        "__spec__",
+        "__loader__",
+        "__package__",
+        "__dict__",
+        "__builtins__",
+        "__cached__",
+    }
+)
+
 
 @dataclass(frozen=True)
 class _Resolved:
@@ -248,6 +263,12 @@ def _resolve(facts: Facts, target: str, module: str) -> _Resolved:
     path = f"{current}.{name}"
     kind = facts.get(("name", current, name))
     defined = facts.get(("defined", current, name))
+    if name in MODULE_ATTRIBUTES:
+        return _Resolved(_PRESENT, kind="attribute")
+    if kind is None and name.startswith("__") and name.endswith("__"):
+        # The records leave a module's dunders out (``__version__``, ``__all__``,
+        # ``__path__``): not recorded is not absent.
+        return _Resolved(_UNKNOWN, missing=path)
     if kind is None:
         exported = facts.canonical.get(path)
         if exported is None:
