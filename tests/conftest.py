@@ -53,31 +53,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             pytest.skip(missing)
 
 
-#: The test files whose module fixtures take the longest (real releases measured or imported
-#: in subprocesses, the distributions built and installed, engines scanned), costliest first.
-#: They are collected first, so that pytest-xdist, which hands whole files out in collection
-#: order (``--dist loadfile``), starts both workers on them and finishes with short files
-#: instead of leaving one worker alone with a long one at the end. Only the order changes.
-FIRST = (
-    "tests/comm/test_layers_wheels.py",
-    "tests/test_capabilities_wheels.py",
-    "tests/attention/test_reach_wheels.py",
-    "tests/release/test_dist.py",
-    "tests/upgrade/test_engine_sources.py",
-    "tests/tools/test_sizes.py",
-    "tests/attention/test_engine_backends.py",
-    "tests/cli/test_report_hostile.py",
-    "tests/comm/test_reference.py",
-    "tests/tools/test_recorder_vs_inspect.py",
-)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    rank = {str(config.rootpath / path): place for place, path in enumerate(FIRST)}
-    items.sort(key=lambda item: rank.get(str(item.path), len(FIRST)))  # stable: files keep
-    # their own order, and every other file its place
-
-
 def pytest_report_header(config: pytest.Config) -> str:
     if config.getoption("--all-releases"):
         return "releases: every recorded release (--all-releases)"

@@ -106,23 +106,26 @@ def test_a_cached_wheel_serves_every_python(pip: Pip, tmp_path: Path) -> None:
     assert len(pip.commands) == 1
 
 
-def test_a_refusal_is_a_download_error_naming_pip_s_answer(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+@pytest.mark.parametrize(
+    ("output", "error", "match"),
+    [
+        # the registry answered: a real failure
+        (
+            "ERROR: No matching distribution found for demo==1.0",
+            releases.DownloadError,
+            "No matching distribution",
+        ),
+        # it did not: the caller may skip, saying so
+        ("Temporary failure in name resolution", releases.RegistryUnreachableError, "reach"),
+    ],
+    ids=["refused", "unreachable"],
+)
+def test_a_failed_download_says_which_failure_it_is(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, output: str, error: type, match: str
 ) -> None:
-    refused = Pip(returncode=1, output="ERROR: No matching distribution found for demo==1.0")
-    monkeypatch.setattr("tools.releases.subprocess.run", refused)
+    monkeypatch.setattr("tools.releases.subprocess.run", Pip(returncode=1, output=output))
     monkeypatch.setattr(LOGGER, "handlers", [])
-    with pytest.raises(releases.DownloadError, match="No matching distribution"):
-        ReleaseCache(tmp_path).download("demo==1.0", wheel_only=True)
-
-
-def test_an_unreachable_registry_is_its_own_error(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    offline = Pip(returncode=1, output="Temporary failure in name resolution")
-    monkeypatch.setattr("tools.releases.subprocess.run", offline)
-    monkeypatch.setattr(LOGGER, "handlers", [])
-    with pytest.raises(releases.RegistryUnreachableError, match="could not reach"):
+    with pytest.raises(error, match=match):
         ReleaseCache(tmp_path).download("demo==1.0", wheel_only=True)
 
 
