@@ -112,8 +112,6 @@ The JSON report's ``requirements`` lists every one with its answer. Nothing else
 """
 
 
-#: ``--require`` names that are flags rather than keyword arguments.
-_FLAGS = _requirements.FLAGS
 #: The prefix the ``signatures`` section puts before an owner of each table.
 _COMM_PREFIX = f"{COMM}."
 _ATTENTION_PREFIX = f"{FLASHINFER}."
@@ -245,13 +243,6 @@ def parse_requirements(text: str) -> list[str]:
         if name not in REQUIREMENT_NAMES:
             raise _requirements.unknown_requirement(name)
     return names
-
-
-def _lookup(capabilities: Capabilities, section: str, owner: str, keyword: str) -> Support:
-    if section == "bcast":
-        return capabilities.comm.bcast_root_is_group_local
-    table = capabilities.comm.kwargs if section == "comm" else capabilities.attention
-    return table[owner][keyword]
 
 
 def missing(capabilities: Capabilities, names: Iterable[str]) -> list[str]:

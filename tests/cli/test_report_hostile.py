@@ -18,12 +18,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from fi_compat._requirements import FLAGS
 from fi_compat.capabilities import get_capabilities
 from fi_compat.cli import main
 from fi_compat.cli._output import EXIT_BROKEN_PIPE
 from fi_compat.errors import InvalidArgumentError
 from fi_compat.report import (
-    _FLAGS,
     REQUIREMENT_NAMES,
     REQUIREMENTS,
     UnknownRequirementError,
@@ -241,7 +241,7 @@ def test_reentrant_get_capabilities(fake_package: FakePackage, tmp_path: Path) -
 
 def printed_names(report: dict[str, object]) -> set[str]:
     """Every ``--require`` name the report prints, read from ``build_report`` output."""
-    names: set[str] = {"bcast_root_is_group_local", *_FLAGS, *REQUIREMENTS}
+    names: set[str] = {"bcast_root_is_group_local", *FLAGS, *REQUIREMENTS}
     comm = report["comm"]
     assert isinstance(comm, dict)
     assert "bcast_root_is_group_local" in comm
