@@ -17,6 +17,8 @@ pass. A new kind of skip is removable until it is added to :data:`HONEST` with i
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 import importlib.util
 import os
 import re
@@ -180,8 +182,6 @@ def reason_of(report: pytest.TestReport | pytest.CollectReport) -> str:
 
 
 def _installed(distribution: str) -> bool:
-    import importlib.metadata
-
     try:
         importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
@@ -226,8 +226,13 @@ class SkipLedger:
         self.config = config
         self.reasons: Counter[str] = Counter()
 
+    @functools.cached_property
+    def environment(self) -> Environment:
+        # read once: the summary and the exit status judge against the same facts
+        return Environment.here()
+
     def judged(self) -> list[tuple[str, int, Verdict]]:
-        env = Environment.here()
+        env = self.environment
         return [(reason, count, judge(reason, env)) for reason, count in self.reasons.items()]
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
