@@ -37,7 +37,18 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = 5
 DIFF = ("0.6.8", "0.7.2.post1")
+#: Every recorded module is judged: the widest diffs (the oldest recorded release, and the
+#: downgrade MoE engines meet) are timed too; the target holds for any two releases.
+WIDE_DIFFS = (("0.6.5", "0.7.2.post1"), ("0.2.0.post1", "0.7.2.post1"), ("0.7.1rc2", "0.7.2"))
 SCAN = ("0.6.5", "0.7.2.post1")
+#: The first read of one release's one module, in a fresh interpreter.
+FIRST_READ = (
+    "import time; t = time.perf_counter(); "
+    "from fi_compat._records import load_release; "
+    "moe = load_release('0.7.2.post1').public_names('flashinfer.fused_moe'); "
+    "moe['trtllm_fp4_block_scale_moe'].function; "
+    "print((time.perf_counter() - t) * 1000)"
+)
 
 
 def fi_compat() -> list[str]:
@@ -112,6 +123,26 @@ def scan_figure() -> tuple[Figure | None, list[str]]:
     return figure, notes
 
 
+def first_read_ms() -> float:
+    """The median, over ``RUNS`` fresh interpreters, of reading one name of one module of
+    one release (the records' index, the module's shard, the name's record)."""
+    samples = []
+    for _ in range(RUNS):
+        done = subprocess.run(
+            [sys.executable, "-c", FIRST_READ], capture_output=True, text=True, check=True
+        )
+        samples.append(float(done.stdout))
+    return statistics.median(samples)
+
+
+def data_bytes() -> int:
+    """The bytes of data fi-compat installs: the records, the store, the measurements."""
+    package = ROOT / "fi_compat"
+    data = [*package.glob("_records/*.json.gz"), package / "_records" / "surface.zip"]
+    data += [*package.glob("comm/*.json"), *package.glob("attention/*.json")]
+    return sum(path.stat().st_size for path in data)
+
+
 def main() -> None:
     diff = wall_ms(["diff", *DIFF])
     figures = [
@@ -123,6 +154,28 @@ def main() -> None:
             True,
         )
     ]
+    for old, new in WIDE_DIFFS:
+        figures.append(
+            Figure(
+                f"fi-compat diff {old} {new}: median of {RUNS} runs",
+                wall_ms(["diff", old, new]),
+                "ms",
+                1000,
+                True,
+            )
+        )
+    figures.append(
+        Figure(
+            f"first read of one module's name of one release, fresh interpreter, median of {RUNS}",
+            first_read_ms(),
+            "ms",
+            None,
+            False,
+        )
+    )
+    figures.append(
+        Figure("installed data (records, store, measurements)", data_bytes() / 1e6, "MB", 8, True)
+    )
     scan, notes = scan_figure()
     if scan is not None:
         figures.append(scan)

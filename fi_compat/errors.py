@@ -22,6 +22,7 @@ __all__ = [
     "FusionForbiddenError",
     "GroupNotSupportedError",
     "InvalidArgumentError",
+    "ModuleUnavailableError",
     "NameUnavailableError",
     "PlannerConfigError",
     "PolicyInputError",
@@ -91,10 +92,34 @@ class InvalidArgumentError(FiCompatError, TypeError, ValueError):
 
 
 class FlashInferUnavailableError(FiCompatError, ImportError):
-    """FlashInfer (or ``flashinfer.comm``) cannot be imported here.
+    """FlashInfer (or ``flashinfer.comm``, or one of its submodules) cannot be imported here.
 
     .. versionadded:: 0.2.0
     """
+
+
+class ModuleUnavailableError(FlashInferUnavailableError, ModuleNotFoundError):
+    """A submodule asked of :mod:`fi_compat.comm` is not in the installed FlashInfer release.
+
+    ``import fi_compat.comm.mapping`` where the installed ``flashinfer.comm`` has no
+    ``mapping``: a ``ModuleNotFoundError``, as ``import flashinfer.comm.mapping`` would
+    raise, whose message names the first recorded release that ships the module. A
+    submodule the release has but cannot import raises its base class,
+    :class:`FlashInferUnavailableError`, saying why.
+
+    .. versionadded:: 0.3.0
+
+    Attributes
+    ----------
+    name
+        The module asked for (``"fi_compat.comm.mapping"``), as on every ``ImportError``.
+    introduced_in
+        The first recorded release that ships FlashInfer's module, or None when none does.
+    """
+
+    def __init__(self, message: str, *, name: str, introduced_in: str | None = None) -> None:
+        super().__init__(message, name=name)
+        self.introduced_in = introduced_in
 
 
 class CapabilityMissingError(FiCompatError, RuntimeError):

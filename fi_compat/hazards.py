@@ -11,12 +11,13 @@ the release number, parsed with :mod:`packaging`, and never against a source bui
 from __future__ import annotations
 
 import enum
+import sys
 from dataclasses import dataclass
 
-from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from fi_compat._arguments import require_instance
+from fi_compat._records import HazardRecord
 from fi_compat._signature import Status
 from fi_compat._surface import (
     COMM,
@@ -67,29 +68,41 @@ class Hazard:
 
 @dataclass(frozen=True)
 class _ReleaseHazard:
+    """A hazard of ``import flashinfer`` itself, not detectable once the import succeeded:
+    read from the installed release's record (``flag``, a :class:`HazardRecord` field), so
+    it holds exactly for the releases, pre-releases included, whose source shows it."""
+
     id: str
-    releases: tuple[SpecifierSet, ...]  # a union of ranges: the hazard may skip releases
+    flag: str
     severity: Severity
     message: str
 
-    def applies_to(self, version: Version) -> bool:
-        return any(spec.contains(version, prereleases=True) for spec in self.releases)
+    def applies_to(self, version: Version) -> bool | None:
+        """Whether the recorded release ``version`` has the hazard; None when unrecorded."""
+        from fi_compat._records import load_release  # the recorded data, once
+        from fi_compat.errors import UnknownReleaseError
+
+        try:
+            record = load_release(str(version))
+        except UnknownReleaseError:
+            return None
+        hazard: HazardRecord = getattr(record, self.flag)
+        return hazard.value
 
 
-#: Hazards of ``import flashinfer`` itself, by release range (not detectable afterwards).
+#: Hazards of ``import flashinfer`` itself, by recorded release (not detectable afterwards).
 RELEASE_HAZARDS: tuple[_ReleaseHazard, ...] = (
     _ReleaseHazard(
         "import-queries-gpu",
-        # gdn_kernels/gdn_decode_bf16_state.py reads GPU 0's properties at module level;
-        # 0.6.12 and 0.6.13 read them lazily, 0.7.1 dropped the read.
-        (SpecifierSet(">=0.6.8,<0.6.12"), SpecifierSet(">=0.6.14,<0.7.1")),
+        "import_queries_gpu",
         Severity.INFO,
         "import flashinfer queries GPU 0 on this release (0.6.8 to 0.6.11.post3 and 0.6.14 "
-        "to 0.7.0.post1): on a machine without a GPU it fails unless the query is stubbed.",
+        "to 0.7.0.post1, their pre-releases with them): on a machine without a GPU it fails "
+        "unless the query is stubbed.",
     ),
     _ReleaseHazard(
         "comm-needs-triton",
-        (SpecifierSet(">=0.6.10,<0.6.14"),),
+        "comm_requires_triton",
         Severity.INFO,
         f"import {COMM} needs triton on this release (0.6.10 to 0.6.13).",
     ),
@@ -199,10 +212,37 @@ def _release_hazards(capabilities: Capabilities) -> list[Hazard]:
     info = capabilities.flashinfer
     if info.parsed_version is None or info.source_build:
         return []
-    return [
+    found = [
         Hazard(entry.id, entry.severity, entry.message)
         for entry in RELEASE_HAZARDS
         if entry.applies_to(info.parsed_version)
+    ]
+    return found + _python_hazards(info.version)
+
+
+def _python_hazards(version: str | None) -> list[Hazard]:
+    """The recorded hazards of the release that depend on this Python's version."""
+    from fi_compat._records import load_release  # the recorded data, once
+    from fi_compat.errors import UnknownReleaseError
+
+    try:
+        record = load_release(version or "")
+    except UnknownReleaseError:
+        return []
+    hazard = record.comm_requires_python
+    if not hazard.value or hazard.python is None:
+        return []
+    running = ".".join(str(part) for part in sys.version_info[:2])
+    if Version(running) >= Version(hazard.python):
+        return []
+    return [
+        Hazard(
+            "comm-needs-newer-python",
+            Severity.ERROR,
+            f"import {COMM} raises TypeError on Python {running} with flashinfer-python "
+            f"{record.release}: it needs Python >= {hazard.python} ({hazard.evidence}). "
+            f"Run Python {hazard.python}+, or install another flashinfer-python release.",
+        )
     ]
 
 

@@ -20,5 +20,7 @@ def test_every_release_hazard_has_a_recorded_flag() -> None:
 def test_release_hazard_ranges_match_the_records(version: str) -> None:
     record = load_release(version)
     for entry in RELEASE_HAZARDS:
+        assert entry.flag == FLAG_OF[entry.id]
         recorded = getattr(record, FLAG_OF[entry.id]).value
         assert entry.applies_to(Version(version)) is recorded, (entry.id, version)
+        assert entry.applies_to(Version("99.0")) is None  # unrecorded: not known

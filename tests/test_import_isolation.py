@@ -1,8 +1,9 @@
 """Importing fi-compat, and using what needs no backend, loads neither torch nor FlashInfer.
 
 The one place this promise is tested: every public module and the calls that must stay
-light (the lazy names of the top-level package, the comm drop-in names, the recorded
-releases of the testing kit, the span checks of the planner, the policy).
+light (the lazy names of the top-level package, the comm drop-in names, the finder of comm's
+submodules and the names it refuses, the recorded releases of the testing kit, the span
+checks of the planner, the policy).
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ HEAVY = ("torch", "flashinfer", "numpy")
         "import fi_compat.comm as c, fi_compat.comm.mnnvl as m\n"
         "assert not hasattr(c, '__wrapped__') and not hasattr(m, '_private'); dir(m)",
         "from fi_compat.comm import *",
+        "import sys, fi_compat.comm\n"
+        "from fi_compat.comm._submodules import SubmoduleFinder\n"
+        "assert isinstance(sys.meta_path[-1], SubmoduleFinder)\n"
+        "for name in ('_private', '__path__', 'no-such', 'mnnvl.extra'):\n"
+        "    try:\n        __import__('fi_compat.comm.' + name)\n"
+        "    except ModuleNotFoundError:\n        pass",
         "import fi_compat.attention",
         "from fi_compat.attention import full_span, PlannerConfigError\n"
         "try:\n    full_span([1, 2])\nexcept PlannerConfigError:\n    pass",

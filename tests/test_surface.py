@@ -47,7 +47,14 @@ from tests.support.spellings import docstrings as spelling_docstrings
 from tests.support.spellings import spellings
 
 PACKAGE = Path(_surface.__file__).parent
-RELEASES = available_releases()
+#: The releases the surface's ``since`` values are stated for: the final releases from 0.2.9
+#: on (the records before fi-compat 0.3.0). The older and pre-releases are recorded for the
+#: diff and the scan, which cite them; the surface does not restate their history.
+RELEASES = [
+    release
+    for release in available_releases()
+    if not Version(release).is_prerelease and Version(release) >= Version("0.2.9")
+]
 
 
 def _records() -> Iterator[ReleaseRecord]:
@@ -231,7 +238,14 @@ def test_each_home_in_a_named_module_is_introduced_in_its_since() -> None:
     # level holds the wrappers' (the others are recorded for the fake, not probed).
     assert set(COMM_NAMED_MODULES) | {FLASHINFER} <= {home.module for home in checked}
     for home in checked:
-        assert introduced_in(home.module, home.name) == home.since, home.dotted
+        # introduced_in reads every recorded release; the surface's ``since`` is stated for
+        # the releases from 0.2.9 on (RELEASES), so a name older than 0.2.9 says 0.2.9.
+        first = introduced_in(home.module, home.name)
+        assert first is not None, home.dotted
+        if Version(home.since) > Version("0.2.9"):
+            assert first == home.since, home.dotted
+        else:
+            assert Version(first) <= Version(home.since), home.dotted
 
 
 def test_fast_decode_plan_is_recorded_from_its_since_on() -> None:

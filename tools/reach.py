@@ -538,8 +538,13 @@ def measure_release(environment: ReleaseEnvironment, *, timeout: float = TIMEOUT
 
 
 def recorded_releases() -> list[str]:
-    """Every recorded release from :data:`FIRST_RELEASE` on, oldest first."""
-    return [name for name in listed_releases() if Version(name) >= FIRST_RELEASE]
+    """Every recorded final release from :data:`FIRST_RELEASE` on, oldest first (the
+    pre-releases are recorded but not measured: fi-compat answers "unmeasured" there)."""
+    return [
+        name
+        for name in listed_releases()
+        if Version(name) >= FIRST_RELEASE and not Version(name).is_prerelease
+    ]
 
 
 def _site_dir(cache: ReleaseCache) -> Path:

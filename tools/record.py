@@ -9,26 +9,40 @@ Run from the repository root::
                                                  # a wheel, sdist or tree you already have
 
 A release is downloaded once into the release cache (:mod:`tools.releases`), as a wheel
-when it has one, else as its sdist, and read without being imported. Each record is
-written to ``<output>/<version>.json`` (``--output -`` prints it instead). Output is
-deterministic: re-recording an unchanged release writes an identical file.
+when it has one, else as its sdist, and read without being imported. Each release gives
+two things: its record, written to ``<output>/<version>.json.gz`` (``--output -`` prints
+it instead), and its surface (every module, :mod:`tools.recorder.surface`), merged into
+``<output>/surface.zip`` (:mod:`tools.recorder.store`): the store is unpacked, the
+release's surface put in (replacing an older one) and the store packed again. A surface
+takes a minute to record for a recent release, so it is kept in the release cache under
+the release file's digest and :data:`~tools.recorder.surface.SURFACE_VERSION`; a change
+to what the surface records bumps that number. Output is deterministic: re-recording an
+unchanged release writes identical files.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import hashlib
+import json
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from fi_compat._records._store import STORE
 from fi_compat._surface import DISTRIBUTIONS
 from fi_compat.testing import RecordingError, listed_releases
 from tools.recorder import dump_record, record_release, write_record
-from tools.releases import DownloadError, RegistryUnreachableError, ReleaseCache
+from tools.recorder.archive import read_release
+from tools.recorder.resolve import Package
+from tools.recorder.store import pack, unpack
+from tools.recorder.surface import SURFACE_VERSION, surface
+from tools.releases import DownloadError, RegistryUnreachableError, ReleaseCache, cache_root
 
-__all__ = ["SIGNATURES", "main"]
+__all__ = ["SIGNATURES", "main", "merge_surfaces", "surface_of"]
 
 #: The recorded data of the checkout this file belongs to.
 SIGNATURES = Path(__file__).resolve().parent.parent / "fi_compat" / "_records"
@@ -37,12 +51,52 @@ SIGNATURES = Path(__file__).resolve().parent.parent / "fi_compat" / "_records"
 Job = tuple[Path, "str | None"]
 
 
-def _record(job: Job) -> dict[str, Any]:
+#: One release's record and its surface (module -> module record).
+Recorded = tuple[dict[str, Any], dict[str, Any]]
+
+
+def _digest(path: Path) -> str:
+    if path.is_dir():
+        return "tree"
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def surface_of(path: Path, release: str, cache: Path | None = None) -> dict[str, Any]:
+    """The release's surface, from the cache when this file was recorded by this version of
+    the surface recorder (a source tree is always recorded afresh)."""
+    digest = _digest(path)
+    folder = (cache or cache_root()) / "surfaces"
+    cached = folder / f"{release}-{digest}-v{SURFACE_VERSION}.json.gz"
+    if digest != "tree" and cached.is_file():
+        found: dict[str, Any] = json.loads(gzip.decompress(cached.read_bytes()))
+        return found
+    found = surface(Package(read_release(path)))
+    if digest != "tree":
+        folder.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(found, sort_keys=True, separators=(",", ":")).encode()
+        cached.write_bytes(gzip.compress(text, mtime=0))
+    return found
+
+
+def _record(job: Job) -> Recorded:
     path, release = job
-    return record_release(path, release=release)
+    record = record_release(path, release=release)
+    return record, surface_of(path, record["release"])
 
 
-def _recorded(jobs: list[Job], workers: int) -> Iterator[dict[str, Any]]:
+def merge_surfaces(store: Path, surfaces: dict[str, dict[str, Any]]) -> Path:
+    """Put these releases' surfaces into the store at ``store`` (made when absent)."""
+    every = unpack(store.read_bytes()) if store.is_file() else {}
+    every.update(surfaces)
+    store.write_bytes(pack(every))
+    return store
+
+
+def _recorded(jobs: list[Job], workers: int) -> Iterator[Recorded]:
     """Each job's record, in order; in worker processes when several may run at once."""
     if workers == 1:
         yield from map(_record, jobs)
@@ -85,11 +139,15 @@ def main(argv: list[str] | None = None) -> int:
                 (cache.download(f"{DISTRIBUTIONS[0]}=={version}", wheel_only=False), version)
                 for version in versions
             ]
-        for record in _recorded(jobs, max(1, min(args.jobs, len(jobs)))):
+        surfaces: dict[str, dict[str, Any]] = {}
+        for record, found in _recorded(jobs, max(1, min(args.jobs, len(jobs)))):
             if args.output == "-":
                 sys.stdout.write(dump_record(record))
             else:
                 print(write_record(record, Path(args.output)))
+                surfaces[record["release"]] = found
+        if surfaces:
+            print(merge_surfaces(Path(args.output) / STORE, surfaces))
     except (DownloadError, RegistryUnreachableError, RecordingError) as error:
         print(f"python -m tools.record: {error}", file=sys.stderr)
         return 1

@@ -16,6 +16,8 @@ suite's ``tests/support/downloads.py`` prints these lines as they come).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import shutil
@@ -24,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -167,6 +170,11 @@ class ReleaseCache:
                 # pins an apache-tvm-ffi pre-release); preparing their metadata in this
                 # environment works.
                 done = _pip_download(requirement, Path(scratch), wheel_only=False, isolated=False)
+            if done.returncode != 0 and not wheel_only and _METADATA_FAILED in done.stderr:
+                # pip builds an sdist's metadata before it keeps the file, and some old
+                # sdists cannot be built here (0.2.6 lacks a directory its setup.py
+                # lists): the registry's JSON API names the file and its digest.
+                done = _fetch_sdist(requirement, Path(scratch), done)
             for path in Path(scratch).iterdir():
                 if path.is_file():
                     _announce(path, time.monotonic() - started)
@@ -250,6 +258,44 @@ def describe_size(size: int) -> str:
         if size < scale * 999.95:
             return f"{size / scale:.1f} {unit}"
     return f"{size / 1e9:.1f} GB"
+
+
+#: What pip says when it cannot build an sdist's metadata (it then keeps no file).
+_METADATA_FAILED = "metadata-generation-failed"
+#: The registry's simple index, asked for its JSON form (PEP 691): a project's files, each
+#: with its URL and digest.
+_SIMPLE = "https://pypi.org/simple/{name}/"
+_SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
+
+
+def _fetch_sdist(
+    requirement: str, destination: Path, failed: subprocess.CompletedProcess[str]
+) -> subprocess.CompletedProcess[str]:
+    """The release's sdist fetched as the registry's simple index lists it and checked
+    against its published sha256; ``failed`` again (with the reason added) otherwise."""
+    wanted = _pinned(requirement)
+    request = urllib.request.Request(
+        _SIMPLE.format(name=wanted[0]), headers={"Accept": _SIMPLE_JSON}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            files = json.load(response)["files"]
+        sdist = next(
+            item
+            for item in files
+            if not item["filename"].endswith(".whl")
+            and parse_release_file(item["filename"]) == wanted
+        )
+        with urllib.request.urlopen(sdist["url"], timeout=120) as response:
+            data = response.read()
+    except (OSError, ValueError, KeyError, StopIteration) as error:
+        note = f"\nthe registry's simple index did not give the sdist either: {error!r}"
+        return subprocess.CompletedProcess(failed.args, 1, failed.stdout, failed.stderr + note)
+    if hashlib.sha256(data).hexdigest() != sdist["hashes"]["sha256"]:
+        note = f"\n{sdist['filename']} from {sdist['url']} does not match its published sha256"
+        return subprocess.CompletedProcess(failed.args, 1, failed.stdout, failed.stderr + note)
+    (destination / sdist["filename"]).write_bytes(data)
+    return subprocess.CompletedProcess(failed.args, 0, failed.stdout, "")
 
 
 def _pip_download(

@@ -19,7 +19,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from fi_compat._arguments import describe, require_choice, require_str
+from fi_compat._arguments import describe, require_str
 from fi_compat._deprecation import renamed_keyword
 from fi_compat._records._classes import (
     ClassRecord,
@@ -32,9 +32,10 @@ from fi_compat._records._classes import (
     ReleaseRecord,
     SupportAnswer,
 )
+from fi_compat._records._parse import class_record, enum_record, function_record, name_record
+from fi_compat._records._store import ModuleRecord, ModuleTables
 from fi_compat._surface import (
     COMM,
-    NAMED_MODULES,
     UNIFIED_FACTORY,
     WORKSPACE,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "EnumRecord",
     "FunctionRecord",
     "HazardRecord",
+    "ModuleRecord",
     "NameKind",
     "NameRecord",
     "ParameterRecord",
@@ -55,80 +57,21 @@ __all__ = [
     "introduced_in",
     "listed_releases",
     "load_release",
+    "module_introduced_in",
 ]
 
 #: The schema version the recorder writes; the loader also reads schema 1 (files recorded
-#: before the name tables, ``fast_decode_plan`` and class attributes, which read as empty).
-#: ``attention_families`` came later within schema 2: a file without it records none.
-SCHEMA_VERSION = 2
-_SCHEMAS = (1, SCHEMA_VERSION)
+#: before the name tables, ``fast_decode_plan`` and class attributes, which read as empty)
+#: and 2 (with the name tables of seven modules, which schema 3 leaves to the surface
+#: store). ``attention_families`` came later within schema 2: a file without it records none.
+SCHEMA_VERSION = 3
+_SCHEMAS = (1, 2, SCHEMA_VERSION)
 
 # ----------------------------------------------------------------------------- parsing
 
 
-def _function(data: Mapping[str, Any] | None) -> FunctionRecord | None:
-    if data is None:
-        return None
-    return FunctionRecord(
-        qualname=data["qualname"],
-        defined_in=data["defined_in"],
-        decorators=tuple(data["decorators"]),
-        parameters=tuple(
-            ParameterRecord(p["name"], p["kind"], p.get("default"), p.get("annotation"))
-            for p in data["parameters"]
-        ),
-        returns=data.get("returns"),
-        forwards_kwargs_to=data.get("forwards_kwargs_to"),
-        forwards_kwargs_drops=tuple(data.get("forwards_kwargs_drops", ())),
-        returns_attribute=data.get("returns_attribute"),
-    )
-
-
-def _class(name: str, data: Mapping[str, Any] | None) -> ClassRecord | None:
-    if data is None:
-        return None
-    methods = {method: _function(value) for method, value in data["methods"].items()}
-    aliases = {
-        alias: target
-        for alias, target in data.get("aliases", {}).items()
-        if methods.get(target) is not None
-    }
-    methods |= {alias: methods[target] for alias, target in aliases.items()}
-    return ClassRecord(
-        name=name,
-        defined_in=data["defined_in"],
-        bases=tuple(data["bases"]),
-        methods=MappingProxyType(dict(sorted(methods.items()))),
-        module=data.get("module"),
-        plan_forwards_to=data.get("plan_forwards_to"),
-        bcast_root_is_group_local=data.get("bcast_root_is_group_local"),
-        exported=data.get("exported"),
-        attributes=tuple(data.get("attributes", ())),
-        family_bases=tuple(data.get("family_bases", ())),
-        aliases=MappingProxyType(aliases),
-    )
-
-
-def _enum(name: str, data: Mapping[str, Any] | None) -> EnumRecord | None:
-    if data is None:
-        return None
-    return EnumRecord(name, data["defined_in"], MappingProxyType(dict(data["members"])))
-
-
-def _name(name: str, data: Mapping[str, Any]) -> NameRecord:
-    return NameRecord(
-        name=name,
-        kind=data["kind"],
-        defined_in=data["defined_in"],
-        function=_function(data.get("function")),
-        cls=_class(name, data.get("class")),
-        enum=_enum(name, data.get("enum")),
-        conditional=bool(data.get("conditional", False)),
-    )
-
-
 def _names(table: Mapping[str, Any]) -> Mapping[str, NameRecord]:
-    return MappingProxyType({name: _name(name, value) for name, value in table.items()})
+    return MappingProxyType({name: name_record(name, value) for name, value in table.items()})
 
 
 class _NameTables(Mapping[str, Mapping[str, NameRecord]]):
@@ -177,13 +120,23 @@ def _name_tables(data: Mapping[str, Any]) -> Mapping[str, Mapping[str, NameRecor
 
 
 def _hazard(data: Mapping[str, Any]) -> HazardRecord:
-    return HazardRecord(bool(data["value"]), data["evidence"])
+    return HazardRecord(bool(data["value"]), data["evidence"], data.get("python"))
 
 
-def parse_record(data: Mapping[str, Any]) -> ReleaseRecord:
-    """Build a :class:`ReleaseRecord` from a decoded JSON document."""
+_NO_HAZARD = {"value": False, "evidence": None}
+
+
+def parse_record(
+    data: Mapping[str, Any], names: Mapping[str, Mapping[str, NameRecord]] | None = None
+) -> ReleaseRecord:
+    """Build a :class:`ReleaseRecord` from a decoded JSON document.
+
+    ``names`` are the release's name tables, module by module: the shipped releases take
+    them from the surface store (every module); without them, from the tables the document
+    holds (files recorded before the store, and records made in tests).
+    """
     if data.get("schema") not in _SCHEMAS:
-        raise ValueError(f"expected schema 1 or {SCHEMA_VERSION}; found {data.get('schema')!r}")
+        raise ValueError(f"expected schema 1 to {SCHEMA_VERSION}; found {data.get('schema')!r}")
     comm = data["comm"]
     hazards = data["import"]
     return ReleaseRecord(
@@ -193,31 +146,53 @@ def parse_record(data: Mapping[str, Any]) -> ReleaseRecord:
         comm_requires_cuda_runtime=_hazard(hazards["comm_requires_cuda_runtime"]),
         import_queries_gpu=_hazard(hazards["import_queries_gpu"]),
         comm_requires_triton=_hazard(hazards["comm_requires_triton"]),
+        comm_requires_python=_hazard(hazards.get("comm_requires_python", _NO_HAZARD)),
         comm_exists=bool(comm["exists"]),
         comm_functions=MappingProxyType(
-            {name: _function(value) for name, value in comm["functions"].items()}
+            {name: function_record(value) for name, value in comm["functions"].items()}
         ),
         comm_enums=MappingProxyType(
-            {name: _enum(name, value) for name, value in comm["enums"].items()}
+            {name: enum_record(name, value) for name, value in comm["enums"].items()}
         ),
-        comm_classes=MappingProxyType(
-            {name: _class(name, value) for name, value in comm["classes"].items()}
-        ),
+        comm_classes=_Parsed(comm["classes"], class_record),
         workspace_classes=tuple(comm["workspace_classes"]),
-        attention=MappingProxyType(
-            {name: _class(name, value) for name, value in data["attention"].items()}
-        ),
-        names=_name_tables(data),
+        attention=_Parsed(data["attention"], class_record),
+        names=_name_tables(data) if names is None else names,
         decode_functions=MappingProxyType(
-            {name: _function(value) for name, value in data.get("decode", {}).items()}
+            {name: function_record(value) for name, value in data.get("decode", {}).items()}
         ),
-        families=MappingProxyType(
-            {
-                name: _class(name, value)
-                for name, value in data.get("attention_families", {}).items()
-            }
-        ),
+        families=_Parsed(data.get("attention_families", {}), class_record),
     )
+
+
+class _Parsed(Mapping[str, Any]):
+    """Name -> its class record, each parsed on first use (a diff walks dozens of
+    releases and reads few of their classes). Equal to the parsed dict; read-only."""
+
+    def __init__(self, raw: Mapping[str, Any], parse: Callable[[str, Any], Any]) -> None:
+        self._raw = raw
+        self._parse = parse
+        self._done: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._done:
+            self._done[name] = self._parse(name, self._raw[name])
+        return self._done[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._raw
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _Parsed, (dict(self._raw), self._parse)
+
+    def __repr__(self) -> str:
+        return repr(dict(self.items()))
 
 
 # ----------------------------------------------------------------------------- loading
@@ -286,7 +261,20 @@ def _canonical(version: str) -> str:
             return name
     raise UnknownReleaseError(
         f"expected one of the recorded flashinfer-python releases "
-        f"({available[0]} .. {available[-1]}); found {describe(version)}"
+        f"({available[0]} .. {available[-1]}, pre-releases included); found "
+        f"{describe(version)}{_neighbours(wanted, available)}"
+    )
+
+
+def _neighbours(wanted: Version | None, available: tuple[str, ...]) -> str:
+    """Where an unrecorded release falls among the recorded ones, for the error message."""
+    if wanted is None:
+        return ", which is not a PEP 440 version"
+    below = [name for name in available if Version(name) < wanted]
+    above = [name for name in available if Version(name) > wanted]
+    return (
+        f", which is not recorded: the nearest recorded releases are "
+        f"{below[-1] if below else 'none'} below and {above[0] if above else 'none'} above"
     )
 
 
@@ -298,7 +286,7 @@ def _document(name: str) -> Any:
 
 @functools.cache
 def _load(name: str) -> ReleaseRecord:
-    return parse_record(_document(name))
+    return parse_record(_document(name), ModuleTables(name))
 
 
 @renamed_keyword("version", "release", until="0.4.0")
@@ -333,17 +321,17 @@ def introduced_in(module: str, name: str) -> str | None:
     Parameters
     ----------
     module
-        One of :data:`fi_compat._surface.NAMED_MODULES` (``flashinfer.comm``,
-        ``flashinfer.comm.mnnvl``).
+        A module's dotted name (``flashinfer.comm``, ``flashinfer.fused_moe``): every
+        module of every release is recorded.
     name
         A public name of that module (``"MoeAlltoAll"``).
 
     Raises
     ------
     InvalidArgumentError
-        ``module`` is not one of those module names, or ``name`` is not a non-empty str.
+        ``module`` or ``name`` is not a non-empty str.
     """
-    require_choice("module", module, NAMED_MODULES)
+    require_str("module", module, nonempty=True)
     require_str("name", name, nonempty=True)
     return _introduced_in(module, name)
 
@@ -351,6 +339,28 @@ def introduced_in(module: str, name: str) -> str | None:
 @functools.cache
 def _introduced_in(module: str, name: str) -> str | None:
     return _first(lambda record: name in record.public_names(module))
+
+
+def module_introduced_in(module: str) -> str | None:
+    """The first recorded release that ships ``module`` (``"flashinfer.comm.mapping"``), or
+    None when none does.
+
+    .. versionadded:: 0.3.0
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``module`` is not a non-empty str.
+    """
+    require_str("module", module, nonempty=True)
+    return _module_introduced_in(module)
+
+
+@functools.cache
+def _module_introduced_in(module: str) -> str | None:
+    from fi_compat._records._store import first_with_module
+
+    return first_with_module(module)
 
 
 @functools.cache
@@ -373,9 +383,17 @@ def first_with_member(enum: str, member: str) -> str | None:
 
 
 def _first(has: Callable[[ReleaseRecord], bool]) -> str | None:
-    """The first recorded release, in version order, for which ``has`` is true."""
-    for release in available_releases():
+    """The first recorded final release, in version order, for which ``has`` is true; the
+    first pre-release only when no final release has it yet. What users install is a final
+    release: "install 0.6.8 or later" is the advice, even where 0.6.8rc1 had it first (a
+    diff, which walks every release, cites the pre-release)."""
+    releases = available_releases()
+    finals = [release for release in releases if not Version(release).is_prerelease]
+    for release in finals:
         if has(load_release(release)):
+            return release
+    for release in releases:
+        if Version(release).is_prerelease and has(load_release(release)):
             return release
     return None
 

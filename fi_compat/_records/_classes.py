@@ -7,10 +7,10 @@ Each record class is frozen; :class:`ReleaseRecord` answers questions about a re
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from packaging.version import Version
 
@@ -20,10 +20,12 @@ from fi_compat._surface import (
     ATTENTION_FAMILIES,
     FAST_DECODE_PLAN,
     GATES,
-    NAMED_MODULES,
     TORCH_DIST_BACKEND,
     symbol_named,
 )
+
+if TYPE_CHECKING:  # the store's module imports this one
+    from fi_compat._records._store import ModuleRecord
 
 #: ``inspect.Parameter.kind.name`` values.
 ParameterKind = Literal[
@@ -257,6 +259,9 @@ class HazardRecord:
 
     value: bool
     evidence: str | None
+    #: For a hazard that depends on the Python version: the first Python it does not hold
+    #: on (``"3.12"``); None for one that holds on every Python.
+    python: str | None = None
 
 
 @picklable
@@ -293,6 +298,9 @@ class ReleaseRecord:
         default_factory=lambda: MappingProxyType({})
     )
     families: Mapping[str, ClassRecord | None] = field(default_factory=lambda: MappingProxyType({}))
+    #: ``import flashinfer.comm`` raises below a Python version (0.6.16 to 0.6.16.post3:
+    #: ``TypeError`` below 3.12); recorded from fi-compat 0.3.0 on.
+    comm_requires_python: HazardRecord = HazardRecord(False, None)
 
     @property
     def version(self) -> Version:
@@ -344,24 +352,48 @@ class ReleaseRecord:
         Parameters
         ----------
         module
-            One of :data:`fi_compat._surface.NAMED_MODULES`: ``flashinfer.comm``,
-            ``flashinfer.comm.mnnvl``, or a module engines' attention backends import
-            (``flashinfer``, ``flashinfer.cascade``, ``flashinfer.decode``,
-            ``flashinfer.prefill``, ``flashinfer.utils``; recorded from fi-compat 0.3.0 on).
+            A module's dotted name: any module of the release (``flashinfer.fused_moe``,
+            ``flashinfer.comm.mapping``; every module is recorded from fi-compat 0.3.0 on,
+            the seven of :data:`fi_compat._surface.NAMED_MODULES` before).
 
         Returns
         -------
         Mapping
-            Name -> :class:`NameRecord`; empty when the release has no such module. Names
-            served only by a module ``__getattr__`` are not bound at import, so not listed.
+            Name -> :class:`NameRecord`, names without a leading ``_``; empty when the
+            release has no such module. Names served only by a module ``__getattr__`` are
+            not bound at import, so not listed (:meth:`module` tells them).
 
         Raises
         ------
         InvalidArgumentError
-            ``module`` is not one of those module names.
+            ``module`` is not a non-empty str.
         """
-        require_choice("module", module, NAMED_MODULES)
-        return self.names.get(module, _NO_NAMES)
+        require_str("module", module, nonempty=True)
+        table = self.names.get(module)
+        return _NO_NAMES if table is None else _Public(table)
+
+    def module(self, module: str) -> ModuleRecord | None:
+        """Everything recorded of ``module`` in this release (private names, ``__all__``,
+        what its ``__getattr__`` serves, whether it could be read), or None when the
+        release has no such module.
+
+        .. versionadded:: 0.3.0
+
+        Raises
+        ------
+        InvalidArgumentError
+            ``module`` is not a non-empty str.
+        """
+        require_str("module", module, nonempty=True)
+        from fi_compat._records._store import ModuleRecord, module_record  # on first use
+
+        found = module_record(self.release, module) if self.release in _stored() else None
+        if found is not None:
+            return found
+        table = self.names.get(module)
+        if table is None:
+            return None
+        return ModuleRecord(module, self.release, table)
 
     @property
     def fast_decode_plan(self) -> FunctionRecord | None:
@@ -452,6 +484,38 @@ class ReleaseRecord:
 
 
 _NO_NAMES: Mapping[str, NameRecord] = MappingProxyType({})
+
+
+class _Public(Mapping[str, NameRecord]):
+    """The names of a module's table without a leading ``_`` (a view: nothing is copied)."""
+
+    def __init__(self, table: Mapping[str, NameRecord]) -> None:
+        self._table = table
+
+    def __getitem__(self, name: str) -> NameRecord:
+        if name.startswith("_"):
+            raise KeyError(name)
+        return self._table[name]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and not name.startswith("_") and name in self._table
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name in self._table if not name.startswith("_"))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and dict(self.items()) == dict(other.items())
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _stored() -> frozenset[str]:
+    from fi_compat._records._store import store_releases
+
+    return frozenset(store_releases())
 
 
 def _first_of(table: Mapping[str, _R | None], name: str) -> _R | None:

@@ -6,8 +6,11 @@ checks static buffers once for a call with no per-call work. The drop-ins
 (:func:`create_allreduce_fusion_workspace`, :func:`allreduce_fusion`,
 :class:`AllReduceFusionPattern`) and every other name of the installed ``flashinfer.comm``,
 handed through, let ``import flashinfer.comm as comm`` become
-``import fi_compat.comm as comm``. Importing this package imports neither torch nor
-FlashInfer. The allreduce-fusion guide, ``docs/guide/comm.md``, explains the rest.
+``import fi_compat.comm as comm``; ``fi_compat.comm.<submodule>`` is the installed
+``flashinfer.comm.<submodule>``, handed through the same way (``from fi_compat.comm.mapping
+import Mapping``). Importing this package imports neither torch nor FlashInfer (FlashInfer
+is imported when a name or submodule of it is asked for). The allreduce-fusion guide,
+``docs/guide/comm.md``, explains the rest.
 
 .. versionadded:: 0.2.0
 """
@@ -16,6 +19,8 @@ from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
+
+from fi_compat.comm import _submodules
 
 if TYPE_CHECKING:
     from fi_compat.comm._bound import PreparedAllReduce
@@ -45,8 +50,11 @@ _WHERE = {
 }
 
 
-#: Submodules that stand in for ``flashinfer.comm``'s submodules of the same name.
+#: fi-compat's own modules that stand in for ``flashinfer.comm``'s submodules of the same
+#: name; every other submodule is FlashInfer's, handed through (:mod:`._submodules`).
 _SUBMODULES = frozenset({"mnnvl"})
+
+_submodules.install()
 
 
 def __getattr__(name: str) -> Any:

@@ -29,6 +29,7 @@ from fi_compat._records import (
     EnumRecord,
     FunctionRecord,
     HazardRecord,
+    ModuleRecord,
     NameRecord,
     ParameterRecord,
     ReleaseRecord,
@@ -36,6 +37,7 @@ from fi_compat._records import (
     introduced_in,
     listed_releases,
     load_release,
+    module_introduced_in,
 )
 from fi_compat.errors import FakeUninstalledError, RecordingError, UnknownReleaseError
 from fi_compat.testing._fake import (
@@ -62,6 +64,7 @@ __all__ = [
     "FunctionRecord",
     "HazardRecord",
     "KernelPlan",
+    "ModuleRecord",
     "NameRecord",
     "ParameterRecord",
     "RecordingError",
@@ -74,6 +77,7 @@ __all__ = [
     "introduced_in",
     "listed_releases",
     "load_release",
+    "module_introduced_in",
 ]
 
 

@@ -7,12 +7,15 @@ is built", "What the fake does", "Not modelled"). The work is split by job:
 
 * :mod:`fi_compat.testing._objects`: the handle and the objects the fake hands out;
 * :mod:`fi_compat.testing._registry`: what the record says lives where;
+* :mod:`fi_compat.testing._modules`: what every other recorded module binds, read on first
+  import;
 * :mod:`fi_compat.testing._generator`: the Python source of the fake package;
 * :mod:`fi_compat.testing._install`: the build cache and the import hook;
 * :mod:`fi_compat.testing._runtime`: what generated code calls, with the workspace model
   of :mod:`fi_compat.testing._workspaces`, gated on the releases of
-  :mod:`fi_compat.testing._gates`, and the kernel boundary of
-  :mod:`fi_compat.testing._fake_kernel`.
+  :mod:`fi_compat.testing._gates`, the kernel boundary of
+  :mod:`fi_compat.testing._fake_kernel` and the helpers :mod:`fi_compat.testing._helpers`
+  computes.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from fi_compat.testing._objects import (
     FakeFlashInfer,
     StandIn,
 )
-from fi_compat.testing._runtime import _INSTALLED, _PENDING
+from fi_compat.testing._runtime import _INSTALLED, _PENDING, _SERVING
 
 __all__ = [
     "CUDART_MESSAGE",
@@ -148,6 +151,8 @@ def fake_flashinfer(
     finder = _Finder(build)
     with _LOCK:
         _INSTALLED[str(build.directory)] = token
+        if build.modules is not None:
+            _SERVING[token] = build.modules.serving
         displaced = {name: module for name, module in sys.modules.items() if _ours(name)}
         for name in displaced:
             del sys.modules[name]
@@ -174,6 +179,7 @@ def fake_flashinfer(
                 del sys.modules[name]
             sys.modules.update(displaced)
             _KITS.pop(token, None)
+            _SERVING.pop(token, None)
             for key in [key for key in _PENDING if key[0] == token]:
                 del _PENDING[key]
             del _INSTALLED[str(build.directory)]

@@ -1,8 +1,9 @@
-"""The FlashInfer releases at which the fake's workspace and wrapper models change.
+"""The FlashInfer releases at which the fake's workspace, wrapper and helper models change.
 
 Most of what the fake does is generated from the recorded signatures, but the workspace
-arithmetic (:mod:`fi_compat.testing._workspaces`) and the decode wrapper's tensor-core rule
-(:mod:`fi_compat.testing._runtime`) are facts read in each release's source that the
+arithmetic (:mod:`fi_compat.testing._workspaces`), the decode wrapper's tensor-core rule
+(:mod:`fi_compat.testing._runtime`) and the arithmetic of the helpers the fake computes
+(:mod:`fi_compat.testing._helpers`) are facts read in each release's source that the
 signatures cannot carry. Each such fact is a :class:`Gate` here: a name, the first release
 that has it and a line saying what changed. ``tests/testing/test_fake_gates.py`` compares
 each gate with what the recorded or measured data shows, where that data shows it at all
@@ -25,6 +26,7 @@ __all__ = [
     "PRIMS_TS_REMOVED",
     "PRIMS_TS_TENSOR_CORES",
     "SYMM_DEVICE_MEMORY",
+    "TIGHT_MOE_TILE_BOUND",
     "TORCH_SYMMETRIC_MEMORY",
     "TWO_SHOT_ELEMENT_SIZE",
     "Gate",
@@ -66,6 +68,13 @@ TORCH_SYMMETRIC_MEMORY = Gate(
     "the TRT-LLM and MNNVL workspaces allocate torch symmetric memory (the MNNVL workspace "
     "keeps ptrs, handle and tensor instead of mcast_buffer_handle)",
     "the recorded MNNVL workspace class gains the attribute tensor",
+)
+TIGHT_MOE_TILE_BOUND = Gate(
+    "tight-moe-tile-bound",
+    "0.6.11rc1",
+    "the CuTe DSL MoE's get_max_num_tiles (and get_max_num_permuted_tokens) is the tight "
+    "bound (E + (T - 1) * L) // T (L + ceil((E - L) / T) before)",
+    None,
 )
 CUTE_DSL_TENSOR_CORES = Gate(
     "cute-dsl-tensor-cores",
@@ -129,6 +138,7 @@ TWO_SHOT_ELEMENT_SIZE = Gate(
 #: Every gate, in release order.
 GATES: tuple[Gate, ...] = (
     TORCH_SYMMETRIC_MEMORY,
+    TIGHT_MOE_TILE_BOUND,
     CUTE_DSL_TENSOR_CORES,
     SYMM_DEVICE_MEMORY,
     AUTO_ASKS_MULTICAST,

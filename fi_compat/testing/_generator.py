@@ -30,8 +30,10 @@ from fi_compat._surface import (
     UNIFIED_FUSION,
     symbol_named,
 )
+from fi_compat.testing._helpers import helper
+from fi_compat.testing._modules import _Modules, _Outline, _Plan
 from fi_compat.testing._objects import CUDART_MESSAGE
-from fi_compat.testing._registry import _Entry, _enum_base, _Registry
+from fi_compat.testing._registry import _Entry, _enum_base, _inside, _Registry
 
 #: The older name of an attention wrapper's ``plan`` (an alias of it in most classes; the
 #: planning method itself of the shared-prefix cascade wrapper).
@@ -136,7 +138,7 @@ def _method_kind(func: FunctionRecord) -> str:
     return "method"
 
 
-_INT_ENUMS = ("_enum.IntEnum", "_enum.IntFlag", "_enum.Flag")
+_INT_ENUMS = ("_fi_enum.IntEnum", "_fi_enum.IntFlag", "_fi_enum.Flag")
 
 
 _OPERATORS: Mapping[type, Callable[[Any, Any], Any]] = {
@@ -191,11 +193,47 @@ def _member_value(recorded: Any) -> Any:
 
 class _Writer:
     """Writes one generated module: the objects the release defines there, then the names
-    it binds there that are defined elsewhere."""
+    it binds there that are defined elsewhere; those the registry models, and those only
+    the record lists (:class:`~fi_compat.testing._modules._Plan`), which with ``defer`` go
+    to the module's later part instead (written by a writer made with ``later=True``)."""
 
-    def __init__(self, registry: _Registry, module: str) -> None:
+    def __init__(
+        self,
+        registry: _Registry,
+        module: str,
+        modules: _Modules | None = None,
+        *,
+        defer: bool = False,
+        later: bool = False,
+    ) -> None:
         self.registry = registry
         self.module = module
+        self.modules = modules
+        #: What the module binds beyond the registry (nothing without ``modules``).
+        self.outline = modules.outline(module) if modules is not None else _Outline(module)
+        #: Bind :attr:`outline`'s names in the module's later part (:meth:`later_source`),
+        #: run on first access to one of them, not in the module itself.
+        self.defer = defer
+        #: Whether this writer writes that later part.
+        self.later = later
+        self.defaults_name = "_fi_later_defaults" if later else "_fi_defaults"
+        #: How the module binds :attr:`outline`'s names (read only where they are written).
+        self.plan = _Plan(self.outline)
+        if modules is not None and not defer:
+            self.plan = modules.plan(module)
+        #: The objects the registry and :attr:`plan` bind here, by each name they bind.
+        self.local: dict[str, _Entry] = {}
+        for entry in [*registry.in_module(module), *self.plan.defined]:
+            names = entry.bindings.get(module, set()) | entry.lazy.get(module, set())
+            if entry.defined_in == module:
+                names.add(entry.name)
+            for name in sorted(names):
+                self.local.setdefault(name, entry)
+        for name, own in self.plan.aliases.items():
+            if own in self.local:
+                self.local.setdefault(name, self.local[own])
+        #: What the module itself cannot name while its later part has not run.
+        self.hidden: frozenset[str] = self.outline.names if defer else frozenset()
         self.defaults: list[str] = []
         self.lines: list[str] = []
         self.imports: dict[str, str] = {}
@@ -220,22 +258,53 @@ class _Writer:
         except SyntaxError:
             node = None
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            found = self.enums.get(node.value.id)
-            if found is not None and node.attr in (found.members or {}):
+            known, found = self._named(node.value.id)
+            if not known:
+                found = self.enums.get(node.value.id)
+            if (
+                found is not None
+                and _enum_base(found) is not None
+                and node.attr in (found.members or {})
+            ):
                 return f"{self._reference(found)}.{node.attr}"
-        return f"_runtime.Default({source!r})"
+        return f"_fi_runtime.Default({source!r})"
+
+    def _named(self, name: str) -> tuple[bool, _Entry | None]:
+        """What ``name`` is in this module's namespace, as the release binds it: (True, the
+        object, or None when it is not one the fake generates); (False, None) when the
+        record does not tell (a module only the registry knows)."""
+        if name in self.hidden:
+            return False, None
+        found = self.local.get(name)
+        if found is not None:
+            return True, found
+        if self.modules is None:
+            return False, None
+        recorded = self.modules.record.module(self.module)
+        if recorded is None or name not in recorded.names:
+            return False, None
+        return True, self.modules.lookup(self.module, name)
 
     def _signature(self, params: Sequence[ParameterRecord]) -> tuple[str, dict[str, str]]:
-        """Parameter list source (each default ``_D[<index>]``) and the resolved defaults."""
+        """Parameter list source (each default ``_fi_defaults[<index>]``) and the resolved
+        defaults."""
         parts: list[str] = []
         resolved: dict[str, str] = {}
         positional_only_done = False
         star_written = False
+        defaulted = False
         for index, param in enumerate(params):
             if param.kind != "POSITIONAL_ONLY" and not positional_only_done:
                 if index > 0 and params[index - 1].kind == "POSITIONAL_ONLY":
                     parts.append("/")
                 positional_only_done = True
+            if param.kind == "POSITIONAL_OR_KEYWORD" and not star_written:
+                if param.default is None and defaulted:
+                    # A required parameter after a defaulted one: a dataclass's keyword-only
+                    # field recorded as positional. Python only allows it keyword-only.
+                    parts.append("*")
+                    star_written = True
+                defaulted = defaulted or param.default is not None
             text = param.name
             if param.annotation is not None:
                 text += f": {param.annotation}"
@@ -250,8 +319,8 @@ class _Writer:
             if param.default is not None:
                 expression = self._default(param.default)
                 self.defaults.append(expression)
-                slot = f"_D[{len(self.defaults) - 1}]"
-                if not expression.startswith("_runtime.Default("):
+                slot = f"{self.defaults_name}[{len(self.defaults) - 1}]"
+                if not expression.startswith("_fi_runtime.Default("):
                     resolved[param.name] = slot
                 text += f" = {slot}"
             parts.append(text)
@@ -278,13 +347,13 @@ class _Writer:
         message = _deprecation_message(func.decorators)
         if message is not None:
             # The real release warns before binding the arguments; so does the fake.
-            lines.append(f"{indent}@_runtime._deprecated({message!r})")
+            lines.append(f"{indent}@_fi_runtime._deprecated({message!r})")
         lines.append(f"{indent}def {name or func.name}({params}):")
         inner = indent + "    "
         defaults = "{" + ", ".join(f"{k!r}: {v}" for k, v in resolved.items()) + "}"
         lines.append(f"{inner}__values = {values}")
         lines.append(
-            f"{inner}__call = _runtime._kit(_TOKEN)._record({call_name!r}, __values, "
+            f"{inner}__call = _fi_runtime._kit(_fi_token)._record({call_name!r}, __values, "
             f"{_kinds(func)}, {bound!r}, {defaults})"
         )
         lines += [f"{inner}{line}" for line in body]
@@ -300,21 +369,24 @@ class _Writer:
             return any(found is symbol for found in symbols)
 
         if named(UNIFIED_FACTORY):
-            return ["return _runtime._new_workspace(_TOKEN, __values)"]
+            return ["return _fi_runtime._new_workspace(_fi_token, __values)"]
         if named(LEGACY_FACTORY):
             return [
                 "if __call.arguments.get('create_metadata'):",
-                "    return [], _runtime.StandIn('workspace_tensor'), {}",
-                "return [], _runtime.StandIn('workspace_tensor')",
+                "    return [], _fi_runtime.StandIn('workspace_tensor'), {}",
+                "return [], _fi_runtime.StandIn('workspace_tensor')",
             ]
         if named(UNIFIED_FUSION):
             return ["return __call.arguments.get('output', __call.arguments.get('input'))"]
         if entry.takes_self and func.parameters:
             wrapper = func.parameters[0].name
             return [
-                f"return _runtime._plan_kernel(_TOKEN, {wrapper}, __values, __call, "
+                f"return _fi_runtime._plan_kernel(_fi_token, {wrapper}, __values, __call, "
                 f"{func.var_keyword!r}, {FAST_DECODE_PLAN.key!r})"
             ]
+        computed = helper(entry.defined_in, entry.name, func)
+        if computed is not None:
+            return [f"return _fi_runtime._compute(_fi_token, {computed.key!r}, __values)"]
         return ["return None"]
 
     def _method_body(self, entry: _Entry, owner: ClassRecord, func: FunctionRecord) -> list[str]:
@@ -325,19 +397,19 @@ class _Writer:
         if entry.family is not None and name in _planning_methods(owner) and func.parameters:
             this = func.parameters[0].name
             return [
-                "return _runtime._plan_kernel("
-                f"_TOKEN, {this}, __values, __call, {func.var_keyword!r})"
+                "return _fi_runtime._plan_kernel("
+                f"_fi_token, {this}, __values, __call, {func.var_keyword!r})"
             ]
         if entry.workspace is not None:
             workspace = {
                 "__init__": [
-                    f"_runtime._init_workspace(_TOKEN, self, {entry.workspace!r}, __values)"
+                    f"_fi_runtime._init_workspace(_fi_token, self, {entry.workspace!r}, __values)"
                 ],
-                "is_buffer_size_sufficient": ["return _runtime._sufficient(self, __values)"],
-                "get_required_buffer_size_bytes": ["return _runtime._required_bytes(__values)"],
-                "checkpoint_prepare": ["return _runtime._checkpoint(self, 'prepare')"],
-                "checkpoint_restore": ["return _runtime._checkpoint(self, 'restore')"],
-                "destroy": ["return _runtime._destroy_workspace(self)"],
+                "is_buffer_size_sufficient": ["return _fi_runtime._sufficient(self, __values)"],
+                "get_required_buffer_size_bytes": ["return _fi_runtime._required_bytes(__values)"],
+                "checkpoint_prepare": ["return _fi_runtime._checkpoint(self, 'prepare')"],
+                "checkpoint_restore": ["return _fi_runtime._checkpoint(self, 'restore')"],
+                "destroy": ["return _fi_runtime._destroy_workspace(self)"],
             }.get(name)
             if workspace is not None:
                 return workspace
@@ -345,12 +417,12 @@ class _Writer:
             lines = []
             if owner.bcast_root_is_group_local:
                 # Mirrors the recorded fact: this release maps a group-local root.
-                lines.append("_global_root = _runtime.get_global_rank(__call.arguments)")
+                lines.append("_global_root = _fi_runtime.get_global_rank(__call.arguments)")
             data = func.parameters[1].name if len(func.parameters) > 1 else "None"
             return [*lines, f"return {data}"]
         if name == "__init__":
             attributes = tuple(owner.attributes) or None
-            return [f"_runtime._init_object(_TOKEN, self, {attributes!r}, __values)"]
+            return [f"_fi_runtime._init_object(_fi_token, self, {attributes!r}, __values)"]
         if name == "destroy":
             return [
                 "if self.destroyed:",
@@ -367,7 +439,7 @@ class _Writer:
             lines = [f"class {entry.name}({enum_base}):"]
         else:
             handles = [self._reference(base) for base in self._bases(entry, owner)]
-            bases = f"(*_runtime._bases({', '.join(handles)}))" if handles else ""
+            bases = f"(*_fi_runtime._bases({', '.join(handles)}))" if handles else ""
             lines = [f"class {entry.name}{bases}:"]
             lines.append("    destroyed = False")
             attributes = tuple(owner.attributes) or None
@@ -405,11 +477,12 @@ class _Writer:
             lines += [
                 "",
                 "    def __init__(self, *args, **kwargs):",
-                f"        _runtime._kit(_TOKEN)._record({entry.name + '.__init__'!r}, "
+                f"        _fi_runtime._kit(_fi_token)._record({entry.name + '.__init__'!r}, "
                 "{'self': self, 'args': args, 'kwargs': kwargs}, "
                 "{'self': 'POSITIONAL_OR_KEYWORD', 'args': 'VAR_POSITIONAL', "
                 "'kwargs': 'VAR_KEYWORD'}, 'self')",
-                f"        _runtime._init_object(_TOKEN, self, {tuple(owner.attributes)!r}, kwargs)",
+                "        _fi_runtime._init_object("
+                f"_fi_token, self, {tuple(owner.attributes)!r}, kwargs)",
             ]
         if len(lines) == 1:
             lines.append("    pass")
@@ -424,12 +497,12 @@ class _Writer:
             return [
                 "    @property",
                 f"    def {method_name}(self):",
-                f"        return _runtime._property(self, {method_name!r}, "
+                f"        return _fi_runtime._property(self, {method_name!r}, "
                 f"{method.returns_attribute!r})",
                 "",
                 f"    @{method_name}.setter",
                 f"    def {method_name}(self, value):",
-                f"        _runtime._set_property(self, {method_name!r}, value)",
+                f"        _fi_runtime._set_property(self, {method_name!r}, value)",
             ]
         body = self._method_body(entry, owner, method)
         values = "dict(locals())"
@@ -453,7 +526,19 @@ class _Writer:
         """The recorded base classes of ``entry`` that the fake has."""
         found: list[_Entry] = []
         for base in owner.bases:
-            name = base.rpartition(".")[2].partition("[")[0]
+            text = base.partition("[")[0]
+            if entry.defined_in == self.module and text.isidentifier():
+                known, named = self._named(text)
+                if known:  # the name as the defining module binds it, as Python reads it
+                    if (
+                        named is not None
+                        and named.kind in ("class", "enum")
+                        and named is not entry
+                        and named not in found
+                    ):
+                        found.append(named)
+                    continue
+            name = text.rpartition(".")[2]
             candidates = [c for c in self.by_name.get(name, []) if c is not entry]
             if not candidates:
                 continue
@@ -465,7 +550,8 @@ class _Writer:
 
     def _emit(self, entry: _Entry, chunk: list[str], start: int) -> None:
         if len(self.defaults) > start:
-            self.lines.append(f"_D.extend(({', '.join(self.defaults[start:])},))")
+            defaults = ", ".join(self.defaults[start:])
+            self.lines.append(f"{self.defaults_name}.extend(({defaults},))")
         self.lines += [*chunk, ""]
         self.written.add(entry.handle)
 
@@ -486,7 +572,7 @@ class _Writer:
         if func is None:
             chunk = [
                 f"def {entry.name}(*args, **kwargs):",
-                f"    _runtime._kit(_TOKEN)._record({entry.name!r}, "
+                f"    _fi_runtime._kit(_fi_token)._record({entry.name!r}, "
                 "{'args': args, 'kwargs': kwargs}, "
                 "{'args': 'VAR_POSITIONAL', 'kwargs': 'VAR_KEYWORD'})",
                 "    return None",
@@ -500,8 +586,12 @@ class _Writer:
 
     def _lazy_bindings(self) -> list[str]:
         """A module ``__getattr__`` binding, on first access, each name this module binds
-        lazily (:attr:`_Entry.lazy`) and does not bind already."""
-        lazy: dict[str, tuple[str, str | None]] = {}
+        lazily (:attr:`_Entry.lazy`, :attr:`_Plan.lazy`) and does not bind already, running
+        the later part for a name of it, and serving what the release's ``__getattr__``
+        serves (:attr:`_Outline.served`); for a module the recorder could not read, raising
+        a clear error for every name."""
+        outline = self.outline
+        lazy: dict[str, tuple[str, str | None]] = dict(self.plan.lazy)
         eager: list[str] = []
         for entry in self.registry.in_module(self.module):
             bound = entry.bindings.get(self.module, set())
@@ -515,25 +605,47 @@ class _Writer:
         for name, target in sorted(self.registry.lazy_module_names.get(self.module, {}).items()):
             if name not in modules and not self.module.startswith(target):
                 lazy.setdefault(name, (target, None))
-        if not lazy:
+        served = outline.served
+        later = sorted(self.hidden)
+        if not lazy and not later and not outline.getattr and outline.unreadable is None:
             return eager
+        listed = f", *{served!r}" if isinstance(served, tuple) else ""
+        listed += ", *_fi_later" if later else ""
+        arguments = "__name__, globals(), _fi_lazy, name"
+        if served is not None or outline.unreadable is not None:
+            arguments += f", _fi_token, {served!r}, {outline.unreadable!r}"
         return [
             *eager,
-            f"_LAZY = {dict(sorted(lazy.items()))!r}",
+            *([f"_fi_later = frozenset({later!r})"] if later else []),
+            f"_fi_lazy = {dict(sorted(lazy.items()))!r}",
             "",
             "",
             "def __getattr__(name):",
-            "    return _runtime._lazy(__name__, globals(), _LAZY, name)",
+            f"    return _fi_runtime._lazy({arguments})",
             "",
             "",
             "def __dir__():",
-            "    return sorted({*globals(), *_LAZY})",
+            f"    return sorted({{*globals(), *_fi_lazy{listed}}})",
         ]
 
-    def source(self, head: Sequence[str]) -> str:
-        """The module's source: ``head`` (header lines), then its objects and bindings."""
-        relevant = self.registry.in_module(self.module)
-        here = [e for e in relevant if e.defined_in == self.module]
+    def _shadowed(self) -> set[str]:
+        """The names this package binds to something other than its submodule of the same
+        name (``flashinfer.cute_dsl.add_rmsnorm_fp4quant``, the function)."""
+        children = self.modules.children.get(self.module, set()) if self.modules else set()
+        if not children:
+            return set()
+        submodules = set(self.outline.submodules)
+        for table in (self.registry.lazy_module_names, self.registry.module_names):
+            for name, target in table.get(self.module, {}).items():
+                if target == f"{self.module}.{name}":
+                    submodules.add(name)
+        bound = set(self.local) | set(self.outline.names)
+        for table in (self.registry.lazy_module_names, self.registry.module_names):
+            bound |= set(table.get(self.module, {}))
+        return (bound & children) - submodules
+
+    def _objects(self, here: Sequence[_Entry]) -> None:
+        """Write the objects of ``here``: enums, classes (bases first), functions, values."""
         for entry in here:  # enums first: defaults may name their members
             if _enum_base(entry) is not None:
                 self._emit(entry, self._class(entry), len(self.defaults))
@@ -545,10 +657,39 @@ class _Writer:
                 self._write_function(entry)
             elif entry.kind == "value":
                 self.lines += [
-                    f"{entry.name} = _runtime._outside("
+                    f"{entry.name} = _fi_runtime._outside("
                     f"{entry.outside!r}, {entry.name!r}, {entry.outside_module!r})",
                     "",
                 ]
+
+    def later_source(self) -> str:
+        """The module's later part (a writer made with ``later=True``): :attr:`plan`'s
+        objects and aliases, run in the module's namespace on first access to one of them
+        (see :func:`fi_compat.testing._runtime._lazy`)."""
+        self._objects(self.plan.defined)
+        aliases = [f"{name} = {own}" for name, own in sorted(self.plan.aliases.items())]
+        lazy = dict(sorted(self.plan.lazy.items()))
+        lines = [
+            "# Generated by fi_compat.testing: the rest of the module in the file beside it.",
+            "from __future__ import annotations",
+            "",
+            f"{self.defaults_name} = []",
+            *self.imports.values(),
+            "",
+            *self.lines,
+            *aliases,
+            *([f"_fi_lazy.update({lazy!r})"] if lazy else []),
+        ]
+        if not self.outline.annotations:
+            lines.append("del annotations")
+        return "\n".join(lines) + "\n"
+
+    def source(self, head: Sequence[str]) -> str:
+        """The module's source: ``head`` (header lines), then its objects and bindings (with
+        ``defer``, :attr:`plan`'s objects only in its later part)."""
+        relevant = self.registry.in_module(self.module)
+        here = [e for e in relevant if e.defined_in == self.module]
+        self._objects(here if self.defer else [*here, *self.plan.defined])
         bindings: list[str] = []
         for entry in relevant:
             for public in sorted(entry.bindings.get(self.module, ())):
@@ -558,17 +699,29 @@ class _Writer:
                 else:
                     # Bound once the defining module has run (import cycles are fine).
                     bindings.append(
-                        f"_runtime._bind(_TOKEN, globals(), {entry.defined_in!r}, "
+                        f"_fi_runtime._bind(_fi_token, globals(), {entry.defined_in!r}, "
                         f"{entry.name!r}, {public!r})"
                     )
         for name, target in sorted(self.registry.module_names.get(self.module, {}).items()):
             if not self.module.startswith(target):  # not the module itself or a parent
                 bindings.append(f"import {target} as {name}")
+        if not self.defer:
+            bindings += [f"{name} = {own}" for name, own in sorted(self.plan.aliases.items())]
+        if self.outline.version is not None and self.module != FLASHINFER:
+            bindings.append(f"__version__ = {self.outline.version!r}")
+        if self.outline.all_names is not None:
+            bindings.append(f"__all__ = {list(self.outline.all_names)!r}")
         bindings += self._lazy_bindings()
-        lines = [*head, "import enum as _enum", "", "_D = []"]
+        shadowed = self._shadowed()
+        if shadowed:
+            # Importing such a submodule later must not rebind the name (see _runtime._package).
+            bindings.append(f"_fi_runtime._package(__name__, {sorted(shadowed)!r})")
+        lines = [*head, "import enum as _fi_enum", "", "_fi_defaults = []"]
         lines += [*self.imports.values(), "", *self.lines, *bindings]
-        # The __future__ import binds "annotations": no release module has that name.
-        lines += ["del annotations", "_runtime._loaded(_TOKEN, __name__, globals())"]
+        if not self.outline.annotations:
+            # The __future__ import binds "annotations", which this module does not bind.
+            lines.append("del annotations")
+        lines.append("_fi_runtime._loaded(_fi_token, __name__, globals())")
         return "\n".join(lines) + "\n"
 
 
@@ -577,16 +730,18 @@ def _header(directory: str) -> list[str]:
         "# Generated by fi_compat.testing from recorded flashinfer-python signatures.",
         "from __future__ import annotations",
         "",
-        "import fi_compat.testing._runtime as _runtime",
+        "import fi_compat.testing._runtime as _fi_runtime",
         "",
-        f"_TOKEN = _runtime._token({directory!r})",
+        f"_fi_token = _fi_runtime._token({directory!r})",
     ]
 
 
 def _module_names(record: ReleaseRecord, registry: _Registry, *, cuda_runtime: bool) -> set[str]:
-    """Every module of the fake package, parent packages included (and the module whose
-    ``cudart`` asserts, in a process imitated without a loaded CUDA runtime)."""
+    """Every module of the fake package: every module the release records, those the
+    registry's objects are defined or bound in, parent packages included (and the module
+    whose ``cudart`` asserts, in a process imitated without a loaded CUDA runtime)."""
     modules = {FLASHINFER} | ({COMM} if record.comm_exists else set())
+    modules |= {name for name in record.names if _inside(name)}
     if record.comm_exists and not cuda_runtime:
         modules.add(CUDART_MODULE)
     for entry in registry.entries.values():
@@ -610,17 +765,29 @@ def _module_source(
     *,
     cuda_runtime: bool,
     planned: frozenset[str] = frozenset(),
+    modules: _Modules | None = None,
+    defer: bool = False,
 ) -> str:
-    """The source text of one module of the fake package (one of :func:`_module_names`)."""
+    """The source text of one module of the fake package (one of :func:`_module_names`);
+    ``modules``, the build's reading of the recorded modules (made here when not given),
+    says what the module binds beyond the registry. With ``defer`` (a module the registry
+    models part of, which a fake may import on entry, and whose other names most tests never
+    touch), those names are bound by its later part (:func:`_later_source`), run on first
+    access to one of them: entering a fake then runs only what the registry models."""
+    if modules is None:
+        names = _module_names(record, registry, cuda_runtime=cuda_runtime)
+        modules = _Modules(record, registry, frozenset(names))
+    cudart = name == CUDART_MODULE and record.comm_exists and not cuda_runtime
     head = _header(directory)
     if name in planned:
-        head.append(f"_runtime._raise_planned(_TOKEN, {name!r})")
+        head.append(f"_fi_runtime._raise_planned(_fi_token, {name!r})")
     if name == COMM and not cuda_runtime and record.comm_exists:
         head.append(f"from {CUDART_MODULE} import cudart as cudart")
     if name == FLASHINFER:
         head.append(f"__version__ = {record.release!r}")
-    source = _Writer(registry, name).source(head)
-    if name == CUDART_MODULE and record.comm_exists and not cuda_runtime:
+    # The imitated cudart below replaces the module's own: all of that module runs at import.
+    source = _Writer(registry, name, modules, defer=defer and not cudart).source(head)
+    if cudart:
         source += (
             "\n".join(
                 [
@@ -639,3 +806,9 @@ def _module_source(
             + "\n"
         )
     return source
+
+
+def _later_source(registry: _Registry, name: str, modules: _Modules) -> str:
+    """The later part of module ``name`` written with ``defer`` (see :func:`_module_source`
+    and :meth:`_Writer.later_source`)."""
+    return _Writer(registry, name, modules, later=True).later_source()

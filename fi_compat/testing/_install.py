@@ -3,8 +3,12 @@
 :func:`_take_build` writes a release's generated package (:mod:`fi_compat.testing._generator`)
 to a temporary directory once per (release, CUDA runtime loaded, planned import errors) and
 hands it to one live fake at a time; a later fake of the same kind reuses it (the directories
-are removed at interpreter exit). While a fake is installed, its :class:`_Finder` on
-``sys.meta_path`` serves ``flashinfer`` and its submodules from that package only, and
+are removed at interpreter exit). Only what a fake imports on entry is written then: every
+other module of the release (:mod:`fi_compat.testing._modules`) when it is first imported,
+and the later part of a module written with ``defer`` when one of its names is first used
+(:meth:`_Build.later_code`). While a fake is installed, its :class:`_Finder` on
+``sys.meta_path`` serves ``flashinfer`` and its submodules from that package only (a module
+the release lacks raises the ``ModuleNotFoundError`` of :func:`_missing`), and
 :class:`_Loader` compiles each module once per build. The testing guide,
 ``docs/guide/testing.md``, says how a fake is installed.
 """
@@ -16,15 +20,19 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import CodeType, ModuleType
 
-from fi_compat._records import ReleaseRecord
+from packaging.version import Version
+
+from fi_compat._records import ReleaseRecord, module_introduced_in
 from fi_compat._surface import COMM, CUDART_MODULE, FLASHINFER
-from fi_compat.testing._generator import _module_names, _module_source
+from fi_compat.testing._generator import _later_source, _module_names, _module_source
+from fi_compat.testing._modules import _Modules
 from fi_compat.testing._objects import _LOCK
 from fi_compat.testing._registry import (
     _collect,
@@ -32,6 +40,7 @@ from fi_compat.testing._registry import (
     _factory_options,
     _workspace_classes,
 )
+from fi_compat.testing._runtime import _later_path
 
 
 @dataclass
@@ -49,10 +58,29 @@ class _Build:
     #: The modules a fake of this build imports on entry (the others on first use).
     eager: tuple[str, ...] = ()
     in_use: bool = False
-    #: Modules not written yet (only lazy bindings reach them), and how to write one.
+    #: Modules not written yet (written when first imported), and how to write one.
     deferred: set[str] = field(default_factory=set)
     render: Callable[[str], str] | None = None
+    #: How to write a module's later part (see :func:`_later_source`).
+    render_later: Callable[[str], str] | None = None
     code: dict[str, CodeType] = field(default_factory=dict)
+    #: The build's reading of the release's recorded modules (what a ``__getattr__`` serves).
+    modules: _Modules | None = None
+
+    def later_code(self, name: str) -> CodeType | None:
+        """The compiled later part of module ``name``, written on first use (beside the
+        module's file, so that ``inspect.getsource`` reads it); None without one."""
+        key = f"{name}:later"
+        with _LOCK:
+            code = self.code.get(key)
+            file = self.paths.get(name)
+            if code is None and file is not None and self.render_later is not None:
+                later = Path(_later_path(str(file)))
+                text = self.render_later(name)
+                later.write_text(text, encoding="utf-8")
+                code = compile(text, str(later), "exec", dont_inherit=True)
+                self.code[key] = code
+            return code
 
     def path(self, name: str) -> Path | None:
         """The file of module ``name``, written now if it was deferred; None if the fake
@@ -84,14 +112,29 @@ def _take_build(record: ReleaseRecord, *, cuda_runtime: bool, planned: frozenset
     names = _module_names(record, registry, cuda_runtime=cuda_runtime)
     packages = {name.rpartition(".")[0] for name in names if "." in name} | {FLASHINFER}
     eager = {name for name in _eager_modules(registry) if name in names}
-    # Written now: what a fake imports on entry, every package, and the special modules;
-    # a module only lazy bindings reach is written when it is first imported.
-    now = eager | packages | {FLASHINFER, COMM, CUDART_MODULE, *planned}
+    modules = _Modules(record, registry, frozenset(names))
+    # Written now: what a fake imports on entry (with its parent packages) and the special
+    # modules; any other module (most of a release's ~2000) when it is first imported.
+    now = eager | {FLASHINFER, COMM, CUDART_MODULE, *planned}
+    now |= {parent for name in now for parent in _parents(name)}
 
     def render(name: str) -> str:
         return _module_source(
-            record, registry, str(directory), name, cuda_runtime=cuda_runtime, planned=planned
+            record,
+            registry,
+            str(directory),
+            name,
+            cuda_runtime=cuda_runtime,
+            planned=planned,
+            modules=modules,
+            # What a module beyond the registry binds runs on first use where the registry
+            # models part of it: a fake imports those modules on entry (or the modules they
+            # name), and most tests use only what the registry models.
+            defer=name in now or bool(registry.in_module(name)),
         )
+
+    def render_later(name: str) -> str:
+        return _later_source(registry, name, modules)
 
     build = _Build(
         record,
@@ -104,10 +147,19 @@ def _take_build(record: ReleaseRecord, *, cuda_runtime: bool, planned: frozenset
         in_use=True,
         deferred=set(names - now),
         render=render,
+        render_later=render_later,
+        modules=modules,
     )
     with _LOCK:
         builds.append(build)
     return build
+
+
+def _parents(name: str) -> list[str]:
+    """The packages above ``name`` (``flashinfer.comm.mnnvl`` -> ``flashinfer``,
+    ``flashinfer.comm``)."""
+    parts = name.split(".")
+    return [".".join(parts[:index]) for index in range(1, len(parts))]
 
 
 @atexit.register
@@ -120,6 +172,7 @@ def _remove_builds() -> None:
 
 
 def _write(directory: Path, sources: Mapping[str, str], packages: set[str]) -> dict[str, Path]:
+    """Write each module's source; the path of each module's file."""
     paths: dict[str, Path] = {}
     for name, text in sources.items():
         parts = name.split(".")
@@ -137,9 +190,14 @@ class _Loader(importlib.machinery.SourceFileLoader):
     """Loads a generated module from its file, compiled once per build (bytecode files may
     be disabled, and a build is imported by many fakes)."""
 
-    def __init__(self, fullname: str, path: str, code: dict[str, CodeType]) -> None:
+    def __init__(self, fullname: str, path: str, build: _Build) -> None:
         super().__init__(fullname, path)
-        self._code = code
+        self._code = build.code
+        self._build = build
+
+    def later_code(self, fullname: str) -> CodeType | None:
+        """The module's compiled later part (called by :mod:`fi_compat.testing._runtime`)."""
+        return self._build.later_code(fullname)
 
     def get_code(self, fullname: str) -> CodeType:
         code = self._code.get(fullname)
@@ -165,13 +223,33 @@ class _Finder(importlib.abc.MetaPathFinder):
             return None
         file = self.build.path(fullname)
         if file is None:
-            # A submodule the fake lacks: the path finder then searches the fake package's
-            # own directory (its __path__) and finds nothing, as for a real missing module.
+            # A submodule the release lacks. Asked by an import, raise the error Python
+            # would, naming the first release that has the module; asked by
+            # importlib.util.find_spec (the caller of _find_spec), answer None as Python does.
+            if sys._getframe(2).f_code.co_name == "_find_and_load_unlocked":
+                raise _missing(self.build.record, fullname)
             return None
         locations = [str(file.parent)] if fullname in self.build.packages else None
         return importlib.util.spec_from_file_location(
             fullname,
             file,
-            loader=_Loader(fullname, str(file), self.build.code),
+            loader=_Loader(fullname, str(file), self.build),
             submodule_search_locations=locations,
         )
+
+
+def _missing(record: ReleaseRecord, module: str) -> ModuleNotFoundError:
+    """The ``ModuleNotFoundError`` of importing ``module``, which ``record``'s release lacks:
+    Python's message, with the first recorded release that ships the module."""
+    first = module_introduced_in(module)
+    if first is None:
+        where = "no recorded flashinfer-python release ships it"
+    elif Version(first) < record.version:
+        where = f"it shipped in {first} and is gone by {record.release}"
+    else:
+        where = f"the first recorded flashinfer-python release that ships it is {first}"
+    return ModuleNotFoundError(
+        f"No module named {module!r}: the fake flashinfer-python {record.release} has no "
+        f"such module ({where})",
+        name=module,
+    )

@@ -167,11 +167,20 @@ def _specifier(text: str) -> SpecifierSet | None:
 
 
 def _matching(specifier: SpecifierSet) -> tuple[str, ...]:
+    """The recorded releases ``specifier`` allows: as PEP 440 reads it, pre-releases only
+    where it names one (``>=0.7.1rc1``); a release named exactly is always allowed."""
+    named = any(Version(spec.version).is_prerelease for spec in specifier)
     return tuple(
         release
         for release in available_releases()
-        if specifier.contains(Version(release), prereleases=True)
+        if specifier.contains(release, prereleases=True)
+        and (named or not Version(release).is_prerelease)
     )
+
+
+def _finals() -> tuple[str, ...]:
+    """Every recorded final release (pre-releases run when named or specified)."""
+    return tuple(r for r in available_releases() if not Version(r).is_prerelease)
 
 
 def parse_selection(text: str) -> Selection:
@@ -190,7 +199,7 @@ def parse_selection(text: str) -> Selection:
 def matches_of_marker(args: Sequence[Any]) -> Matches:
     """The releases ``@pytest.mark.flashinfer(*args)`` allows (no argument: every one)."""
     if not args:
-        return Matches(tuple(available_releases()), None, "every recorded release")
+        return Matches(_finals(), None, "every recorded final release")
     if len(args) > 1:
         raise InvalidArgumentError(
             f"takes one specifier or one list of releases, got {len(args)} arguments: "
@@ -226,7 +235,7 @@ def select(matches: Matches, selection: Selection) -> list[str]:
             seen.setdefault((version.major, version.minor), release)
         return list(seen.values())
     if selection.specifier is not None:
-        return [r for r in releases if selection.specifier.contains(Version(r), prereleases=True)]
+        return [r for r in releases if selection.specifier.contains(r, prereleases=True)]
     return releases
 
 

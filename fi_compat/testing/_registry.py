@@ -290,10 +290,10 @@ def _add_name(
 
 
 _ENUM_BASES = {
-    "Enum": "_enum.Enum",
-    "IntEnum": "_enum.IntEnum",
-    "IntFlag": "_enum.IntFlag",
-    "Flag": "_enum.Flag",
+    "Enum": "_fi_enum.Enum",
+    "IntEnum": "_fi_enum.IntEnum",
+    "IntFlag": "_fi_enum.IntFlag",
+    "Flag": "_fi_enum.Flag",
 }
 
 
@@ -307,7 +307,7 @@ def _enum_base(entry: _Entry) -> str | None:
         if name in _ENUM_BASES:
             return _ENUM_BASES[name]
         if name == "StrEnum":
-            return "str, _enum.Enum"
+            return "str, _fi_enum.Enum"
     return None
 
 

@@ -1,7 +1,7 @@
 """What the generated ``flashinfer`` package calls: the one module its code imports.
 
-Every generated module starts with ``import fi_compat.testing._runtime as _runtime`` and
-calls only the names of this module's ``__all__``: those defined here (recording a call,
+Every generated module starts with ``import fi_compat.testing._runtime as _fi_runtime``
+and calls only the names of this module's ``__all__``: those defined here (recording a call,
 storing constructor arguments under the release's attribute names, the attention kernel
 boundary, properties, names from outside the release, binding names across modules while
 the package imports) and those it re-exports from :mod:`fi_compat.testing._objects` (the
@@ -18,17 +18,20 @@ import importlib
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
 from typing import Any
 
 from packaging.version import Version
 
 from fi_compat._surface import SPLIT_KEYWORDS
+from fi_compat.errors import explain
 from fi_compat.testing._fake_kernel import inherited_backend, kernel_plan, read_attribute, truth
 from fi_compat.testing._gates import (
     CUTE_DSL_TENSOR_CORES,
     PRIMS_TS_REMOVED,
     PRIMS_TS_TENSOR_CORES,
 )
+from fi_compat.testing._helpers import compute
 from fi_compat.testing._objects import (
     _KITS,
     _LOCK,
@@ -56,14 +59,17 @@ __all__ = [
     "_bases",
     "_bind",
     "_checkpoint",
+    "_compute",
     "_deprecated",
     "_destroy_workspace",
     "_init_object",
     "_init_workspace",
     "_kit",
+    "_lazy",
     "_loaded",
     "_new_workspace",
     "_outside",
+    "_package",
     "_plan_kernel",
     "_property",
     "_raise_planned",
@@ -149,7 +155,10 @@ def _tensor_core_backends(version: Version) -> tuple[str, ...]:
 def _outside(module: str | None, name: str, is_module: bool = False) -> Any:
     """A name the release imports from outside itself (called by generated code): the very
     object when its module is already imported or in the standard library (``typing.Any``,
-    ``os``), else a :class:`StandIn` (``torch`` is never imported by the fake)."""
+    ``os``), else a :class:`StandIn` (``torch`` is never imported by the fake). Reading it
+    runs that module's ``__getattr__``, if any, quietly: a deprecation warning it gives (the
+    CuTe DSL's ``tcgen05.OperandMajorMode``) or an error it raises is the real package's
+    business, not the fake's, and the name is then a :class:`StandIn`."""
     if module is None:
         return StandIn(name)
     found = sys.modules.get(module)
@@ -160,7 +169,15 @@ def _outside(module: str | None, name: str, is_module: bool = False) -> Any:
         return StandIn(name)
     if is_module:
         return found
-    return getattr(found, name, StandIn(name))
+    value = vars(found).get(name, _MISSING)
+    if value is not _MISSING:
+        return value
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return getattr(found, name)
+        except Exception:  # AttributeError, or whatever a module __getattr__ raises
+            return StandIn(name)
 
 
 def _init_object(
@@ -239,6 +256,12 @@ def _plan_kernel(
         kit.kernel_plans.append(plan)
 
 
+def _compute(token: str, key: str, values: Mapping[str, Any]) -> Any:
+    """A helper the fake computes, as the release does (called by generated code; see
+    :mod:`fi_compat.testing._helpers`)."""
+    return compute(key, _kit(token).record.version, _arguments(values, None))
+
+
 def _property(obj: Any, name: str, returns_attribute: str | None = None) -> Any:
     """A generated property's value (called by generated code): what a test assigned, else
     the attribute the release's property returns (``is_cuda_graph_enabled`` ->
@@ -297,23 +320,139 @@ def _lazy(
     namespace: dict[str, Any],
     lazy: Mapping[str, tuple[str, str | None]],
     name: str,
+    token: str = "",
+    served: tuple[str, ...] | str | None = None,
+    unreadable: str | None = None,
 ) -> Any:
     """A generated module's ``__getattr__`` (called by generated code): ``name`` bound on
-    first access from the module defining it (a module itself when the name is None); a
+    first access from the module holding it (a module itself when the name is None); a
     submodule of the fake package, imported (``import flashinfer`` imports the release's
-    submodules, which binds them on the package); or the ``AttributeError`` Python raises
-    for a name the release's module lacks."""
+    submodules, which binds them on the package); a name the release's own ``__getattr__``
+    serves (``served``, the names), from the module that binds it (see :func:`_serve`); for
+    a module the recorder could not read (``unreadable``, the reason), an ``ImportError``
+    saying so; else the ``AttributeError`` Python raises for a name the release's module
+    lacks (saying, where ``served`` is ``"*"``, that the record cannot tell the names that
+    module's ``__getattr__`` serves: the fake serves none)."""
     found = lazy.get(name)
+    if found is None and name in namespace.get("_fi_later", ()):
+        _run_later(namespace)
+        if name in namespace:
+            return namespace[name]
+        found = lazy.get(name)  # the later part adds its names' lazy bindings
+    if found is None and isinstance(served, tuple) and name in served:
+        value = _serve(token, module, name)
+        namespace[name] = value
+        return value
     if found is None:
-        if not name.startswith("__"):
+        dunder = name.startswith("__")
+        if not dunder:
             with contextlib.suppress(ModuleNotFoundError):
                 return importlib.import_module(f"{module}.{name}")
-        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        if unreadable is not None and not dunder:
+            raise ImportError(_unreadable_message(token, module, name, unreadable), name=module)
+        message = f"module {module!r} has no attribute {name!r}"
+        if served == _ANY and not dunder:
+            message += (
+                " (in the fake: the release's module __getattr__ serves names its source "
+                "does not list, which fi-compat's records cannot tell)"
+            )
+        raise AttributeError(message)
     source, own = found
     target = sys.modules.get(source) or importlib.import_module(source)
     value = target if own is None else getattr(target, own)
     namespace[name] = value
     return value
+
+
+def _later_path(path: str) -> str:
+    """The file of the later part of the generated module in ``path`` (``x/y.py`` ->
+    ``x/y.later.py``): what it binds beyond the registry, for a module written with
+    ``defer`` (see :func:`fi_compat.testing._generator._module_source`)."""
+    return path.removesuffix(".py") + ".later.py"
+
+
+def _run_later(namespace: dict[str, Any]) -> None:
+    """Run the later part of the generated module whose namespace this is, once (its loader
+    writes and compiles it on first use)."""
+    with _LOCK:
+        if namespace.get("_fi_later_done"):
+            return
+        namespace["_fi_later_done"] = True
+        later_code = getattr(namespace.get("__loader__"), "later_code", None)
+        code = later_code(namespace["__name__"]) if callable(later_code) else None
+        if code is not None:
+            exec(code, namespace)
+
+
+#: What a module ``__getattr__`` whose names its source does not list serves, as recorded.
+_ANY = "*"
+
+#: How each live fake finds the module binding a name a module ``__getattr__`` serves (by
+#: token; :meth:`fi_compat.testing._modules._Modules.serving` of its build).
+_SERVING: dict[str, Callable[[str, str], tuple[str, str | None] | None]] = {}
+
+
+def _serve(token: str, module: str, name: str) -> Any:
+    """What ``module``'s ``__getattr__`` hands out for ``name``: the object the module that
+    binds it holds (a module itself for a submodule); where no recorded module binds it, a
+    function taking anything that logs its calls and returns None."""
+    with _LOCK:
+        search = _SERVING.get(token)
+    found = search(module, name) if search is not None else None
+    if found is None:
+        return _served_function(token, module, name)
+    source, own = found
+    target = sys.modules.get(source) or importlib.import_module(source)
+    return target if own is None else getattr(target, own)
+
+
+def _served_function(token: str, module: str, name: str) -> Callable[..., None]:
+    def served(*args: Any, **kwargs: Any) -> None:
+        kinds = {"args": "VAR_POSITIONAL", "kwargs": "VAR_KEYWORD"}
+        _kit(token)._record(name, {"args": args, "kwargs": kwargs}, kinds)
+
+    served.__name__ = served.__qualname__ = name
+    served.__module__ = module
+    return served
+
+
+def _unreadable_message(token: str, module: str, name: str, reason: str) -> str:
+    kit = _KITS.get(token)
+    release = f"flashinfer-python {kit.record.release}" if kit is not None else "this release"
+    return explain(
+        f"{module}.{name} of the fake {release}",
+        f"a module fi-compat's recorder could not read ({reason}), so the fake does not "
+        "know the names it binds",
+        fix="test this import against the real release, or under the fake of a release "
+        "whose record of the module could be read",
+    )
+
+
+class _Package(ModuleType):
+    """A generated package that binds a name to something other than its submodule of that
+    name (``flashinfer.cute_dsl.add_rmsnorm_fp4quant`` is the function): importing the
+    submodule later does not rebind the name to it. The release's ``from .x import x`` runs
+    when the package is imported, after which Python does not bind the submodule again; the
+    fake binds the name on first access, so it keeps Python from doing so later."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if (
+            isinstance(value, ModuleType)
+            and value.__name__ == f"{self.__name__}.{name}"
+            and name in vars(self).get("_fi_shadowed", ())
+        ):
+            return
+        super().__setattr__(name, value)
+
+
+def _package(name: str, shadowed: Sequence[str]) -> None:
+    """Make generated package ``name`` a :class:`_Package` keeping ``shadowed`` (called by
+    generated code)."""
+    module = sys.modules.get(name)
+    if module is None:  # run outside the import system
+        return
+    vars(module)["_fi_shadowed"] = frozenset(shadowed)
+    module.__class__ = _Package
 
 
 def _loaded(token: str, name: str, namespace: Mapping[str, Any]) -> None:

@@ -15,6 +15,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from packaging.version import Version
+
 from fi_compat._arguments import require_strs
 from fi_compat._records import ReleaseRecord, available_releases, load_release
 from fi_compat._surface import (
@@ -156,8 +158,8 @@ def compat_table(releases: Sequence[str] | None = None) -> str:
         A release is not recorded.
     """
     names = list(require_strs("releases", releases)) if releases is not None else []
-    if releases is None:
-        names = available_releases()
+    if releases is None:  # every final release: a pre-release is not a row of its own
+        names = [name for name in available_releases() if not Version(name).is_prerelease]
     elif not names:
         raise InvalidArgumentError(
             explain("at least one release", "an empty list", fix="leave releases out for all")

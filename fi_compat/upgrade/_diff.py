@@ -24,7 +24,7 @@ from fi_compat.upgrade._facts import (
     Facts,
     Key,
     accepts,
-    keys_of,
+    changed_keys,
     parameter,
     positional,
     var_keyword,
@@ -161,6 +161,9 @@ class _Differ:
         self.history = steps
         self.old, self.new = steps.old, steps.new
         self.changes: list[Change] = []
+        #: (name, before, after) of each move or guard change said: one line per definition,
+        #: at its shortest path (the keys come shortest first), not one per importer.
+        self._said: set[tuple[str, str, Any, Any]] = set()
 
     def add(
         self,
@@ -176,7 +179,7 @@ class _Differ:
             return found
 
         read = cite or value
-        cited = self.history.cite(read)
+        cited = self.history.cite(read, key)
         self.changes.append(
             Change(
                 kind,
@@ -199,6 +202,14 @@ class _Differ:
         handler = getattr(self, f"_{key[0]}", None)
         if handler is not None:
             handler(key, before, after)
+
+    def _first(self, what: str, name: str, before: Any, after: Any) -> bool:
+        """True the first time this change of ``name`` is met (later: another importer)."""
+        said = (what, name, before, after)
+        if said in self._said:
+            return False
+        self._said.add(said)
+        return True
 
     def _canonical(self, path: str) -> bool:
         """True for the path a name's facts are listed under (not a re-export of it)."""
@@ -243,9 +254,25 @@ class _Differ:
                 key,
             )
 
+    def _module(self, key: Key, before: Any, after: Any) -> None:
+        module = key[1]
+        if before is None:
+            found = self.new.module(module)
+            count = sum(1 for name in (found.names if found else ()) if not name.startswith("_"))
+            detail = f"new module: `import {module}` works ({count} public names)"
+            self.add("module-added", Severity.ADDED, module, detail, key)
+        else:
+            self.add(
+                "module-removed",
+                Severity.BREAKING,
+                module,
+                f"{module} is gone: `import {module}` raises ModuleNotFoundError",
+                key,
+            )
+
     def _defined(self, key: Key, before: Any, after: Any) -> None:
         _, module, name = key
-        if not self.flashinfers(module, name):
+        if not self.flashinfers(module, name) or not self._first("moved", name, before, after):
             return
         if (
             self.old.get(("name", module, name)) is None
@@ -263,7 +290,8 @@ class _Differ:
 
     def _conditional(self, key: Key, before: Any, after: Any) -> None:
         _, module, name = key
-        if not self.flashinfers(module, name):
+        home = self.new.get(("defined", module, name)) or module
+        if not self.flashinfers(module, name) or not self._first("guard", name, home, after):
             return
         if (
             self.old.get(("name", module, name)) is None
@@ -402,7 +430,9 @@ class _Differ:
                 key,
                 value,
             )
-        elif old_default is not None and new_default is None:
+            if old_default is None or new_default is not None:
+                return  # a kind change that keeps a default (or never had one) is all
+        if old_default is not None and new_default is None:
             self.add(
                 "parameter-required",
                 Severity.BREAKING,
@@ -593,6 +623,7 @@ _HAZARD_TEXT = {
     "CUDA runtime",
     "comm_requires_triton": "raises ImportError without triton",
     "import_queries_gpu": "queries GPU 0 (fails on a machine without one)",
+    "comm_requires_python": "raises TypeError below Python 3.12",
 }
 
 
@@ -623,7 +654,7 @@ def diff_releases(old: str, new: str) -> ReleaseDiff:
     require_str("new", new, nonempty=True)
     steps = history(old, new)
     differ = _Differ(steps)
-    for key in keys_of(steps.old, steps.new):
+    for key in changed_keys(steps.old, steps.new):
         differ.key(key)
     notes = []
     for facts in (steps.old, steps.new):

@@ -33,13 +33,23 @@ tuple whose first item names its kind:
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from packaging.version import Version
 
-from fi_compat._records import _canonical, _document, raw_name_tables
+from fi_compat._records import (
+    ClassRecord,
+    FunctionRecord,
+    HazardRecord,
+    ModuleRecord,
+    NameRecord,
+    ParameterRecord,
+    ReleaseRecord,
+    _canonical,
+    load_release,
+)
 from fi_compat._surface import (
     COMM,
     LEGACY_FACTORY,
@@ -59,8 +69,8 @@ __all__ = [
     "Facts",
     "Key",
     "accepts",
+    "changed_keys",
     "facts_of",
-    "keys_of",
     "parameter",
     "positional",
     "releases_between",
@@ -86,6 +96,7 @@ HAZARD_MODULES: Mapping[str, tuple[str, ...]] = {
     "comm_requires_cuda_runtime": (COMM,),
     "comm_requires_triton": (COMM,),
     "import_queries_gpu": ("flashinfer",),
+    "comm_requires_python": (COMM,),
 }
 
 _SELF = ("self", "cls")
@@ -99,46 +110,153 @@ _STATIC = ("staticmethod",)
 class Facts:
     """The facts of one release (see the module docstring), with the evidence of its hazards.
 
-    ``canonical`` maps each recorded path of a name (``flashinfer.decode.X``), and the path
-    of its definition (``flashinfer.comm.comm_backend.TorchDistBackend``), to the path its
-    facts are kept under in the diff: the shortest recorded module that binds it.
+    Built from the release's typed record (:func:`facts_of`), the facts of a name are read
+    when first asked: a release has tens of thousands of names, and a diff or a scan asks
+    about a few. :attr:`canonical` maps each path of a name (``flashinfer.decode.X``), and
+    the path of its definition (``flashinfer.comm.comm_backend.TorchDistBackend``), to the
+    path its facts are listed under in the diff: the shortest module that binds it. A Facts
+    made without a record (``record=None``) holds ``table`` and ``paths`` as given.
     """
 
     release: str
     table: dict[Key, Any]
     evidence: Mapping[str, str | None]
-    canonical: Mapping[str, str]
+    paths: Mapping[str, str] | None
     measured: bool
-    #: Name path -> (its record entry, the extra class record): the facts of a callable,
-    #: class or enum are built on the first question about it (most releases of a diff are
-    #: only asked about the few facts that changed).
-    pending: dict[str, tuple[Mapping[str, Any], Mapping[str, Any] | None]] = field(
-        default_factory=dict
-    )
+    record: ReleaseRecord | None = None
+    #: Path -> the keys its entry added to ``table`` (built on first use).
+    built: dict[str, tuple[Key, ...]] = field(default_factory=dict)
+    _cache: dict[str, Any] = field(default_factory=dict)
 
     @property
     def version(self) -> Version:
         """The release as a :class:`packaging.version.Version`."""
         return Version(self.release)
 
-    def get(self, key: Key) -> Any:
-        """The value of ``key``, or None when the release has no such fact."""
-        found = self.table.get(key)
-        if found is None and self.pending and key[0] in _BUILT_ON_USE:
-            path = key[1]
-            for name in (path, path.rpartition(".")[0]):
-                entry = self.pending.pop(name, None)
-                if entry is not None:
-                    _entry(self.table, name, *entry)
-                    return self.table.get(key)
+    def module(self, module: str) -> ModuleRecord | None:
+        """The release's record of ``module`` (None without a record, or without it)."""
+        if self.record is None:
+            return None
+        modules: dict[str, ModuleRecord | None] = self._cache.setdefault("modules", {})
+        if module not in modules:
+            modules[module] = self.record.module(module)
+        return modules[module]
+
+    def modules(self) -> frozenset[str]:
+        """Every module the release ships (those the table names, without a record)."""
+        found: frozenset[str] | None = self._cache.get("all_modules")
+        if found is None:
+            if self.record is not None:
+                found = frozenset(self.record.names)
+            else:
+                found = frozenset(key[1] for key in self.table if key[0] == "name")
+            self._cache["all_modules"] = found
         return found
 
+    def get(self, key: Key) -> Any:
+        """The value of ``key``, or None when the release has no such fact."""
+        kind = key[0]
+        if self.record is not None and kind in _NAME_FACTS:
+            found = self.module(key[1])
+            shape = found.shape(key[2]) if found is not None else None
+            if shape is None:
+                return None
+            value = shape[_NAME_FACTS[kind]]
+            return value if value or kind != "conditional" else None
+        if kind == "module":
+            return True if key[1] in self.modules() else None
+        if self.record is not None and kind in _BUILT_ON_USE:
+            path = key[1]
+            if path not in self.built:
+                self.build(path)
+                owner = path.rpartition(".")[0]
+                if owner and owner not in self.built:
+                    self.build(owner)
+        return self.table.get(key)
+
+    def build(self, path: str) -> tuple[Key, ...]:
+        """Build (once) the facts of the name at ``path``; the keys they hold."""
+        found = self.built.get(path)
+        if found is not None:
+            return found
+        facts: dict[Key, Any] = {}
+        module, _, name = path.rpartition(".")
+        record = self.module(module) if module else None
+        if record is not None and name in record.names:
+            entry = record.names[name]
+            _entry(facts, path, entry, self._extra(entry))
+        self.table.update(facts)
+        keys = tuple(facts)
+        self.built[path] = keys
+        return keys
+
+    def _extra(self, entry: NameRecord) -> ClassRecord | None:
+        """The class record fi-compat keeps of a comm class or an attention wrapper (with
+        the methods it adapts, private ones included), for a class of that name."""
+        if entry.cls is None or self.record is None:
+            return None
+        record = self.record
+        name = entry.name
+        return (
+            record.comm_classes.get(name) or record.attention.get(name) or record.families.get(name)
+        )
+
+    def span(self, key: Key) -> frozenset[int] | None:
+        """The store positions of the releases whose records give ``key`` the very facts
+        they give it here (a superset of nothing: each holds the same stored record), or
+        None where :meth:`identity` has none."""
+        if self.record is None or (key[0] not in _NAME_FACTS and key[0] not in _BUILT_ON_USE):
+            return None
+        located = self._located(key)
+        if located is None:
+            return None
+        found, name = located
+        return found.span(name)
+
+    def _located(self, key: Key) -> tuple[ModuleRecord, str] | None:
+        """The module record and name a per-name key is read from (None for a class
+        fi-compat adapts, whose per-release record adds methods, or a path not found)."""
+        if key[0] in _NAME_FACTS:
+            found = self.module(key[1])
+            return None if found is None else (found, key[2])
+        module, _, name = key[1].rpartition(".")
+        found = self.module(module) if module else None
+        if found is None:  # a method's path: the class is one level up
+            module, _, name = module.rpartition(".")
+            found = self.module(module) if module else None
+            if found is None:
+                return None
+        record = self.record
+        assert record is not None
+        if name in record.comm_classes or name in record.attention or name in record.families:
+            return None
+        return found, name
+
+    def name_keys(self, module: str, name: str) -> tuple[Key, ...]:
+        """The keys of the name ``module.name`` (its kind, home, guard)."""
+        return (("name", module, name), ("defined", module, name), ("conditional", module, name))
+
     def items(self) -> Mapping[Key, Any]:
-        """Every fact of the release (those not built yet are built first)."""
-        while self.pending:
-            name, entry = self.pending.popitem()
-            _entry(self.table, name, *entry)
+        """Every fact of the release (every name's built first: costly on a recorded
+        release, where :func:`changed_keys` is the way to compare two)."""
+        if self.record is not None:
+            for module in sorted(self.modules()):
+                found = self.module(module)
+                for name in found.names if found is not None else ():
+                    for key in self.name_keys(module, name):
+                        value = self.get(key)
+                        if value is not None:
+                            self.table[key] = value
+                    self.build(f"{module}.{name}")
         return self.table
+
+    @property
+    def canonical(self) -> Mapping[str, str]:
+        """Each path of a name -> the path its facts are kept under: as given, for a
+        Facts made without a record; none for a recorded release, whose facts are read at
+        any path (the diff lists a change under the shortest path that changed,
+        :func:`changed_keys`)."""
+        return self.paths if self.paths is not None else _NO_PATHS
 
     def subclass_has(self, path: str, name: str) -> bool:
         """True when a recorded class of the same module that derives from the class at
@@ -147,15 +265,24 @@ class Facts:
         return name in _subclass_members(self, path)
 
     def module_seen(self, module: str) -> bool:
-        """True when the record knows ``module`` exists in this release: a recorded name
-        table, a module-kind name, or the home of a recorded definition."""
+        """True when the release ships ``module`` (or, without a record, when its table
+        names the module, a module-kind name or a definition's home)."""
+        if self.record is not None:
+            return module in self.modules()
         return module in _seen_modules(self)
+
+
+#: The facts read off a name's shape, and where in the shape.
+_NAME_FACTS = {"name": 0, "defined": 1, "conditional": 2}
+
+
+_NO_PATHS: Mapping[str, str] = {}
 
 
 @functools.cache
 def _seen_modules(facts: Facts) -> frozenset[str]:
     seen: set[str] = set()
-    for key, value in facts.table.items():  # names and homes are never pending
+    for key, value in facts.table.items():
         if key[0] == "name":
             seen.add(key[1])
             if value == "module":
@@ -171,33 +298,41 @@ def _seen_modules(facts: Facts) -> frozenset[str]:
 @functools.cache
 def _subclass_members(facts: Facts, path: str) -> frozenset[str]:
     module, _, name = path.rpartition(".")
+    if facts.record is not None:
+        found = facts.module(module)
+        if found is not None:
+            for other in found.names:
+                if (found.shape(other) or ("",))[0] == "class":
+                    facts.build(f"{module}.{other}")
     derived = {
         key[1]
-        for key, bases in facts.items().items()
+        for key, bases in list(facts.table.items())
         if key[0] == "bases" and name in bases and key[1].rpartition(".")[0] == module
     }
     return frozenset(
-        key[2] for key in facts.items() if key[0] in ("method", "attribute") and key[1] in derived
+        key[2]
+        for key in list(facts.table)
+        if key[0] in ("method", "attribute") and key[1] in derived
     )
 
 
-def _parameters(function: Mapping[str, Any], *, method: bool) -> list[Mapping[str, Any]]:
-    parameters = list(function["parameters"])
-    static = any(decorator in _STATIC for decorator in function.get("decorators", ()))
-    if method and not static and parameters and parameters[0]["name"] in _SELF:
+def _parameters(function: FunctionRecord, *, method: bool) -> list[ParameterRecord]:
+    parameters = list(function.parameters)
+    static = any(decorator in _STATIC for decorator in function.decorators)
+    if method and not static and parameters and parameters[0].name in _SELF:
         parameters = parameters[1:]
     return parameters
 
 
-def _callable(table: dict[Key, Any], path: str, function: Mapping[str, Any], method: bool) -> None:
+def _callable(table: dict[Key, Any], path: str, function: FunctionRecord, method: bool) -> None:
     table["params", path] = tuple(
-        (parameter["name"], parameter["kind"], parameter.get("default"))
+        (parameter.name, parameter.kind, parameter.default)
         for parameter in _parameters(function, method=method)
     )
-    if function.get("returns"):
-        table["returns", path] = function["returns"]
-    target = function.get("forwards_kwargs_to")
-    if target is not None and "." not in target and not function.get("forwards_kwargs_drops"):
+    if function.returns:
+        table["returns", path] = function.returns
+    target = function.forwards_kwargs_to
+    if target is not None and "." not in target and not function.forwards_kwargs_drops:
         table["forwards", path] = target
 
 
@@ -243,16 +378,12 @@ def var_keyword(facts: Facts, path: str) -> bool | None:
     return any(kind == "VAR_KEYWORD" for _, kind, _ in params)
 
 
-def _class(
-    table: dict[Key, Any], path: str, data: Mapping[str, Any], extra: Mapping[str, Any] | None
-) -> None:
-    methods = dict(data.get("methods", {}))
-    for name, method in (extra or {}).get("methods", {}).items():
+def _class(table: dict[Key, Any], path: str, data: ClassRecord, extra: ClassRecord | None) -> None:
+    methods = dict(data.methods)
+    for name, method in (extra.methods if extra is not None else {}).items():
         methods.setdefault(name, method)
-    for alias, target in data.get("aliases", {}).items():
-        methods.setdefault(alias, methods.get(target))
-    table["bases", path] = tuple(base.rpartition(".")[2] for base in data.get("bases", ()))
-    for attribute in data.get("attributes", ()):
+    table["bases", path] = tuple(base.rpartition(".")[2] for base in data.bases)
+    for attribute in data.attributes:
         table["attribute", path, attribute] = True
     for name, method in methods.items():
         if method is None:
@@ -264,38 +395,33 @@ def _class(
         table["method", path, name] = True
 
 
-#: The kinds of fact built on first use (:attr:`Facts.pending`).
+#: The kinds of fact built on first use (:meth:`Facts.build`).
 _BUILT_ON_USE = frozenset(
     {"params", "returns", "forwards", "method", "attribute", "bases", "member"}
 )
 
 
-def _entry(
-    table: dict[Key, Any],
-    path: str,
-    entry: Mapping[str, Any],
-    extra: Mapping[str, Any] | None,
-) -> None:
-    """The facts of one name's record entry (a function, a class, an enum) at ``path``."""
-    if entry.get("function"):
-        _callable(table, path, entry["function"], method=False)
-    if entry.get("class"):
-        _class(table, path, entry["class"], extra)
-    if entry.get("enum"):
-        for member, value in entry["enum"]["members"].items():
+def _entry(table: dict[Key, Any], path: str, entry: NameRecord, extra: ClassRecord | None) -> None:
+    """The facts of one name (a function, a class, an enum) at ``path``."""
+    if entry.function is not None:
+        _callable(table, path, entry.function, method=False)
+    if entry.cls is not None:
+        _class(table, path, entry.cls, extra)
+    if entry.enum is not None:
+        for member, value in entry.enum.members.items():
             table["member", path, member] = value
 
 
-def _rank(module: str) -> tuple[int, int]:
+def _rank(module: str) -> tuple[int, int, str]:
     order = NAMED_MODULES.index(module) if module in NAMED_MODULES else len(NAMED_MODULES)
-    return module.count("."), order
+    return module.count("."), order, module
 
 
 def _mappings(facts: Facts) -> None:
     table, release = facts.table, facts.release
 
     def has(module: str, name: str) -> bool:
-        return ("name", module, name) in table
+        return facts.get(("name", module, name)) is not None
 
     def takes(path: str, keyword: str) -> bool:
         return parameter(facts, path, keyword) is not None
@@ -330,7 +456,7 @@ def _mappings(facts: Facts) -> None:
         )
     backend = next(
         (
-            table.get(("defined", module, TORCH_DIST_BACKEND.key))
+            facts.get(("defined", module, TORCH_DIST_BACKEND.key))
             for module in (MNNVL_MODULE, COMM)
             if has(module, TORCH_DIST_BACKEND.key)
         ),
@@ -386,63 +512,108 @@ def facts_of(release: str) -> Facts:
     UnknownReleaseError
         No record ships for ``release``.
     """
-    release = _canonical(release)
-    doc = _document(release)
+    record = load_release(release)
     table: dict[Key, Any] = {}
-    # (defining module, name) -> the recorded modules that bind it.
-    homes: dict[tuple[str, str], list[str]] = {}
-    classes: dict[str, Mapping[str, Any]] = {
-        **{k: v for k, v in doc["comm"].get("classes", {}).items() if v},
-        **{k: v for k, v in doc.get("attention", {}).items() if v},
-        **{k: v for k, v in doc.get("attention_families", {}).items() if v},
-    }
-    tables = raw_name_tables(doc)
-    for module, names in tables.items():
-        for name, entry in names.items():
-            table["name", module, name] = entry["kind"]
-            table["defined", module, name] = entry.get("defined_in")
-            if entry.get("conditional"):
-                table["conditional", module, name] = True
-            homes.setdefault((entry.get("defined_in") or module, name), []).append(module)
-    canonical: dict[str, str] = {}
-    pending: dict[str, tuple[Mapping[str, Any], Mapping[str, Any] | None]] = {}
-    for (home, name), modules in homes.items():
-        best = min(modules, key=_rank)
-        for module in modules:
-            canonical[f"{module}.{name}"] = f"{best}.{name}"
-        canonical.setdefault(f"{home}.{name}", f"{best}.{name}")
-        # A name's callables, methods and members are kept once, under its canonical path
-        # (the scan and the diff both look them up there), and built on first use.
-        pending[f"{best}.{name}"] = (tables[best][name], classes.get(name))
-    backend_class = doc["comm"].get("classes", {}).get(TORCH_DIST_BACKEND.key) or {}
-    table["bcast_group_local",] = backend_class.get("bcast_root_is_group_local")
-    hazards = doc["import"]
+    backend = record.torch_dist_backend
+    table["bcast_group_local",] = backend.bcast_root_is_group_local if backend else None
     evidence = {}
     for hazard in HAZARD_MODULES:
-        table["hazard", hazard] = bool(hazards[hazard]["value"])
-        evidence[hazard] = hazards[hazard].get("evidence")
-    measured = _reach(table, release)
-    facts = Facts(release, table, evidence, canonical, measured, pending)
+        found: HazardRecord = getattr(record, hazard)
+        table["hazard", hazard] = found.value
+        evidence[hazard] = found.evidence
+        if found.python is not None:
+            table["hazard_python", hazard] = found.python
+    measured = _reach(table, record.release)
+    facts = Facts(record.release, table, evidence, None, measured, record)
     _mappings(facts)
     return facts
 
 
 def releases_between(first: str, last: str) -> list[str]:
     """The recorded releases from ``first`` to ``last``, both included, in version order
-    (reversed when ``first`` is the newer)."""
+    (reversed when ``first`` is the newer).
+
+    Between two final releases the walk takes the final releases only: engines move from
+    final to final, and a change is cited at the first final release that has it (0.6.8,
+    not 0.6.8rc1). Where either end is a pre-release, every release between is taken.
+    """
     from fi_compat._records import _available
 
     start, end = Version(_canonical(first)), Version(_canonical(last))
     low, high = sorted((start, end))
-    found = [name for name in _available() if low <= Version(name) <= high]
+    every = start.is_prerelease or end.is_prerelease
+    found = [
+        name
+        for name in _available()
+        if low <= Version(name) <= high
+        and (every or not Version(name).is_prerelease or Version(name) in (low, high))
+    ]
     return found if start <= end else found[::-1]
 
 
-def keys_of(*facts: Facts) -> Iterable[Key]:
-    """Every key any of ``facts`` holds, once."""
+def changed_keys(old: Facts, new: Facts) -> Iterator[Key]:
+    """Every key whose value may differ between ``old`` and ``new``, each once.
+
+    A module one release ships and the other does not is one ``("module", module)`` key;
+    in a module both ship, a public name is compared only where the store holds different
+    records of it (one stored record is one set of facts), with its entry's keys at the
+    path the diff lists it under. The release-wide facts (hazards, backends, fi-compat's
+    mappings) are all given.
+    """
     seen: set[Key] = set()
-    for one in facts:
-        for key in one.items():
+
+    def once(keys: Iterable[Key]) -> Iterator[Key]:
+        for key in keys:
             if key not in seen:
                 seen.add(key)
                 yield key
+
+    yield from once(key for facts in (old, new) for key in facts.table if key[0] not in _PER_NAME)
+    recorded = old.record is not None and new.record is not None
+    # (home, name) -> the modules where that definition's name changed
+    changed: dict[tuple[str, str], list[str]] = {}
+    # shortest paths first: a change said once is said at the path engines use
+    for module in sorted(old.modules() | new.modules(), key=_rank):
+        before, after = old.module(module), new.module(module)
+        if recorded and (before is None) != (after is None):
+            if not _inside_another(module, old, new):
+                yield from once([("module", module)])
+            continue
+        if recorded:
+            assert before is not None
+            assert after is not None
+            names = set(before.names) | set(after.names)
+        else:
+            names = {key[2] for f in (old, new) for key in f.table if key[:2] == ("name", module)}
+        for name in sorted(names):
+            if recorded and name.startswith("_"):
+                continue
+            if before is not None and after is not None:
+                version = before.version(name)  # one stored record: the same facts
+                if version is not None and version == after.version(name):
+                    continue
+            yield from once(old.name_keys(module, name))
+            home = new.get(("defined", module, name)) or old.get(("defined", module, name))
+            changed.setdefault((home or module, name), []).append(module)
+    for (_, name), modules in sorted(changed.items()):
+        listed = f"{min(modules, key=_rank)}.{name}"
+        listed = new.canonical.get(listed, old.canonical.get(listed, listed))
+        for facts in (old, new):
+            yield from once(facts.build(listed))
+    if not recorded:
+        yield from once(key for facts in (old, new) for key in facts.table)
+
+
+def _inside_another(module: str, old: Facts, new: Facts) -> bool:
+    """True when a package holding ``module`` also came or went between the releases
+    (its change says it all)."""
+    parts = module.split(".")
+    for end in range(1, len(parts)):
+        package = ".".join(parts[:end])
+        if (old.module(package) is None) != (new.module(package) is None):
+            return True
+    return False
+
+
+#: The kinds of key that belong to one name (:meth:`Facts.name_keys` and its entry).
+_PER_NAME = frozenset({"name", "defined", "conditional"}) | _BUILT_ON_USE

@@ -252,10 +252,11 @@ def _resolve(facts: Facts, target: str, module: str) -> _Resolved:
     while depth < len(parts) and facts.module_seen(".".join(parts[: depth + 1])):
         depth += 1
     current = ".".join(parts[:depth])
+    recorded = facts.record is not None  # every module of the release is recorded
     if not facts.module_seen(current):
-        # A module with a name table is recorded wherever it exists; another one is
-        # known only from the definitions the tables lead to.
-        state = _ABSENT if current in NAMED_MODULES else _UNKNOWN
+        # With every module recorded, a module the release does not ship is absent;
+        # otherwise only the seven modules with name tables are known everywhere.
+        state = _ABSENT if recorded or current in NAMED_MODULES else _UNKNOWN
         return _Resolved(state, missing=current, unseen=True)
     if depth == len(parts):
         return _Resolved(_PRESENT, kind="module")
@@ -269,6 +270,14 @@ def _resolve(facts: Facts, target: str, module: str) -> _Resolved:
         # The records leave a module's dunders out (``__version__``, ``__all__``,
         # ``__path__``): not recorded is not absent.
         return _Resolved(_UNKNOWN, missing=path)
+    if kind is None and recorded:
+        found = facts.module(current)
+        binds = found.binds(name) if found is not None else None
+        if binds is None:  # unreadable, or names its source cannot list
+            return _Resolved(_UNKNOWN, missing=path)
+        if binds:  # served by the module's __getattr__: there, of unrecorded shape
+            return _Resolved(_PRESENT, kind="value", defined=current)
+        return _Resolved(_ABSENT, missing=path)
     if kind is None:
         exported = facts.canonical.get(path)
         if exported is None:
@@ -347,12 +356,18 @@ _HAZARD_RAISES: dict[str, tuple[str, tuple[str, ...], str]] = {
         ("RuntimeError", "AssertionError"),
         "on a machine without a GPU",
     ),
+    "comm_requires_python": (
+        "TypeError",
+        ("TypeError",),
+        "below Python 3.12",
+    ),
 }
 #: Exception -> the handler names that catch it.
 _CAUGHT_BY = {
     "AssertionError": {"AssertionError", "Exception", "BaseException", ""},
     "ModuleNotFoundError": {"ModuleNotFoundError", "ImportError", "Exception", "BaseException", ""},
     "RuntimeError": {"RuntimeError", "Exception", "BaseException", ""},
+    "TypeError": {"TypeError", "Exception", "BaseException", ""},
 }
 #: fi_compat.comm's drop-ins: served on every release with 0.7.2.post1's parameters.
 _DROPINS = (UNIFIED_FACTORY.key, UNIFIED_FUSION.key, PATTERN.key)

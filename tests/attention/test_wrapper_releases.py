@@ -36,7 +36,13 @@ from fi_compat.attention import (
 from fi_compat.testing import FakeFlashInfer, available_releases, fake_flashinfer
 from tests.support import release_classes
 
-RELEASES = [r for r in available_releases() if Version(r) >= Version("0.4.0")]
+#: The releases whose split reach is measured (attention/reach.json): the final releases
+#: from 0.4.0 on. A pre-release is not measured, and refused under determinism (below).
+RELEASES = [
+    r
+    for r in available_releases()
+    if Version(r) >= Version("0.4.0") and not Version(r).is_prerelease
+]
 #: The releases the tests below run on: the first and last of each 'attention' class
 #: (tests/support/release_classes.py; every one with --all-releases).
 SWEPT = release_classes.releases("attention", RELEASES)
@@ -131,6 +137,14 @@ def test_every_family_and_backend_is_served_or_refused(release: str, family: str
             pairs = kernel_pairs(fi)
             assert pairs, backend
             assert set(pairs) == {expected_pair(family, graph)}, backend
+
+
+def test_an_unmeasured_pre_release_is_refused_under_determinism() -> None:
+    with (
+        fake_flashinfer("0.5.0rc1") as fi,
+        pytest.raises(BackendNotDeterministicError, match="no measurement"),
+    ):
+        deterministic_wrapper(make(fi, DECODE.key), Settings())
 
 
 @pytest.mark.parametrize("release", SWEPT)

@@ -1,7 +1,8 @@
 """Every public name of ``flashinfer.comm`` and ``flashinfer.comm.mnnvl`` from ``fi_compat.comm``.
 
 Under the fake of each recorded release, a name the release has is the release's own object
-(handed through, not copied), except the names fi-compat adapts; a name it lacks raises
+(handed through, not copied), except the names fi-compat adapts and the submodules, which are
+fi-compat's (``tests/comm/test_submodules.py``); a name it lacks raises
 :class:`~fi_compat.errors.NameUnavailableError`, an ``AttributeError`` that names the first
 recorded release that has it, so ``hasattr`` is False and ``from ... import`` raises
 ``ImportError``, as with FlashInfer itself. ``fi_compat.comm.mnnvl.TorchDistBackend`` maps a
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.version import Version
 
 import fi_compat.comm
 import fi_compat.comm.mnnvl
@@ -29,7 +31,11 @@ from fi_compat.testing import available_releases, fake_flashinfer, load_release
 from tests.support import fakes, release_classes
 from tests.support.fakes import FakePackage
 
-RELEASES = [v for v in available_releases() if load_release(v).comm_exists]
+RELEASES = [
+    v
+    for v in available_releases()
+    if not Version(v).is_prerelease and Version(v) >= Version("0.2.9")
+]
 #: The releases the tests below run on: the first and last of each 'names' class
 #: (tests/support/release_classes.py; every one with --all-releases).
 SWEPT = release_classes.releases("names", RELEASES)
@@ -56,6 +62,10 @@ def test_every_public_name_of_the_installed_comm_is_handed_through(release: Any)
         value = getattr(fi_compat.comm, name)
         if name in SUBMODULES:
             assert value is sys.modules[f"fi_compat.comm.{name}"]
+        elif getattr(release.comm, name) is sys.modules.get(f"{COMM}.{name}"):
+            # A submodule: fi-compat's, handed through (tests/comm/test_submodules.py).
+            assert value is sys.modules[f"fi_compat.comm.{name}"], name
+            assert getattr(value.__spec__, "origin", None) == f"{COMM}.{name}", name
         elif name in OURS:
             assert value is not getattr(release.comm, name), name  # adapted, ours
         else:

@@ -132,6 +132,8 @@ def expected_answers(
 
 def expected_torch_dist_backend(record: ReleaseRecord) -> tuple[str | None, str]:
     """Where ``TorchDistBackend`` lives and the answer for ``bcast_root_is_group_local``."""
+    if not record.comm_exists:  # no flashinfer.comm to probe (0.2.0.post1 to 0.2.7)
+        return None, "unknown"
     backend = record.torch_dist_backend
     if backend is None:
         return None, "unsupported"

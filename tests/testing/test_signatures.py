@@ -50,7 +50,12 @@ WRAPPERS = tuple(wrapper.key for wrapper in WRAPPER_SYMBOLS)
 COMM_FUNCTIONS = tuple(
     name for symbol in COMM_SYMBOLS if symbol.kind == "function" for name in symbol.names
 )
-HAZARDS = ("comm_requires_cuda_runtime", "import_queries_gpu", "comm_requires_triton")
+HAZARDS = (
+    "comm_requires_cuda_runtime",
+    "import_queries_gpu",
+    "comm_requires_triton",
+    "comm_requires_python",
+)
 NAME_KINDS = ("function", "class", "enum", "module", "value")
 #: What a name record holds beyond kind and defined_in, by kind.
 NAME_PARTS = {
@@ -67,8 +72,18 @@ def _text(release: str) -> str:
     return gzip.decompress(data).decode("utf-8")
 
 
+#: The releases the facts below are stated for: the final releases from 0.2.9 on (the
+#: records of older and pre-releases are checked for form above and in
+#: tests/upgrade/test_every_module.py).
+FINALS = [
+    release
+    for release in available_releases()
+    if not Version(release).is_prerelease and Version(release) >= Version("0.2.9")
+]
+
+
 def _records() -> Iterator[ReleaseRecord]:
-    for release in available_releases():
+    for release in FINALS:
         yield load_release(release)
 
 
@@ -87,11 +102,17 @@ def test_a_caller_changing_the_release_lists_changes_no_later_answer() -> None:
 def test_one_file_per_listed_release() -> None:
     listed = listed_releases()
     assert available_releases() == listed
-    assert listed[0] == "0.2.9"
+    # every release the registry holds, pre-releases included
+    assert listed[0] == "0.2.0.post1"
     assert listed[-1] == "0.7.2.post1"
-    assert len(listed) == 58
-    assert len(set(listed)) == 58
+    assert len(listed) == 111
+    assert len(set(listed)) == 111
+    assert sum(Version(release).is_prerelease for release in listed) == 38
     assert listed == sorted(listed, key=Version)
+    # ... and the surface store holds the same releases
+    from fi_compat._records._store import store_releases
+
+    assert list(store_releases()) == listed
 
 
 def test_available_releases_are_sorted_by_version_not_text() -> None:
@@ -104,7 +125,7 @@ def test_load_release_by_equivalent_version_and_unknown() -> None:
     assert load_release("0.7.2post1").release == "0.7.2.post1"
     assert load_release("0.6.5") is load_release("0.6.5")
     with pytest.raises(UnknownReleaseError):
-        load_release("0.2.8")
+        load_release("0.2.6.post2")
     with pytest.raises(LookupError):
         load_release("nonsense")
 
@@ -204,7 +225,7 @@ def test_file_is_well_formed(release: str) -> None:
     data = json.loads(text)
     # Deterministic formatting: what the recorder writes, byte for byte.
     assert text == dump_record(data)
-    assert data["schema"] == 2
+    assert data["schema"] == 3
     assert data["release"] == release
     assert set(data) == {
         "schema",
@@ -215,7 +236,6 @@ def test_file_is_well_formed(release: str) -> None:
         "attention",
         "decode",
         "attention_families",
-        "modules",
     }
     assert release in data["source"]["filename"]
     assert len(data["source"]["sha256"]) == 64
@@ -248,20 +268,17 @@ def test_file_is_well_formed(release: str) -> None:
     if pattern is not None:
         assert pattern["members"]["kAllReduce"] == 0
         assert pattern["members"]["kARResidualRMSNorm"] == 1
-    _check_names(comm["names"], COMM)
-    assert comm["names"], f"{release}: flashinfer.comm binds no public name"
-    assert set(comm["submodules"]) <= {module.rpartition(".")[2] for module in COMM_NAMED_MODULES}
-    for submodule, table in comm["submodules"].items():
-        _check_names(table, f"{COMM}.{submodule}")
+    assert "names" not in comm
+    assert "submodules" not in comm
     assert set(data["decode"]) == set(FAST_DECODE_PLAN.names)
     for name, func in data["decode"].items():
         if func is not None:
             _check_function(func, name)
-    assert set(data["modules"]) <= set(ATTENTION_MODULES)
-    assert FLASHINFER in data["modules"], f"{release}: top-level flashinfer is not recorded"
-    for module, table in data["modules"].items():
-        _check_names(table, module)
-    assert table_wrappers_are_families(data), release
+    record = load_release(release)
+    assert record.module(FLASHINFER) is not None, f"{release}: flashinfer is not recorded"
+    for module in (*COMM_NAMED_MODULES, *ATTENTION_MODULES):
+        _check_typed_names(record, module)
+    assert table_wrappers_are_families(data, record), release
     families = data["attention_families"]
     assert list(families) == sorted(ATTENTION_FAMILIES)
     for name, family in families.items():
@@ -283,23 +300,42 @@ def test_file_is_well_formed(release: str) -> None:
 FAMILY_METHODS = ("__init__", "plan", "begin_forward", "run", "forward", "_plan_impl")
 
 
-def table_wrappers_are_families(data: Mapping[str, Any]) -> bool:
+def table_wrappers_are_families(data: Mapping[str, Any], record: ReleaseRecord) -> bool:
     """Each attention family top-level ``flashinfer`` lists is in its name table as a class
     defined where the family record says, with every family method it has (the table adds
     the other public methods and properties)."""
-    table = data["modules"][FLASHINFER]
+    table = record.public_names(FLASHINFER)
     for name, family in data["attention_families"].items():
         if family is None:
             continue
         entry = table.get(name)
         assert entry is not None, name
-        assert entry["kind"] == "class", name
-        assert entry["defined_in"] == family["defined_in"], name
+        assert entry.kind == "class", name
+        assert entry.defined_in == family["defined_in"], name
+        assert entry.cls is not None, name
         public = {method for method in FAMILY_METHODS if not method.startswith("_")}
         defined = {method for method, found in family["methods"].items() if found is not None}
         present = (defined | set(family["aliases"])) & public
-        assert present <= set(entry["class"]["methods"]), name
+        assert present <= set(entry.cls.methods), name
     return True
+
+
+def _check_typed_names(record: ReleaseRecord, module: str) -> None:
+    """Every name of ``module`` in the store reads as a well-formed record."""
+    found = record.module(module)
+    if found is None:
+        return
+    for name, entry in found.names.items():
+        where = f"{record.release}: {module}.{name}"
+        assert name.isidentifier(), where
+        assert entry.kind in NAME_KINDS, where
+        assert (entry.function is not None) is (entry.kind == "function"), where
+        assert (entry.cls is not None) is (entry.kind in ("class", "enum")), where
+        if entry.function is not None:
+            assert entry.function.defined_in == entry.defined_in, where
+        if entry.cls is not None:
+            assert entry.cls.defined_in == entry.defined_in, where
+            assert "__init__" in entry.cls.methods, where
 
 
 def test_the_wrappers_are_the_same_as_families() -> None:
@@ -318,7 +354,7 @@ def test_families_by_release() -> None:
     def has(family: str) -> list[str]:
         return _releases_where(lambda r: family in r.attention_families)
 
-    everywhere = available_releases()
+    everywhere = FINALS
     for family in ATTENTION_FAMILIES[:3]:
         assert has(family) == everywhere, family
     latest = load_release("0.7.2.post1")
@@ -366,11 +402,11 @@ def _releases_where(predicate: Callable[[ReleaseRecord], bool]) -> list[str]:
 
 
 def _from(first: str) -> list[str]:
-    return [r for r in available_releases() if Version(r) >= Version(first)]
+    return [r for r in FINALS if Version(r) >= Version(first)]
 
 
 def _between(first: str, last: str) -> list[str]:
-    return [r for r in available_releases() if Version(first) <= Version(r) <= Version(last)]
+    return [r for r in FINALS if Version(first) <= Version(r) <= Version(last)]
 
 
 def test_unified_api_from_060() -> None:
@@ -403,14 +439,14 @@ def test_unified_api_from_060() -> None:
 
 
 def test_legacy_api_in_every_release() -> None:
-    assert _releases_where(lambda r: r.legacy_api) == available_releases()
+    assert _releases_where(lambda r: r.legacy_api) == FINALS
     assert (
         _releases_where(
             lambda r: (
                 r.comm_function("trtllm_destroy_ipc_workspace_for_all_reduce_fusion") is not None
             )
         )
-        == available_releases()
+        == FINALS
     )
 
 
@@ -433,7 +469,7 @@ def test_trigger_completion_at_end_on_allreduce_fusion_from_068() -> None:
     # The legacy function had it all along.
     assert (
         _releases_where(lambda r: r.accepts("trtllm_allreduce_fusion", "trigger_completion_at_end"))
-        == available_releases()
+        == FINALS
     )
 
 
@@ -530,7 +566,9 @@ def test_decorated_functions_record_the_decorator() -> None:
 
 
 def _first_exporting(module: str, name: str) -> str | None:
-    return next((r.release for r in _records() if name in r.public_names(module)), None)
+    """The first final release (of all recorded, 0.2.x included) whose module has it."""
+    finals = [r for r in available_releases() if not Version(r).is_prerelease]
+    return next((r for r in finals if name in load_release(r).public_names(module)), None)
 
 
 @pytest.mark.parametrize(
@@ -538,11 +576,11 @@ def _first_exporting(module: str, name: str) -> str | None:
     [
         # 0.2.9 .. 0.2.12 export it as FP4QuantizationSFLayout (trtllm_ar renamed it).
         ("QuantizationSFLayout", "0.2.13"),
-        ("FP4QuantizationSFLayout", "0.2.9"),
+        ("FP4QuantizationSFLayout", "0.2.7.post1"),  # flashinfer.comm arrived then
         ("MoeAlltoAll", "0.6.0"),
         ("moe_a2a_get_workspace_size_per_rank", "0.6.0"),
         ("PcieIpcAllReduceWorkspace", "0.7.0"),
-        ("Mapping", "0.2.9"),
+        ("Mapping", "0.2.7.post1"),
         ("TRTLLMAllReduceFusionWorkspace", "0.6.0"),
         ("is_mnnvl_cutedsl_supported", "0.7.2.post1"),
         # Never exported from flashinfer.comm itself: from its submodules only.
@@ -571,8 +609,8 @@ def test_fp4_layout_was_renamed_in_0213() -> None:
 @pytest.mark.parametrize(
     ("name", "first"),
     [
-        ("McastGPUBuffer", "0.2.9"),
-        ("MnnvlMemory", "0.2.9"),
+        ("McastGPUBuffer", "0.2.8"),
+        ("MnnvlMemory", "0.2.7.post1"),
         ("CommBackend", "0.3.0"),
         ("MnnvlConfig", "0.3.0"),
         ("is_mnnvl_fabric_supported", "0.6.0"),
@@ -604,7 +642,10 @@ def test_mnnvl_of_0_7_2_post1() -> None:
     assert backend.cls.method("bcast") == torch_dist_backend.method("bcast")
     config = names["MnnvlConfig"].cls
     assert config is not None
-    assert config.method("__init__") is None  # a dataclass: its __init__ is generated
+    init = config.method("__init__")  # a dataclass: its __init__ is the one its fields make
+    assert init is not None
+    assert init.decorators == ("generated",)
+    assert "comm_backend" in init.keyword_names
     assert "comm_backend" in config.attributes
     assert names["torch"].kind == "module"
     assert (names["logger"].kind, names["logger"].defined_in) == ("value", MNNVL_MODULE)
@@ -613,10 +654,12 @@ def test_mnnvl_of_0_7_2_post1() -> None:
 
 def test_mnnvl_is_in_every_release_and_reads_as_empty_when_absent() -> None:
     assert all(record.public_names(MNNVL_MODULE) for record in _records())
-    data = json.loads(_text("0.6.5"))
-    del data["comm"]["submodules"]["mnnvl"]
-    assert parse_record(data).public_names(MNNVL_MODULE) == {}
-    assert parse_record(data).public_names(COMM) == load_release("0.6.5").public_names(COMM)
+    # a release without the module: nothing, not an error
+    first = introduced_in(MNNVL_MODULE, "MnnvlMemory")
+    assert first is not None
+    before = available_releases()[available_releases().index(first) - 1]
+    assert load_release(before).public_names(MNNVL_MODULE) == {}
+    assert load_release(before).module(MNNVL_MODULE) is None
 
 
 def test_name_tables_agree_with_the_symbol_records() -> None:
@@ -717,7 +760,7 @@ def test_attention_wrappers_keep_backend_and_cuda_graph_flags(wrapper: str) -> N
         assert {"_backend", "_use_cuda_graph"} <= set(attributes(record)), record.release
     # Only the decode wrapper keeps the tensor-core switch.
     tensor_cores = _releases_where(lambda r: "_use_tensor_cores" in attributes(r))
-    expected = available_releases() if wrapper == "BatchDecodeWithPagedKVCacheWrapper" else []
+    expected = FINALS if wrapper == "BatchDecodeWithPagedKVCacheWrapper" else []
     assert tensor_cores == expected
 
 
@@ -747,7 +790,7 @@ def test_fast_decode_plan_from_040() -> None:
 def test_schema_1_data_reads_with_empty_additions() -> None:
     data = json.loads(_text("0.6.5"))
     data["schema"] = 1
-    del data["decode"], data["comm"]["names"], data["comm"]["submodules"]
+    del data["decode"]
     for cls in [*data["comm"]["classes"].values(), *data["attention"].values()]:
         if cls is not None:
             del cls["attributes"]
@@ -759,7 +802,7 @@ def test_schema_1_data_reads_with_empty_additions() -> None:
     assert wrapper is not None
     assert wrapper.attributes == ()
     assert old.comm_functions == load_release("0.6.5").comm_functions
-    data["schema"] = 3
+    data["schema"] = 4
     with pytest.raises(ValueError, match="schema"):
         parse_record(data)
 
@@ -781,32 +824,41 @@ def test_introduced_in_is_cached_and_none_for_unknown_names() -> None:
     assert calls == []
 
 
-HOSTILE_MODULES = [
-    None,
-    5,
-    b"flashinfer.comm",
-    "flashinfer.comm.",
-    "FLASHINFER.COMM",
-    " flashinfer.comm",
-    "flashinfer.comm.comm_backend",
-    "flashinfer.sampling",
-    ["flashinfer.comm"],
-    {"flashinfer.comm": 1},
-    COMM_SYMBOLS[0],
-]
+HOSTILE_MODULES = [None, 5, b"flashinfer.comm", "", ["flashinfer.comm"], {"a": 1}, COMM_SYMBOLS[0]]
+#: Strings that name no module of any release: every module is recorded, so these answer
+#: "nothing", not an error.
+NO_MODULES = ["flashinfer.comm.", "FLASHINFER.COMM", " flashinfer.comm", "flashinfer.nope", "\0"]
 
 
 @pytest.mark.parametrize("bad", HOSTILE_MODULES, ids=repr)
-def test_public_names_refuses_anything_but_a_named_module(bad: object) -> None:
+def test_public_names_refuses_anything_but_a_module_name(bad: object) -> None:
     record = load_release("0.7.2.post1")
     with pytest.raises(InvalidArgumentError, match="module"):
         record.public_names(bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="module"):
+        record.module(bad)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("bad", HOSTILE_MODULES, ids=repr)
-def test_introduced_in_refuses_anything_but_a_named_module(bad: object) -> None:
+def test_introduced_in_refuses_anything_but_a_module_name(bad: object) -> None:
     with pytest.raises(InvalidArgumentError, match="module"):
         introduced_in(bad, "MoeAlltoAll")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", NO_MODULES, ids=repr)
+def test_a_module_no_release_ships_has_no_names(name: str) -> None:
+    record = load_release("0.7.2.post1")
+    assert record.public_names(name) == {}
+    assert record.module(name) is None
+    assert introduced_in(name, "MoeAlltoAll") is None
+
+
+def test_every_module_of_a_release_is_there() -> None:
+    record = load_release("0.7.2.post1")
+    assert "flashinfer.fused_moe.core" in record.names
+    assert "flashinfer.sampling" in record.names
+    assert "flashinfer.comm.comm_backend" in record.names
+    assert record.public_names("flashinfer.comm.comm_backend")["TorchDistBackend"].kind == "class"
 
 
 @pytest.mark.parametrize("bad", [None, 5, "", b"MoeAlltoAll", ["MoeAlltoAll"], {"a": 1}, 1.5])

@@ -138,7 +138,7 @@ def test_table_rows_name_the_first_release() -> None:
     assert rows["`group=` on `create_allreduce_fusion_workspace`"] == ["0.6.10.post1", "— |"]
     assert rows["`trigger_completion_at_end=` on `allreduce_fusion`"] == ["0.6.8", "— |"]
     cuda = "Hazard: `import flashinfer.comm` needs a loaded CUDA runtime (`AssertionError`)"
-    assert rows[cuda] == ["0.2.9", "0.6.13 |"]
+    assert rows[cuda] == ["0.2.6", "0.6.13 (absent from 0.2.7 to 0.2.7) |"]
 
 
 def test_runs_of_consecutive_releases() -> None:

@@ -148,8 +148,21 @@ def test_rerecording_the_installed_tree_gives_the_shipped_record(
     shipped = load_release(RELEASE)
     assert parse_record(fresh).comm_functions == shipped.comm_functions
     assert parse_record(fresh).attention == shipped.attention
-    assert parse_record(fresh).names == shipped.names
     assert parse_record(fresh).fast_decode_plan == shipped.fast_decode_plan
+    # ... and its surface is the shipped one: every module, every name's shape
+    from tools.recorder.archive import read_release
+    from tools.recorder.resolve import Package
+    from tools.recorder.surface import surface
+
+    found = surface(Package(read_release(site)))
+    assert set(found) == set(shipped.names)
+    for module, table in found.items():
+        shipped_module = shipped.module(module)
+        assert shipped_module is not None, module
+        assert set(table.get("names", {})) == set(shipped_module.names), module
+        for name, entry in table.get("names", {}).items():
+            shape = (entry["kind"], entry["defined_in"], bool(entry.get("conditional")))
+            assert shipped_module.shape(name) == shape, (module, name)
 
 
 # ------------------------------------------------------------------------- name tables

@@ -532,5 +532,6 @@ def test_a_module_s_dunders_are_never_a_missing_name(tmp_path: Path) -> None:
     # Python sets these on every module: present on both releases
     assert _one(findings, 6, "unchanged").category is U
     assert _one(findings, 7, "unchanged").category is U
-    # the records leave __version__ out: unknown there, so no verdict rather than a break
-    assert not _at(findings, 4)
+    # __version__ is bound by an import in both releases (recorded like any name): it moved
+    # from flashinfer._build_meta to flashinfer.version, and the import still works
+    assert [f.category for f in _at(findings, 4)] == [Category.BEHAVIOUR]

@@ -149,6 +149,75 @@ def _triton_hazard(package: Package) -> str | None:
     return None
 
 
+#: Standard-library classes that became subscriptable at run time in a later Python than
+#: fi-compat's oldest (3.10): ``array.array[int]`` evaluated at import raises ``TypeError``
+#: before 3.12. Checked against real imports in tests/tools/test_python_hazard.py.
+_GENERIC_SINCE = {("array", "array"): "3.12"}
+_FUTURE_ANNOTATIONS = "annotations"
+
+
+def _evaluated_annotations(module: Module) -> Iterator[ast.expr]:
+    """The annotations the module body evaluates at import: none under ``from __future__
+    import annotations``; else those of module-level and class-level functions and of
+    annotated assignments at module and class level."""
+    for stmt in module.tree.body:
+        if (
+            isinstance(stmt, ast.ImportFrom)
+            and stmt.module == "__future__"
+            and any(alias.name == _FUTURE_ANNOTATIONS for alias in stmt.names)
+        ):
+            return
+    for stmt, _context in module.statements:
+        bodies = [stmt, *(stmt.body if isinstance(stmt, ast.ClassDef) else [])]
+        for node in bodies:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                arguments = node.args
+                every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+                every += [arg for arg in (arguments.vararg, arguments.kwarg) if arg is not None]
+                yield from (arg.annotation for arg in every if arg.annotation is not None)
+                if node.returns is not None:
+                    yield node.returns
+            elif isinstance(node, ast.AnnAssign):
+                yield node.annotation
+
+
+def _python_hazard(package: Package) -> tuple[str, str] | None:
+    """``(the Python the import needs, evidence)`` when ``import flashinfer.comm`` evaluates
+    an annotation subscripting a class that Python only subscripts from a later version."""
+    if not package.source.is_module(COMM):
+        return None
+    for module_name, why in package.import_closure(COMM, ()):
+        module = package.get(module_name)
+        assert module is not None
+        for annotation in _evaluated_annotations(module):
+            for node in ast.walk(annotation):
+                if not isinstance(node, ast.Subscript):
+                    continue
+                target = node.value
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                    found = package.resolve(module_name, target.value.id)
+                    binding = found[1] if found else None
+                    if binding is None or binding.kind != "module":
+                        continue
+                    key = (binding.target_module or "", target.attr)
+                elif isinstance(target, ast.Name):
+                    found = package.resolve(module_name, target.id)
+                    binding = found[1] if found else None
+                    if binding is None or binding.kind != "import":
+                        continue
+                    key = (binding.target_module or "", binding.target_name or "")
+                else:
+                    continue
+                python = _GENERIC_SINCE.get(key)
+                if python is not None:
+                    return python, (
+                        f"{module.path}:{node.lineno}: the annotation {ast.unparse(node)} is "
+                        f"evaluated at import; {'.'.join(key)} is subscriptable from Python "
+                        f"{python} on (TypeError before; imported via {why})"
+                    )
+    return None
+
+
 def _hazard(evidence: str | None) -> dict[str, Any]:
     return {"value": evidence is not None, "evidence": evidence}
 
@@ -159,4 +228,12 @@ def import_hazards(package: Package) -> dict[str, Any]:
         "comm_requires_cuda_runtime": _hazard(_cudart_hazard(package)),
         "import_queries_gpu": _hazard(_gpu_query_hazard(package)),
         "comm_requires_triton": _hazard(_triton_hazard(package)),
+        "comm_requires_python": _python(_python_hazard(package)),
     }
+
+
+def _python(found: tuple[str, str] | None) -> dict[str, Any]:
+    if found is None:
+        return {"value": False, "evidence": None}
+    python, evidence = found
+    return {"value": True, "evidence": evidence, "python": python}

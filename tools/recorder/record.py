@@ -5,11 +5,10 @@ and class symbol of ``flashinfer.comm`` and every attention wrapper is looked up
 each of its homes, newest first, and recorded under the FlashInfer name it has there
 (null when the release binds no home of that name), and so is each ``flashinfer.decode``
 function symbol. A rename or a move in FlashInfer is a new
-:class:`~fi_compat._surface.Home` in the surface and nothing here. Every public name of
-each of the surface's ``NAMED_MODULES`` is recorded as well (:mod:`.names`: the communication
-modules under ``comm``, the attention backends' modules under ``modules``), and so is
-every attention family of ``ATTENTION_FAMILIES`` that top-level ``flashinfer`` exports
-(``attention_families``). The layout is described in
+:class:`~fi_compat._surface.Home` in the surface and nothing here. Every attention family of
+``ATTENTION_FAMILIES`` that top-level ``flashinfer`` exports is recorded as well
+(``attention_families``); every module's names are the surface's (:mod:`.surface`), kept
+in the store. The layout is described in
 ``fi_compat/_records/README.md``.
 """
 
@@ -24,9 +23,7 @@ from typing import Any
 from fi_compat._forwarding import calls_named
 from fi_compat._surface import (
     ATTENTION_FAMILIES,
-    ATTENTION_MODULES,
     COMM,
-    COMM_NAMED_MODULES,
     COMM_SYMBOLS,
     DECODE_FUNCTIONS,
     FLASHINFER,
@@ -43,17 +40,17 @@ from fi_compat._surface import (
 from fi_compat.testing import RecordingError
 from tools.recorder.archive import read_release, version_from_filename
 from tools.recorder.hazards import import_hazards
-from tools.recorder.names import name_table
 from tools.recorder.resolve import Package
 from tools.recorder.signatures import ClassNode, Recorder
 
 __all__ = ["SCHEMA_VERSION", "record_release"]
 
 #: Bumped whenever the JSON layout changes in a way a reader of the previous version would
-#: misread (2: name tables, ``decode``, class attributes). ``attention_families`` is a new
-#: key a schema-2 reader ignores and a file without it reads as recording none, so it
-#: needed no bump.
-SCHEMA_VERSION = 2
+#: misread (2: name tables, ``decode``, class attributes; 3: the name tables left for the
+#: surface store, which records every module). ``attention_families`` is a new key a
+#: schema-2 reader ignores and a file without it reads as recording none, so it needed no
+#: bump.
+SCHEMA_VERSION = 3
 
 # Facts only the recorder needs, so the surface does not declare them:
 #: The method fi-compat frees a unified workspace with, recorded on every workspace class.
@@ -131,12 +128,6 @@ def record_release(path: Path, *, release: str | None = None) -> Record:
             ),
             "classes": classes,
             "workspace_classes": workspace_classes,
-            "names": name_table(recorder, COMM),
-            "submodules": {
-                module.removeprefix(f"{COMM}."): name_table(recorder, module)
-                for module in COMM_NAMED_MODULES
-                if module != COMM and package.source.is_module(module)
-            },
         },
         "attention": _by_name(
             WRAPPER_SYMBOLS, lambda symbol, home: _wrapper(recorder, symbol, home)
@@ -145,11 +136,6 @@ def record_release(path: Path, *, release: str | None = None) -> Record:
             DECODE_FUNCTIONS, lambda _, home: recorder.function(home.module, home.name)
         ),
         "attention_families": _families(recorder),
-        "modules": {
-            module: name_table(recorder, module)
-            for module in ATTENTION_MODULES
-            if package.source.is_module(module)
-        },
     }
 
 

@@ -22,6 +22,7 @@ from fi_compat._forwarding import (
     method_kind,
     positional_doubts,
 )
+from fi_compat._records._parse import parameters
 from tools.recorder.resolve import MAX_DEPTH, Module, Package, absolute
 
 __all__ = ["Recorder", "parameters"]
@@ -37,35 +38,10 @@ _ENUM_MODULE = "enum"
 #: What ``@dataclass``, ``@dataclasses.dataclass(frozen=True)``, ... unparse to end with.
 _DATACLASS = "dataclass"
 _CLASS_VAR = "ClassVar"
+#: What a ``typing.NamedTuple`` base unparses to end with.
+_NAMED_TUPLE = "NamedTuple"
 #: What ``@overload`` / ``@typing.overload`` unparse to end with.
 _OVERLOAD = "overload"
-
-
-def parameters(args: ast.arguments) -> list[dict[str, str]]:
-    """Each parameter as ``{name, kind, default?, annotation?}``, in ``inspect`` order."""
-    records: list[dict[str, str]] = []
-    positional = [*args.posonlyargs, *args.args]
-    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
-    defaults += list(args.defaults)
-
-    def one(arg: ast.arg, kind: str, default: ast.expr | None) -> dict[str, str]:
-        record = {"name": arg.arg, "kind": kind}
-        if default is not None:
-            record["default"] = ast.unparse(default)
-        if arg.annotation is not None:
-            record["annotation"] = ast.unparse(arg.annotation)
-        return record
-
-    for index, arg in enumerate(positional):
-        kind = "POSITIONAL_ONLY" if index < len(args.posonlyargs) else "POSITIONAL_OR_KEYWORD"
-        records.append(one(arg, kind, defaults[index]))
-    if args.vararg is not None:
-        records.append(one(args.vararg, "VAR_POSITIONAL", None))
-    for arg, kw_default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
-        records.append(one(arg, "KEYWORD_ONLY", kw_default))
-    if args.kwarg is not None:
-        records.append(one(args.kwarg, "VAR_KEYWORD", None))
-    return records
 
 
 def _first_parameter(func: FunctionNode) -> str | None:
@@ -129,6 +105,43 @@ def _dataclass_fields(node: ast.ClassDef) -> set[str]:
         and isinstance(stmt.target, ast.Name)
         and _CLASS_VAR not in ast.unparse(stmt.annotation)
     }
+
+
+def _decorator_keyword(node: ast.ClassDef, keyword: str, value: bool = True) -> bool:
+    """A decorator of ``node`` passes ``keyword=value`` (``@dataclass(kw_only=True)``)."""
+    for decorator in node.decorator_list:
+        if isinstance(decorator, ast.Call):
+            for given in decorator.keywords:
+                if given.arg == keyword and isinstance(given.value, ast.Constant):
+                    return given.value.value is value
+    return False
+
+
+def _field(stmt: ast.stmt, keyword_only: bool) -> dict[str, str] | None:
+    """A dataclass or NamedTuple field as a parameter record (``init`` kept when given)."""
+    if not isinstance(stmt, ast.AnnAssign) or not isinstance(stmt.target, ast.Name):
+        return None
+    if _CLASS_VAR in ast.unparse(stmt.annotation):
+        return None
+    record = {
+        "name": stmt.target.id,
+        "kind": "KEYWORD_ONLY" if keyword_only else "POSITIONAL_OR_KEYWORD",
+        "annotation": ast.unparse(stmt.annotation),
+    }
+    value = stmt.value
+    if isinstance(value, ast.Call) and ast.unparse(value.func).rpartition(".")[2] == "field":
+        for given in value.keywords:
+            if given.arg == "default":
+                record["default"] = ast.unparse(given.value)
+            elif given.arg == "default_factory":
+                record["default"] = f"{ast.unparse(given.value)}()"
+            elif given.arg == "init":
+                record["init"] = ast.unparse(given.value)
+            elif given.arg == "kw_only" and isinstance(given.value, ast.Constant):
+                record["kind"] = "KEYWORD_ONLY" if given.value.value else "POSITIONAL_OR_KEYWORD"
+    elif value is not None:
+        record["default"] = ast.unparse(value)
+    return record
 
 
 def _holds_constants(node: ast.ClassDef) -> bool:
@@ -386,6 +399,12 @@ class Recorder:
     def _method(
         self, module: Module, node: ast.ClassDef, name: str, *, aliases: bool = False
     ) -> dict[str, Any] | None:
+        if name == _INIT and not any(
+            isinstance(stmt, ast.FunctionDef) and stmt.name == _INIT for stmt in node.body
+        ):
+            generated = self.generated_init(module, node)
+            if generated is not None:
+                return generated
         found = self.find_method(module, node, name, aliases=aliases)
         if found is None:
             return None
@@ -394,6 +413,46 @@ class Recorder:
         where = f"{owner.name}.{stmt.name}"
         forward = self._forwarding(owner_module, stmt, where, (module, node))
         return _function_record(owner_module, stmt, where, forward)
+
+    def generated_init(self, module: Module, node: ast.ClassDef) -> dict[str, Any] | None:
+        """The ``__init__`` a dataclass or a ``NamedTuple`` gets from its fields, or None.
+
+        Its keywords are the fields, base classes' first (a renamed field breaks every
+        caller as a renamed parameter does); ``field(default=...)`` gives the default's
+        text, ``field(default_factory=f)`` the default ``f()``, ``init=False``
+        leaves the field out and ``kw_only=True`` on the decorator makes them keyword-only.
+        Recorded with the decorator ``"generated"`` and the class as its home.
+        """
+        chain = self._mro(module, node)
+        named_tuple = any(
+            ast.unparse(base).rpartition(".")[2] == _NAMED_TUPLE
+            for _, owner in chain
+            for base in owner.bases
+        )
+        if not named_tuple and not _is_dataclass(node):
+            return None
+        if not named_tuple and _decorator_keyword(node, "init", False):
+            return None
+        records: dict[str, dict[str, str]] = {}
+        for _, owner in reversed(chain):
+            if not (named_tuple or _is_dataclass(owner)):
+                continue
+            keyword_only = _decorator_keyword(owner, "kw_only")
+            for stmt in owner.body:
+                field = _field(stmt, keyword_only)
+                if field is not None:
+                    records.pop(field["name"], None)
+                    if field.pop("init", "True") != "False":
+                        records[field["name"]] = field
+        first = [] if named_tuple else [{"name": "self", "kind": "POSITIONAL_OR_KEYWORD"}]
+        # As dataclasses order them: keyword-only fields after the others.
+        fields = sorted(records.values(), key=lambda field: field["kind"] == "KEYWORD_ONLY")
+        return {
+            "defined_in": module.name,
+            "qualname": f"{node.name}.{_INIT}",
+            "decorators": ["generated"],
+            "parameters": [*first, *fields],
+        }
 
     def _forwarding(
         self,

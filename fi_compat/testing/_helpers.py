@@ -1,0 +1,153 @@
+"""The FlashInfer helpers the fake computes: plain arithmetic on their arguments.
+
+A function of the fake returns None where the release's result comes from a kernel. A few
+helpers whose results engines use are plain arithmetic on their arguments in every release
+that has them, and the fake computes those as the release does:
+
+* ``flashinfer.page.get_seq_lens`` (also ``flashinfer.get_seq_lens``): the sequence lengths
+  of a paged KV cache, a tensor (vLLM 0.33.0's FlashInfer metadata builder pins it with
+  ``.pin_memory()`` and hands it to ``plan``);
+* ``flashinfer.utils.get_trtllm_gen_multi_ctas_kv_counter_bytes`` (0.6.15 on): the bytes of
+  the TRT-LLM-gen multi-CTA KV counter buffer (vLLM sizes that buffer with it);
+* ``flashinfer.fused_moe.cute_dsl.moe_utils.get_max_num_tiles`` and
+  ``get_max_num_permuted_tokens`` (0.6.4 on): the CuTe DSL MoE's buffer bounds (vLLM's
+  ``moe_cute`` sizes its routing buffers with them), whose arithmetic changed at the gate
+  :data:`~fi_compat.testing._gates.TIGHT_MOE_TILE_BOUND`.
+
+Each is written here after the release's source and checked against the installed
+FlashInfer (``tests/testing/test_fake_helpers.py``); the bodies were compared across every
+recorded release's source. On tensors only their methods are used, so nothing here imports
+torch: the caller's tensors (CPU tensors in a test) compute the result. A helper applies
+where the release defines it under that name with the parameters it reads (:func:`helper`);
+given a :class:`~fi_compat.testing.StandIn` (a value the fake made up) it returns a
+:class:`~fi_compat.testing.StandIn`, since the fake cannot compute from a value it does not
+have. The testing guide, ``docs/guide/testing.md``, lists what the fake computes and what it
+does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.version import Version
+
+from fi_compat._records import FunctionRecord
+from fi_compat.testing._gates import TIGHT_MOE_TILE_BOUND
+from fi_compat.testing._objects import StandIn
+
+__all__ = ["HELPERS", "Helper", "compute", "helper"]
+
+
+@dataclass(frozen=True)
+class Helper:
+    """A FlashInfer helper the fake computes.
+
+    Attributes
+    ----------
+    module, name
+        Where the release defines it (``flashinfer.page``, ``get_seq_lens``).
+    parameters
+        The parameters it reads, in the release's order: a release whose recorded ``def``
+        has others does not get the computed result.
+    arithmetic
+        The computation: the release and the call's arguments by parameter name -> result.
+    """
+
+    module: str
+    name: str
+    parameters: tuple[str, ...]
+    arithmetic: Callable[[Version, Mapping[str, Any]], Any]
+
+    @property
+    def key(self) -> str:
+        """``module:name``, how generated code names the helper."""
+        return f"{self.module}:{self.name}"
+
+
+def _seq_lens(release: Version, arguments: Mapping[str, Any]) -> Any:
+    """``get_seq_lens``, the same in every release (0.2.0.post1 .. 0.7.2.post1):
+    ``torch.clamp(kv_indptr[1:] - kv_indptr[:-1] - 1, min=0) * page_size + kv_last_page_len``."""
+    kv_indptr = arguments["kv_indptr"]
+    pages = kv_indptr[1:] - kv_indptr[:-1] - 1
+    return pages.clamp(min=0) * arguments["page_size"] + arguments["kv_last_page_len"]
+
+
+def _round_up(value: int, multiple: int) -> int:
+    """``flashinfer.utils.round_up``: ``ceil_div(x, y) * y``."""
+    return (value + multiple - 1) // multiple * multiple
+
+
+def _counter_bytes(release: Version, arguments: Mapping[str, Any]) -> int:
+    """``get_trtllm_gen_multi_ctas_kv_counter_bytes``, the same in every release that has it
+    (0.6.15 on): one 4-byte semaphore per (request, query head), at least one per SM,
+    rounded up to a multiple of 8."""
+    wanted = arguments["batch_size"] * arguments["num_qo_heads"]
+    semaphores: int = _round_up(max(wanted, arguments["sm_count"]), 8)
+    return semaphores * 4
+
+
+def _max_num_tiles(release: Version, arguments: Mapping[str, Any]) -> int:
+    """``get_max_num_tiles``: with E = num_tokens * top_k expanded tokens over L local
+    experts and tiles of T tokens, E when E <= L, else ``L + ceil((E - L) / T)`` up to
+    0.6.10.post1 and the tight bound ``(E + (T - 1) * L) // T`` from 0.6.11rc1."""
+    expanded: int = arguments["num_tokens"] * arguments["top_k"]
+    experts: int = arguments["num_local_experts"]
+    tile: int = arguments["tile_size"]
+    if expanded <= experts:
+        return expanded
+    if release >= TIGHT_MOE_TILE_BOUND.version:
+        return (expanded + (tile - 1) * experts) // tile
+    return experts + (expanded - experts + tile - 1) // tile
+
+
+def _max_num_permuted_tokens(release: Version, arguments: Mapping[str, Any]) -> int:
+    """``get_max_num_permuted_tokens``: ``get_max_num_tiles(...) * tile_size``."""
+    tiles = _max_num_tiles(release, arguments)
+    size: int = arguments["tile_size"]
+    return tiles * size
+
+
+_MOE_UTILS = "flashinfer.fused_moe.cute_dsl.moe_utils"
+_TILES = ("num_tokens", "top_k", "num_local_experts", "tile_size")
+
+#: Every helper the fake computes, by :attr:`Helper.key`.
+HELPERS: Mapping[str, Helper] = {
+    helper.key: helper
+    for helper in (
+        Helper(
+            "flashinfer.page",
+            "get_seq_lens",
+            ("kv_indptr", "kv_last_page_len", "page_size"),
+            _seq_lens,
+        ),
+        Helper(
+            "flashinfer.utils",
+            "get_trtllm_gen_multi_ctas_kv_counter_bytes",
+            ("batch_size", "num_qo_heads", "sm_count"),
+            _counter_bytes,
+        ),
+        Helper(_MOE_UTILS, "get_max_num_tiles", _TILES, _max_num_tiles),
+        Helper(_MOE_UTILS, "get_max_num_permuted_tokens", _TILES, _max_num_permuted_tokens),
+    )
+}
+
+
+def helper(module: str, name: str, function: FunctionRecord | None) -> Helper | None:
+    """The helper computing ``module.name`` when the release's recorded ``def`` takes the
+    parameters it reads, else None (the fake's function returns None)."""
+    found = HELPERS.get(f"{module}:{name}")
+    if found is None or function is None:
+        return None
+    recorded = tuple(parameter.name for parameter in function.parameters)
+    return found if recorded == found.parameters else None
+
+
+def compute(key: str, release: Version, arguments: Mapping[str, Any]) -> Any:
+    """The result of helper ``key`` for a call's arguments (recorded defaults as their
+    values): what the release computes, a :class:`StandIn` where an argument is one."""
+    found = HELPERS[key]
+    if any(isinstance(value, StandIn) for value in arguments.values()):
+        return StandIn(f"{found.name}(...)")
+    return found.arithmetic(release, arguments)

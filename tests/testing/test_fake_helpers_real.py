@@ -1,0 +1,108 @@
+"""The helpers the fake computes against the installed flashinfer-python 0.7.2.post1: the same
+arguments through the fake and through the release's own Python (its pure-torch helpers run
+on a CPU) give the same results."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import itertools
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch", reason="needs torch (the helpers compute on tensors)")
+
+import torch
+
+from fi_compat.testing import fake_flashinfer
+from tests.support.installed import PINNED, import_installed
+
+MOE_UTILS = "flashinfer.fused_moe.cute_dsl.moe_utils"
+SEQ_LENS = [
+    # (kv_indptr, kv_last_page_len, page_size): the page table of a batch
+    ([0, 3, 4, 4, 8], [5, 16, 0, 1], 16),
+    ([0, 1, 2], [1, 1], 1),
+    ([0, 10, 25], [7, 64], 64),
+    ([0], [], 16),
+]
+
+
+@pytest.fixture(scope="module")
+def real() -> tuple[ModuleType, ...]:
+    return import_installed("flashinfer", "flashinfer.page", "flashinfer.utils")
+
+
+def _real_functions(module: str, names: tuple[str, ...]) -> dict[str, Callable[..., Any]]:
+    """``names`` as the installed release's source defines them in ``module``, run from that
+    source: ``flashinfer.fused_moe.cute_dsl`` imports triton, which this machine need not
+    have, and these functions use nothing but each other."""
+    spec = importlib.util.find_spec("flashinfer")
+    assert spec is not None
+    assert spec.submodule_search_locations
+    path = Path(spec.submodule_search_locations[0], *module.split(".")[1:]).with_suffix(".py")
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    body: list[ast.stmt] = [
+        node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name in names
+    ]
+    assert {node.name for node in body if isinstance(node, ast.FunctionDef)} == set(names)
+    namespace: dict[str, Any] = {}
+    exec(compile(ast.Module(body=body, type_ignores=[]), str(path), "exec"), namespace)
+    return {name: namespace[name] for name in names}
+
+
+def _pinned(tensor: torch.Tensor) -> tuple[str, object]:
+    try:
+        return "pinned", tensor.pin_memory().is_pinned()
+    except RuntimeError as error:  # no accelerator on this host
+        return "raised", str(error)
+
+
+@pytest.mark.real_flashinfer
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_get_seq_lens_is_the_releases(real: tuple[ModuleType, ...], dtype: torch.dtype) -> None:
+    real_flashinfer, real_page, _ = real
+    assert real_flashinfer.__version__ == PINNED
+    with fake_flashinfer(PINNED):
+        fake = importlib.import_module("flashinfer")
+        for indptr, last, page_size in SEQ_LENS:
+            arguments = (torch.tensor(indptr, dtype=dtype), torch.tensor(last, dtype=dtype))
+            got = fake.get_seq_lens(*arguments, page_size)
+            want = real_page.get_seq_lens(*arguments, page_size)
+            assert isinstance(got, torch.Tensor)
+            assert (got.dtype, got.device, got.shape) == (want.dtype, want.device, want.shape)
+            assert torch.equal(got, want), (indptr, last, page_size)
+            assert _pinned(got) == _pinned(want)
+            # keywords too, as vLLM passes them positionally and others by name
+            named = fake.get_seq_lens(
+                kv_indptr=arguments[0], kv_last_page_len=arguments[1], page_size=page_size
+            )
+            assert torch.equal(named, want)
+
+
+@pytest.mark.real_flashinfer
+def test_the_counter_bytes_are_the_releases(real: tuple[ModuleType, ...]) -> None:
+    real_utils = real[2]
+    with fake_flashinfer(PINNED):
+        fake_utils = importlib.import_module("flashinfer.utils")
+        for batch, heads, sms in itertools.product([1, 3, 64, 257], [1, 5, 32, 128], [1, 132]):
+            got = fake_utils.get_trtllm_gen_multi_ctas_kv_counter_bytes(batch, heads, sms)
+            want = real_utils.get_trtllm_gen_multi_ctas_kv_counter_bytes(batch, heads, sms)
+            assert got == want, (batch, heads, sms)
+
+
+@pytest.mark.real_flashinfer
+def test_the_moe_bounds_are_the_releases(real: tuple[ModuleType, ...]) -> None:
+    release = _real_functions(MOE_UTILS, ("get_max_num_tiles", "get_max_num_permuted_tokens"))
+    with fake_flashinfer(PINNED):
+        fake = importlib.import_module(MOE_UTILS)
+        for tokens, top_k, experts, tile in itertools.product(
+            [1, 7, 100, 4096], [1, 2, 8], [1, 8, 33, 256], [8, 128, 256]
+        ):
+            for name, function in release.items():
+                arguments = (tokens, top_k, experts, tile)
+                assert getattr(fake, name)(*arguments) == function(*arguments), (name, arguments)

@@ -1,0 +1,321 @@
+"""Every recorded module of a release under the fake (``fi_compat/testing/_modules.py``).
+
+The records hold every module of every release and every name each binds, private ones
+included; the fake binds all of them, each module when it is first imported. Here: every
+module of three releases imports and binds its recorded names with their recorded kinds and
+signatures; the modules and names vLLM 0.33.0 and SGLang 0.5.23 import from outside the
+attention backends and ``flashinfer.comm`` (MoE, GEMM, quantization, norm, ...) are there; a
+name a module ``__getattr__`` serves is served; a module the recorder could not read imports
+and its names raise a clear error; a module the release lacks names the first release that
+has it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Iterator
+from types import MappingProxyType, ModuleType
+
+import pytest
+
+import fi_compat.testing._fake as fake_module
+from fi_compat.testing import (
+    ModuleRecord,
+    NameRecord,
+    ReleaseRecord,
+    StandIn,
+    available_releases,
+    fake_flashinfer,
+    load_release,
+    module_introduced_in,
+)
+
+NEWEST = available_releases()[-1]
+OLDEST = available_releases()[0]
+MIDDLE = available_releases()[len(available_releases()) // 2]
+
+#: Modules engines' model code imports outside the attention backends, with a name from each
+#: (read from vLLM 0.33.0's and SGLang 0.5.23's ``from flashinfer... import ...`` lines).
+ENGINE_IMPORTS = (
+    ("flashinfer.fused_moe", "cutlass_fused_moe"),
+    ("flashinfer.fused_moe", "trtllm_fp4_block_scale_routed_moe"),
+    ("flashinfer.fused_moe", "Fp8QuantizationType"),
+    ("flashinfer.fused_moe.core", "ActivationType"),
+    ("flashinfer.fused_moe.core", "get_w2_permute_indices_with_cache"),
+    ("flashinfer.fused_moe.core", "_maybe_get_cached_w3_w1_permute_indices"),
+    ("flashinfer.gemm", "mm_bf16"),
+    ("flashinfer.quantization.fp4_quantization", "block_scale_interleave"),
+    ("flashinfer.fp4_quantization", "nvfp4_block_scale_interleave"),
+    ("flashinfer.norm", "gemma_rmsnorm"),
+    ("flashinfer.rope", "apply_rope_with_cos_sin_cache_inplace"),
+    ("flashinfer.sampling", "top_k_top_p_sampling_from_logits"),
+    ("flashinfer.topk", "top_k_ragged_transform"),
+    ("flashinfer.mla", "BatchMLAPagedAttentionWrapper"),
+    ("flashinfer.autotuner", "AutoTuner"),
+    ("flashinfer.jit.core", "gen_jit_spec"),
+    ("flashinfer.cute_dsl.utils", "get_max_active_clusters"),
+    ("flashinfer.moe_ep", "MoEEpMegaLayer"),
+    ("flashinfer.mamba", "selective_state_update"),
+    ("flashinfer.gdn_decode", "gated_delta_rule_mtp"),
+    ("flashinfer.gdn_prefill", "chunk_gated_delta_rule"),
+    ("flashinfer.comm.mapping", "Mapping"),
+    ("flashinfer.comm.trtllm_alltoall", "MnnvlMoe"),
+    ("flashinfer.comm.mnnvl", "is_mnnvl_fabric_supported"),
+    ("flashinfer.utils", "get_device_sm_count"),
+    ("flashinfer.utils", "_get_range_buf"),
+    ("flashinfer.tllm_enums", "RoutingMethodType"),
+)
+#: The further modules the engines' code names (``flashinfer.comm``'s submodules among them).
+ENGINE_MODULES = (
+    "flashinfer.quantization",
+    "flashinfer.sparse",
+    "flashinfer.jit",
+    "flashinfer.cute_dsl",
+    "flashinfer.comm.allreduce",
+    "flashinfer.comm.cuda_ipc",
+    "flashinfer.comm.vllm_ar",
+)
+
+
+def _check_module(record: ReleaseRecord, module: ModuleType, name: str) -> None:
+    """Every name ``module``'s record lists is bound there with its recorded kind; a
+    function with the recorded parameters, a class or enum as a class."""
+    recorded = record.module(name)
+    assert recorded is not None, name
+    for binding in recorded.names:
+        if binding.startswith("__") and binding.endswith("__"):
+            continue  # the module's own attributes (__all__, __getattr__ ...)
+        value = getattr(module, binding)
+        found = recorded.names[binding]
+        where = f"{name}.{binding}"
+        if found.kind == "function" and found.function is not None:
+            assert callable(value), where
+            parameters = [p.name for p in found.function.parameters]
+            assert list(inspect.signature(value).parameters) == parameters, where
+        elif found.kind in ("class", "enum") and found.defined_in is not None:
+            assert isinstance(value, type), where
+        elif found.kind == "module" and found.defined_in in sys.modules:
+            assert value is sys.modules[found.defined_in], where
+    if isinstance(recorded.served, tuple):
+        for served in recorded.served:
+            assert hasattr(module, served), f"{name}.{served} (served)"
+
+
+def _imported(release: str, modules: list[str], check: list[str]) -> Iterator[str]:
+    record = load_release(release)
+    with fake_flashinfer(release):
+        for name in modules:
+            module = importlib.import_module(name)
+            assert module.__name__ == name
+            if name in check:
+                _check_module(record, module, name)
+            yield name
+
+
+@pytest.mark.parametrize("release", sorted({OLDEST, MIDDLE}))
+def test_every_module_of_a_release_imports_with_its_names(release: str) -> None:
+    """All of a release's modules and every name of each: the oldest recorded release and
+    the middle one of the list (a few hundred modules at most)."""
+    modules = sorted(load_release(release).names)
+    assert "flashinfer" in modules
+    assert list(_imported(release, modules, modules)) == modules
+
+
+def test_every_module_of_the_newest_release_imports() -> None:
+    """The newest release records about 1900 modules: every one imports; the names of
+    every tenth (by name, a deterministic sample) and of the modules engines import are
+    checked as above, which keeps the test within seconds."""
+    record = load_release(NEWEST)
+    modules = sorted(record.names)
+    engine = {module for module, _ in ENGINE_IMPORTS} | set(ENGINE_MODULES)
+    sample = set(modules[::10]) | (engine & set(modules))
+    assert list(_imported(NEWEST, modules, sorted(sample))) == modules
+
+
+def test_the_modules_engines_import_are_there() -> None:
+    """What vLLM's and SGLang's model code imports from FlashInfer outside the attention
+    backends imports from the newest release's fake, each name as recorded."""
+    record = load_release(NEWEST)
+    with fake_flashinfer(NEWEST):
+        for module, name in ENGINE_IMPORTS:
+            recorded = record.module(module)
+            if recorded is None or not recorded.binds(name):
+                continue  # not in this release (the engines guard such imports)
+            value = getattr(importlib.import_module(module), name)
+            assert not isinstance(value, StandIn) or recorded.names[name].kind == "value"
+        for module in ENGINE_MODULES:
+            if record.module(module) is not None:
+                importlib.import_module(module)
+        core = importlib.import_module("flashinfer.fused_moe.core")
+        package = importlib.import_module("flashinfer.fused_moe")
+        # One object, however it is reached (flashinfer.fused_moe re-exports core's).
+        assert package.ActivationType is core.ActivationType
+        assert issubclass(core.ActivationType, __import__("enum").Enum)
+        found = record.module("flashinfer.fused_moe.core")
+        assert found is not None
+        cutlass = found.names["cutlass_fused_moe"].function
+        assert cutlass is not None
+        fused = package.cutlass_fused_moe
+        assert list(inspect.signature(fused).parameters) == [p.name for p in cutlass.parameters]
+        assert "def cutlass_fused_moe(" in inspect.getsource(fused)
+
+
+def test_private_names_are_bound_as_recorded() -> None:
+    """``flashinfer.utils._get_range_buf`` (engines call it) and every other private name of
+    ``flashinfer.utils``, a module the fake imports on entry: bound on first use."""
+    record = load_release(NEWEST)
+    utils = record.module("flashinfer.utils")
+    assert utils is not None
+    private = [name for name in utils.names if name.startswith("_") and not name.endswith("__")]
+    assert "_get_range_buf" in private
+    with fake_flashinfer(NEWEST) as fi:
+        module = importlib.import_module("flashinfer.utils")
+        _check_module(record, module, "flashinfer.utils")
+        function = module._get_range_buf
+        assert function.__module__ == "flashinfer.utils"
+        assert "def _get_range_buf(" in inspect.getsource(function)
+        assert function(8, "cpu") is None  # a tensor on a device: not modelled
+        assert fi.calls[-1].name == "_get_range_buf"
+        assert set(private) <= set(dir(module))
+
+
+def test_a_submodule_does_not_rebind_a_name_of_its_package() -> None:
+    """``flashinfer.cute_dsl`` binds the function ``add_rmsnorm_fp4quant`` of its submodule
+    of that name (``from .add_rmsnorm_fp4quant import add_rmsnorm_fp4quant``): importing the
+    submodule later leaves the package's name the function, as in the release."""
+    record = load_release(NEWEST)
+    recorded = record.module("flashinfer.cute_dsl")
+    assert recorded is not None
+    assert recorded.names["add_rmsnorm_fp4quant"].kind == "function"
+    with fake_flashinfer(NEWEST):
+        submodule = importlib.import_module("flashinfer.cute_dsl.add_rmsnorm_fp4quant")
+        package = importlib.import_module("flashinfer.cute_dsl")
+        assert package.add_rmsnorm_fp4quant is submodule.add_rmsnorm_fp4quant
+        assert callable(package.add_rmsnorm_fp4quant)
+
+
+def _served(release: str) -> list[tuple[str, str]]:
+    record = load_release(release)
+    found = []
+    for module in sorted(record.names):
+        recorded = record.module(module)
+        if recorded is not None and isinstance(recorded.served, tuple):
+            found += [(module, name) for name in recorded.served]
+    return found
+
+
+def test_names_a_module_getattr_serves_are_served() -> None:
+    """Each name a module ``__getattr__`` serves in the newest release is there, from the
+    module binding it nearest below; 0.6.14's ``flashinfer.comm`` serves the function
+    ``all_gather_matmul`` of its subpackage of that name."""
+    served = _served(NEWEST)
+    assert served
+    with fake_flashinfer(NEWEST):
+        for module, name in served:
+            assert hasattr(importlib.import_module(module), name), f"{module}.{name}"
+    if "0.6.14" in available_releases():
+        with fake_flashinfer("0.6.14") as fi:
+            comm = importlib.import_module("flashinfer.comm")
+            function = comm.all_gather_matmul
+            assert callable(function)
+            assert function.__module__ == "flashinfer.comm.all_gather_matmul.all_gather_matmul"
+            assert list(inspect.signature(function).parameters)[:2] == ["inp", "w"]
+            fi.clear_calls()
+            function(None, None, None)
+            assert fi.calls[-1].name == "all_gather_matmul"
+
+
+def test_a_getattr_whose_names_are_unknown_serves_none() -> None:
+    """A module ``__getattr__`` whose source does not list what it serves (recorded ``"*"``,
+    ``flashinfer.decode`` of 0.7.2.post1): the record cannot tell its names, so the fake
+    serves none and says why."""
+    record = load_release(NEWEST)
+    unknown = [m for m in sorted(record.names) if getattr(record.module(m), "served", None) == "*"]
+    assert unknown, f"no module of {NEWEST} serves names its source does not list"
+    with fake_flashinfer(NEWEST):
+        module = importlib.import_module(unknown[0])
+        with pytest.raises(AttributeError, match="does not list"):
+            module.definitely_not_a_flashinfer_name  # noqa: B018
+        assert not hasattr(module, "definitely_not_a_flashinfer_name")
+
+
+def _record_with(monkeypatch: pytest.MonkeyPatch, target: str, found: ModuleRecord) -> None:
+    """Make the fakes of this test read ``found`` as the newest release's ``target`` (from a
+    copy of its record: a build of its own, which no other test reuses)."""
+    record = dataclasses.replace(load_release(NEWEST))
+    assert record.module(target) is not None
+    recorded = ReleaseRecord.module
+
+    def module(self: ReleaseRecord, name: str) -> ModuleRecord | None:
+        return found if self is record and name == target else recorded(self, name)
+
+    monkeypatch.setattr(ReleaseRecord, "module", module)
+    monkeypatch.setattr(fake_module, "load_release", lambda release: record)
+
+
+def test_a_served_name_no_module_binds_is_a_function_that_logs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where no recorded module binds a name a module ``__getattr__`` serves, the fake serves
+    a function taking anything, which logs its calls and returns None."""
+    target = "flashinfer.jit.core"
+    names: MappingProxyType[str, NameRecord] = MappingProxyType({})
+    served = ModuleRecord(target, NEWEST, names, served=("definitely_served_by_getattr",))
+    _record_with(monkeypatch, target, served)
+    with fake_flashinfer(NEWEST) as fi:
+        core = importlib.import_module(target)
+        function = core.definitely_served_by_getattr
+        assert function.__module__ == target
+        assert function(1, key="value") is None
+        assert fi.calls[-1].name == "definitely_served_by_getattr"
+        assert fi.calls[-1].arguments == {"args": (1,), "kwargs": {"key": "value"}}
+        assert "definitely_served_by_getattr" in dir(core)
+
+
+def test_a_module_the_recorder_could_not_read_imports_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A module recorded as unreadable imports; each of its names raises an ``ImportError``
+    naming the module and the recorder's reason (``from ... import`` shows it too); its
+    dunders stay ``AttributeError`` (``hasattr`` probes keep working)."""
+    target = "flashinfer.jit.core"
+    reason = "SyntaxError: invalid syntax (core.py, line 1)"
+    names: MappingProxyType[str, NameRecord] = MappingProxyType({})
+    _record_with(monkeypatch, target, ModuleRecord(target, NEWEST, names, unreadable=reason))
+    with fake_flashinfer(NEWEST):
+        core = importlib.import_module(target)
+        with pytest.raises(ImportError, match="could not read") as raised:
+            core.gen_jit_spec  # noqa: B018
+        assert target in str(raised.value)
+        assert reason in str(raised.value)
+        with pytest.raises(ImportError, match="could not read"):
+            exec(f"from {target} import check_cuda_arch", {})
+        assert not hasattr(core, "__wrapped__")
+
+
+def test_a_module_the_release_lacks_names_the_first_release_with_it() -> None:
+    """``import flashinfer.X`` of a module the release lacks raises ``ModuleNotFoundError``
+    naming the first recorded release that ships it (or that none does, or when it was
+    there before); ``importlib.util.find_spec`` answers None, as Python does."""
+    old, new = set(load_release(OLDEST).names), set(load_release(NEWEST).names)
+    later = sorted(new - old)
+    assert later
+    module = "flashinfer.fused_moe" if "flashinfer.fused_moe" in later else later[0]
+    first = module_introduced_in(module)
+    assert first is not None
+    with fake_flashinfer(OLDEST):
+        with pytest.raises(ModuleNotFoundError, match=f"first .* ships it is {first}") as raised:
+            importlib.import_module(module)
+        assert raised.value.name == module
+        assert str(raised.value).startswith(f"No module named {module!r}")
+        assert importlib.util.find_spec(module) is None
+        with pytest.raises(ModuleNotFoundError, match="no recorded flashinfer-python release"):
+            importlib.import_module("flashinfer.definitely_not_a_module")
+    gone = sorted(old - new)
+    if gone:
+        with fake_flashinfer(NEWEST), pytest.raises(ModuleNotFoundError, match="is gone by"):
+            importlib.import_module(gone[0])

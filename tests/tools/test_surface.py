@@ -1,0 +1,420 @@
+"""The surface recorder (every module, every name), the store it is packed into, and the
+loader's reading of that store: on small source trees built here, so that each rule is
+seen failing and passing."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fi_compat._records import _store as store_module
+from fi_compat._records._parse import (
+    compact_name,
+    compact_parameter,
+    expand_name,
+    expand_parameter,
+    parameters,
+)
+from fi_compat._records._store import ANY, Store
+from tools.recorder.archive import read_release
+from tools.recorder.resolve import Package
+from tools.recorder.store import (
+    decode_ranges,
+    encode_ranges,
+    pack,
+    unpack,
+)
+from tools.recorder.surface import is_recorded_module, served_names, surface
+
+
+def _tree(root: Path, files: Mapping[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+def _surface(tmp_path: Path, files: Mapping[str, str]) -> dict[str, Any]:
+    return surface(Package(read_release(_tree(tmp_path / "release", files))))
+
+
+BASE = {
+    "flashinfer/__init__.py": """
+        from . import norm
+        from .norm import rmsnorm as rmsnorm
+        from .norm import _private_helper
+        __version__ = "9.9"
+    """,
+    "flashinfer/norm.py": """
+        import torch
+        from typing import Optional
+
+        def rmsnorm(input: torch.Tensor, weight, eps: float = 1e-6, *, out=None) -> torch.Tensor:
+            pass
+
+        def _private_helper(x, /, y):
+            pass
+
+        def _get_range_buf(n):
+            pass
+    """,
+    "flashinfer/fused_moe/__init__.py": """
+        from .core import trtllm_fp4_block_scale_moe, RoutingMethodType
+    """,
+    "flashinfer/fused_moe/core.py": """
+        import enum
+        from dataclasses import dataclass, field
+
+        class RoutingMethodType(enum.IntEnum):
+            Default = 0
+            Renormalize = 1
+
+        def trtllm_fp4_block_scale_moe(routing_logits, hidden_states, per_token_scale=None):
+            pass
+
+        @dataclass(frozen=True)
+        class MoEConfig:
+            num_experts: int
+            top_k: int = 2
+            tags: list = field(default_factory=list)
+            cache: dict = field(init=False, default=None)
+    """,
+    "flashinfer/_private_mod.py": "X = 1\n",
+    "flashinfer/data/cutlass/python/lib.py": "from cutlass_library.library import *\n",
+}
+
+
+@pytest.fixture
+def found(tmp_path: Path) -> dict[str, Any]:
+    return _surface(tmp_path, BASE)
+
+
+# ----------------------------------------------------------------------------- recorder
+
+
+def test_every_importable_module_is_recorded_and_nothing_else(found: dict[str, Any]) -> None:
+    assert sorted(found) == [
+        "flashinfer",
+        "flashinfer.fused_moe",
+        "flashinfer.fused_moe.core",
+        "flashinfer.norm",
+    ]
+    assert is_recorded_module("flashinfer.fused_moe.core")
+    assert is_recorded_module("flashinfer.__main__")
+    assert not is_recorded_module("flashinfer._private_mod")
+    assert not is_recorded_module("flashinfer.attention._core.x")
+    assert not is_recorded_module("flashinfer.data")
+    assert not is_recorded_module("flashinfer.data.cutlass.python.lib")
+    assert is_recorded_module("flashinfer.database")  # only the package data is left out
+
+
+def test_private_names_and_outside_imports_are_recorded(found: dict[str, Any]) -> None:
+    norm = found["flashinfer.norm"]["names"]
+    assert set(norm) == {"torch", "Optional", "rmsnorm", "_private_helper", "_get_range_buf"}
+    assert norm["_get_range_buf"]["kind"] == "function"
+    assert norm["torch"] == {"kind": "module", "defined_in": "torch"}
+    assert norm["Optional"] == {"kind": "value", "defined_in": "typing"}
+    top = found["flashinfer"]["names"]
+    assert top["norm"] == {"kind": "module", "defined_in": "flashinfer.norm"}
+    assert top["__version__"] == {"kind": "value", "defined_in": "flashinfer"}
+
+
+def test_a_reexport_with_the_same_record_is_stored_once(found: dict[str, Any]) -> None:
+    top = found["flashinfer"]["names"]
+    assert top["rmsnorm"] == {
+        "kind": "function",
+        "defined_in": "flashinfer.norm",
+        "same": "rmsnorm",
+    }
+    moe = found["flashinfer.fused_moe"]["names"]
+    assert moe["RoutingMethodType"]["same"] == "RoutingMethodType"
+    assert moe["RoutingMethodType"]["kind"] == "enum"
+    # the definition itself is whole
+    assert found["flashinfer.norm"]["names"]["rmsnorm"]["function"]["qualname"] == "rmsnorm"
+
+
+def test_a_dataclass_constructor_is_its_fields(found: dict[str, Any]) -> None:
+    config = found["flashinfer.fused_moe.core"]["names"]["MoEConfig"]["class"]
+    init = config["methods"]["__init__"]
+    assert init["decorators"] == ["generated"]
+    assert [(p["name"], p.get("default")) for p in init["parameters"]] == [
+        ("self", None),
+        ("num_experts", None),
+        ("top_k", "2"),
+        ("tags", "list()"),
+    ]
+
+
+def test_named_tuples_and_keyword_only_dataclasses(tmp_path: Path) -> None:
+    files = {
+        "flashinfer/__init__.py": """
+            from dataclasses import dataclass, KW_ONLY
+            from typing import NamedTuple
+
+            class Point(NamedTuple):
+                x: int
+                y: int = 0
+
+            @dataclass(kw_only=True)
+            class Base:
+                plan: object = None
+
+            @dataclass
+            class Binding(Base):
+                state: object
+
+            @dataclass(init=False)
+            class Manual:
+                a: int
+        """
+    }
+    names = _surface(tmp_path, files)["flashinfer"]["names"]
+
+    def params(name: str) -> list[tuple[str, str]]:
+        init = names[name]["class"]["methods"]["__init__"]
+        return [(p["name"], p["kind"]) for p in init["parameters"]]
+
+    assert params("Point") == [("x", "POSITIONAL_OR_KEYWORD"), ("y", "POSITIONAL_OR_KEYWORD")]
+    # dataclasses put keyword-only fields last, whatever class declares them
+    assert params("Binding") == [
+        ("self", "POSITIONAL_OR_KEYWORD"),
+        ("state", "POSITIONAL_OR_KEYWORD"),
+        ("plan", "KEYWORD_ONLY"),
+    ]
+    assert names["Manual"]["class"]["methods"]["__init__"] is None
+
+
+def test_all_open_star_imports_and_unreadable_modules(tmp_path: Path) -> None:
+    files = {
+        "flashinfer/__init__.py": (
+            "from torch import *\nfrom .a import *\n__all__ = ['x', 'y']\nx = 1\n"
+        ),
+        "flashinfer/a.py": "__all__ = ['_listed']\n_listed = 1\n_hidden = 2\n",
+        "flashinfer/broken.py": "def f(:\n",
+    }
+    found = _surface(tmp_path, files)
+    top = found["flashinfer"]
+    assert top["open"] == ["torch"]
+    assert top["all"] == ["x", "y"]
+    # ``__all__`` names are recorded (``y``, bound by nothing the source shows), and a star
+    # import binds the target's ``__all__``, private or not
+    assert set(top["names"]) == {"x", "y", "_listed", "__all__"}
+    assert found["flashinfer.broken"] == {"unreadable": found["flashinfer.broken"]["unreadable"]}
+    assert "cannot parse" in found["flashinfer.broken"]["unreadable"]
+
+
+@pytest.mark.parametrize(
+    ("source", "served"),
+    [
+        ("def __getattr__(name):\n    if name == 'a':\n        return 1\n", ["a"]),
+        (
+            "_L = {'a': 1, 'b': 2}\ndef __getattr__(name):\n    if name in _L:\n        pass\n",
+            ["a", "b"],
+        ),
+        (
+            "_L = frozenset({'c'})\ndef __getattr__(n):\n    if n not in _L:\n        raise E\n",
+            ["c"],
+        ),
+        ("def __getattr__(name):\n    if name in ('a', 'b'):\n        pass\n", ["a", "b"]),
+        ("def __getattr__(name):\n    return lookup(name)\n", "*"),
+        ("def __getattr__(name):\n    if name in registry():\n        pass\n", "*"),
+        ("def __getattr__(name):\n    if name.startswith('x'):\n        pass\n", "*"),
+        ("x = 1\n", None),
+    ],
+)
+def test_what_a_module_getattr_serves(tmp_path: Path, source: str, served: Any) -> None:
+    files = {"flashinfer/__init__.py": source}
+    package = Package(read_release(_tree(tmp_path / "r", files)))
+    module = package.get("flashinfer")
+    assert module is not None
+    assert served_names(module) == served
+
+
+# ----------------------------------------------------------------------------- the store
+
+
+@pytest.mark.parametrize(
+    "indices", [[], [0], [0, 1, 2], [0, 2, 4], [3, 4, 5, 9, 10, 40], list(range(111))]
+)
+def test_ranges_round_trip(indices: list[int]) -> None:
+    text = encode_ranges(indices)
+    assert decode_ranges(text) == indices
+    assert encode_ranges([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def f(): pass",
+        "def f(a, b=1, *args, c, d: int = 2, **kw) -> torch.Tensor: pass",
+        "def f(a, /, b, *, c=None): pass",
+        "def f(a, b=1, /, c=2): pass",
+        "def f(self, x: Optional['G'] = None, *, y: Callable[[int], str] = lambda v: ','): pass",
+        "def f(*, only): pass",
+        "def f(a: 'x = 1, y' = '(') -> 'a) -> b': pass",
+    ],
+)
+def test_parameters_round_trip(source: str) -> None:
+    func = ast.parse(source).body[0]
+    assert isinstance(func, ast.FunctionDef)
+    records = parameters(func.args)
+    compact = [compact_parameter(record) for record in records]
+    assert [expand_parameter(item) for item in compact] == records
+    # the commonest parameter is one string in a list
+    assert compact_parameter({"name": "x", "kind": "POSITIONAL_OR_KEYWORD"}) == ["x"]
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"kind": "value", "defined_in": "typing"},
+        {"kind": "value", "defined_in": None},
+        {"kind": "module", "defined_in": "flashinfer.norm"},
+        {"kind": "module", "defined_in": "os", "conditional": True},
+        {"kind": "function", "defined_in": "flashinfer.norm", "same": "rmsnorm"},
+        {"kind": "class", "defined_in": "flashinfer.x", "same": "C", "conditional": True},
+        {"kind": "function", "defined_in": "m", "function": {"qualname": "f"}},
+    ],
+)
+def test_short_names_round_trip(record: dict[str, Any]) -> None:
+    assert expand_name(compact_name(record)) == record
+
+
+def test_an_unknown_short_name_is_refused() -> None:
+    with pytest.raises(ValueError, match="expected a stored name record"):
+        expand_name("!nonsense")
+
+
+def _three(tmp_path: Path) -> dict[str, dict[str, Any]]:
+    """Three releases: 1.0 and 1.1 are BASE; 2.0rc1 adds a keyword, a module and drops one."""
+    second = dict(BASE)
+    second["flashinfer/fused_moe/core.py"] = BASE["flashinfer/fused_moe/core.py"].replace(
+        "per_token_scale=None", "per_token_scale=None, *, cache=None"
+    )
+    second["flashinfer/moe_ep.py"] = "def dispatch(x):\n    pass\n"
+    del second["flashinfer/norm.py"]
+    second["flashinfer/__init__.py"] = "from . import fused_moe\n"
+    return {
+        "1.0": _surface(tmp_path / "a", BASE),
+        "1.1": _surface(tmp_path / "b", BASE),
+        "2.0rc1": _surface(tmp_path / "c", second),
+    }
+
+
+def test_packing_is_lossless_and_deterministic(tmp_path: Path) -> None:
+    surfaces = _three(tmp_path)
+    data = pack(surfaces)
+    assert pack(surfaces) == data
+    assert unpack(data) == surfaces
+
+
+def test_each_distinct_record_is_stored_once(tmp_path: Path) -> None:
+    import io
+    import json
+    import zipfile
+
+    data = pack(_three(tmp_path))
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        index = json.loads(archive.read("index.json"))
+        # small modules: one shard holds them all
+        assert index["shards"] == ["flashinfer"]
+        core = json.loads(archive.read("0.names.json"))["flashinfer.fused_moe.core"]
+        lines = archive.read("0.records").decode().splitlines()
+    records = {
+        name: json.loads(versions)
+        for module, name, versions in (line.split("\t", 2) for line in lines)
+        if module == "flashinfer.fused_moe.core"
+    }
+    # PEP 440 order: the release candidate of 2.0 after 1.1
+    assert index["releases"] == ["1.0", "1.1", "2.0rc1"]
+    assert index["modules"]["flashinfer.norm"] == "0-1"
+    assert index["modules"]["flashinfer.moe_ep"] == "2"
+    versions = core["names"]["trtllm_fp4_block_scale_moe"]
+    # defined in the module itself: "."
+    assert versions == [["0-1", "#function:."], ["2", "#function:."]]
+    changed = records["trtllm_fp4_block_scale_moe"][1]
+    assert ["cache", 3, "None"] in changed["function"]["params"]
+    # an import from outside the release is one short string for every release, kept in the
+    # name index only
+    assert core["names"]["enum"] == [["0-2", "@enum"]]
+    assert core["names"]["MoEConfig"] == [["0-2", "#class:."]]
+    assert "enum" not in records  # no full record to keep
+
+
+# ----------------------------------------------------------------------------- the reader
+
+
+@pytest.fixture
+def stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+    path = tmp_path / "surface.zip"
+    path.write_bytes(pack(_three(tmp_path)))
+    opened = Store(path)
+    monkeypatch.setattr(store_module, "opened", lambda: opened)
+    store_module.module_record.cache_clear()
+    store_module.modules_of.cache_clear()
+    yield opened
+    opened.close()
+    store_module.module_record.cache_clear()
+    store_module.modules_of.cache_clear()
+
+
+def test_the_reader_gives_each_release_its_own_facts(stored: Store) -> None:
+    assert store_module.store_releases() == ("1.0", "1.1", "2.0rc1")
+    assert "flashinfer.norm" in store_module.modules_of("1.0")
+    assert "flashinfer.norm" not in store_module.modules_of("2.0rc1")
+    old = store_module.module_record("1.0", "flashinfer.fused_moe.core")
+    new = store_module.module_record("2.0rc1", "flashinfer.fused_moe.core")
+    assert old is not None
+    assert new is not None
+    moe_old = old.names["trtllm_fp4_block_scale_moe"].function
+    moe_new = new.names["trtllm_fp4_block_scale_moe"].function
+    assert moe_old is not None
+    assert moe_new is not None
+    assert "cache" not in moe_old.keyword_names
+    assert "cache" in moe_new.keyword_names
+    assert store_module.module_record("2.0rc1", "flashinfer.norm") is None
+    assert store_module.module_record("9.9", "flashinfer") is None
+
+
+def test_a_shared_record_reads_as_its_definition(stored: Store) -> None:
+    top = store_module.module_record("1.0", "flashinfer")
+    norm = store_module.module_record("1.0", "flashinfer.norm")
+    assert top is not None
+    assert norm is not None
+    shared, own = top.names["rmsnorm"], norm.names["rmsnorm"]
+    assert shared.function == own.function
+    assert shared.defined_in == "flashinfer.norm"
+    assert top.shape("rmsnorm") == ("function", "flashinfer.norm", False)
+    # one stored record, one identity: what the diff compares without building records (a
+    # shared record's identity is its definition's, and its own binding's)
+    version = top.version("rmsnorm")
+    assert isinstance(version, tuple)
+    assert version[0] == norm.version("rmsnorm")
+    later, later_norm = (
+        store_module.module_record("1.1", module) for module in ("flashinfer", "flashinfer.norm")
+    )
+    assert later is not None
+    assert later_norm is not None
+    assert later.version("rmsnorm") == version
+    assert later_norm.version("rmsnorm") == norm.version("rmsnorm")
+
+
+def test_binds_tells_present_absent_and_unknown() -> None:
+    from types import MappingProxyType
+
+    from fi_compat._records import ModuleRecord, NameRecord
+
+    names = MappingProxyType({"a": NameRecord("a", "value", "m", None, None)})
+    complete = ModuleRecord("m", "1.0", names)
+    assert complete.binds("a") is True
+    assert complete.binds("b") is False
+    assert ModuleRecord("m", "1.0", names, served=("b",)).binds("b") is True
+    assert ModuleRecord("m", "1.0", names, served=ANY).binds("b") is None
+    assert ModuleRecord("m", "1.0", names, open=("torch",)).binds("b") is None
+    assert ModuleRecord("m", "1.0", MappingProxyType({}), unreadable="x").binds("a") is None

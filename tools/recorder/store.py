@@ -1,0 +1,276 @@
+"""The surface of every recorded release as one compact file: ``fi_compat/_records/surface.zip``.
+
+Most facts hold for many releases: a function keeps its signature across dozens of them.
+The store keeps each distinct record of a name once, with the releases it holds for. It is
+a zip archive whose members are read one at a time:
+
+* ``index.json``: ``{"schema": 1, "releases": [...], "modules": {module: RELEASES},
+  "shards": [first module of each shard]}``: every recorded release, oldest first (PEP 440
+  order), the releases that ship each module, and how the modules, in sorted order, are cut
+  into shards of about :data:`SHARD_BYTES` of JSON (neighbouring modules are alike and
+  compress well together; a shard is small enough that reading one module stays cheap);
+* ``<shard>.names.json``: ``{module: {"names": {name: [[RELEASES, SHAPE], ...]}, "all" |
+  "open" | "getattr" | "unreadable": [[RELEASES, value], ...]}}``: the name index. Each
+  distinct version of a name, with the releases it holds for (a name is absent from the
+  releases no version lists) and its SHAPE: a short name record whole (``"=typing"``,
+  ``"@flashinfer.norm"``, ``"&function:flashinfer.norm:rmsnorm"``, see
+  ``fi_compat._records._parse.expand_name``), else ``"#kind:defined_in"``; a home that
+  is the module itself is written ``"."``. Kind, home and guard of every name, and whether
+  two releases hold the same version, are read from the index alone;
+* ``<shard>.records``: one line per name with a full record, ``module<TAB>name<TAB>[RECORD
+  | null, ...]``: the full record of each version (null where the index holds it whole), a
+  JSON array decoded only when that name is asked for (a diff reads few of a shard's
+  records, and splitting lines is ten times faster than decoding them all). A function's
+  parameters are short lists (``["x"]``, ``["eps", 1, "1e-06", "float"]``: name, kind, default,
+  annotation; ``fi_compat._records._parse.compact_parameter``).
+
+``RELEASES`` is a string of indices into ``releases`` and ranges of them (``"0-12,15"``).
+Packing is lossless (:func:`unpack` gives back every release's surface, which tests check),
+so recording one more release unpacks the store, adds it and packs again.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import lzma
+import zipfile
+import zlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from packaging.version import Version
+
+from fi_compat._records._parse import compact_name as short_name
+from fi_compat._records._parse import (
+    compact_parameter,
+    expand_parameter,
+    read_home,
+    shape_of,
+)
+from fi_compat._records._parse import expand_name as long_name
+
+__all__ = [
+    "STORE_SCHEMA",
+    "decode_ranges",
+    "encode_ranges",
+    "pack",
+    "unpack",
+]
+
+STORE_SCHEMA = 1
+INDEX = "index.json"
+#: The suffix of a shard's name index member (``<shard>.names.json``).
+NAMES = ".names.json"
+#: The suffix of a shard's records member (``<shard>.records``).
+RECORDS = ".records"
+#: About how much JSON one shard holds (its name index and its records together).
+SHARD_BYTES = 1 << 20
+_DATE = (2020, 1, 1, 0, 0, 0)  # a fixed timestamp: the same store gives the same bytes
+
+Record = dict[str, Any]
+#: Release -> module -> the module's record (:func:`tools.recorder.surface.surface`).
+Surfaces = Mapping[str, Mapping[str, Record]]
+
+
+# ----------------------------------------------------------------------------- signatures
+
+
+def _compact_function(record: Record | None) -> Record | None:
+    if record is None:
+        return None
+    compact = {key: value for key, value in record.items() if key != "parameters"}
+    if not compact["decorators"]:
+        del compact["decorators"]
+    compact["params"] = [compact_parameter(parameter) for parameter in record["parameters"]]
+    return compact
+
+
+def _expand_function(record: Record | None) -> Record | None:
+    if record is None or "params" not in record:
+        return record
+    expanded = {key: value for key, value in record.items() if key != "params"}
+    expanded.setdefault("decorators", [])
+    expanded["parameters"] = [expand_parameter(item) for item in record["params"]]
+    return dict(sorted(expanded.items()))
+
+
+def _convert_name(record: Record, convert: Any) -> Record:
+    out = dict(record)
+    if out.get("function") is not None:
+        out["function"] = convert(out["function"])
+    if out.get("class") is not None:
+        cls = dict(out["class"])
+        cls["methods"] = {name: convert(method) for name, method in cls["methods"].items()}
+        out["class"] = cls
+    return out
+
+
+def compact_name(record: Record) -> Record | str:
+    """A name record as the store writes it: functions as signature text, the commonest
+    records as short strings (:func:`fi_compat._records._parse.expand_name`)."""
+    short = short_name(_convert_name(record, _compact_function))
+    return short if isinstance(short, str) else dict(short)
+
+
+def expand_name(record: Record | str) -> Record:
+    """The inverse of :func:`compact_name`."""
+    return _convert_name(dict(long_name(record)), _expand_function)
+
+
+# ----------------------------------------------------------------------------- ranges
+
+
+def encode_ranges(indices: Iterable[int]) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` -> ``"0-2,5,7-8"``."""
+    runs: list[list[int]] = []
+    for index in sorted(set(indices)):
+        if runs and runs[-1][1] == index - 1:
+            runs[-1][1] = index
+        else:
+            runs.append([index, index])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def decode_ranges(text: str) -> list[int]:
+    """The inverse of :func:`encode_ranges`."""
+    indices: list[int] = []
+    for part in filter(None, text.split(",")):
+        first, _, last = part.partition("-")
+        indices += range(int(first), int(last or first) + 1)
+    return indices
+
+
+# ----------------------------------------------------------------------------- packing
+
+
+def _dump(data: Any) -> bytes:
+    return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _best(name: str, data: bytes) -> zipfile.ZipInfo:
+    """The member's entry, compressed the smaller way (deflate, or LZMA for large members)."""
+    info = zipfile.ZipInfo(name, date_time=_DATE)
+    deflated = len(zlib.compress(data, 9))
+    info.compress_type = (
+        zipfile.ZIP_LZMA if len(lzma.compress(data)) + 16 < deflated else zipfile.ZIP_DEFLATED
+    )
+    return info
+
+
+def _versions(values: list[tuple[int, Any]]) -> list[list[Any]]:
+    """(release index, value) pairs -> ``[[RELEASES, value], ...]``, each value once, in the
+    order of the first release that has it."""
+    keyed: dict[bytes, tuple[list[int], Any]] = {}
+    for index, value in values:
+        key = _dump(value)
+        keyed.setdefault(key, ([], value))[0].append(index)
+    return [[encode_ranges(indices), value] for indices, value in keyed.values()]
+
+
+def pack(surfaces: Surfaces) -> bytes:
+    """The store's bytes for these releases' surfaces (deterministic)."""
+    releases = sorted(surfaces, key=Version)
+    modules: dict[str, list[int]] = {}
+    tables: dict[str, dict[str, dict[str, list[tuple[int, Any]]]]] = {}
+    for position, release in enumerate(releases):
+        for module, found in surfaces[release].items():
+            modules.setdefault(module, []).append(position)
+            table = tables.setdefault(module, {})
+            for name, record in found.get("names", {}).items():
+                table.setdefault("names", {}).setdefault(name, []).append(
+                    (position, compact_name(record))
+                )
+            for key in ("all", "open", "getattr", "unreadable"):
+                if key in found:
+                    table.setdefault(key, {}).setdefault("", []).append((position, found[key]))
+    indexes: dict[str, Record] = {}
+    records: dict[str, Record] = {}
+    for module in sorted(tables):
+        table = tables[module]
+        index: Record = {"names": {}}
+        stored: Record = {}
+        for name, values in sorted(table.get("names", {}).items()):
+            versions = _versions(values)
+            index["names"][name] = [[ranges, shape_of(value, module)] for ranges, value in versions]
+            full = [None if isinstance(value, str) else value for _, value in versions]
+            if any(value is not None for value in full):
+                stored[name] = full
+        for key in ("all", "open", "getattr", "unreadable"):
+            if key in table:
+                index[key] = _versions(table[key][""])
+        indexes[module], records[module] = index, stored
+    shards = _shards(indexes, records)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        index_data = {
+            "schema": STORE_SCHEMA,
+            "releases": releases,
+            "modules": {module: encode_ranges(found) for module, found in sorted(modules.items())},
+            "shards": [members[0] for members in shards],
+        }
+        _write(archive, INDEX, index_data)
+        for number, members in enumerate(shards):
+            _write(archive, f"{number}{NAMES}", {module: indexes[module] for module in members})
+            lines = [
+                f"{module}\t{name}\t{_dump(versions).decode()}"
+                for module in members
+                for name, versions in records[module].items()
+            ]
+            text = "\n".join(lines).encode()
+            archive.writestr(_best(f"{number}{RECORDS}", text), text, compresslevel=9)
+    return buffer.getvalue()
+
+
+def _shards(indexes: Mapping[str, Record], records: Mapping[str, Record]) -> list[list[str]]:
+    """The modules, in order, cut into runs of about :data:`SHARD_BYTES` of JSON each: read
+    together (neighbouring modules are alike, so they compress together) and small enough
+    that reading one module stays cheap."""
+    shards: list[list[str]] = [[]]
+    size = 0
+    for module in sorted(indexes):
+        weight = len(_dump(indexes[module])) + len(_dump(records[module]))
+        if shards[-1] and size + weight > SHARD_BYTES:
+            shards.append([])
+            size = 0
+        shards[-1].append(module)
+        size += weight
+    return shards if shards[0] else []
+
+
+def _write(archive: zipfile.ZipFile, name: str, data: Any) -> None:
+    text = _dump(data)
+    archive.writestr(_best(name, text), text, compresslevel=9)
+
+
+def unpack(data: bytes) -> dict[str, dict[str, Record]]:
+    """Every release's surface, as :func:`pack` was given it."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        index = json.loads(archive.read(INDEX))
+        releases: list[str] = index["releases"]
+        surfaces: dict[str, dict[str, Record]] = {release: {} for release in releases}
+        tables: dict[str, Record] = {}
+        stored: dict[str, Record] = {}
+        for number in range(len(index["shards"])):
+            tables.update(json.loads(archive.read(f"{number}{NAMES}")))
+            for line in archive.read(f"{number}{RECORDS}").decode().splitlines():
+                module, name, versions = line.split("\t", 2)
+                stored.setdefault(module, {})[name] = json.loads(versions)
+        for module, ranges in index["modules"].items():
+            table, records = tables[module], stored.get(module, {})
+            for position in decode_ranges(ranges):
+                surfaces[releases[position]][module] = {"names": {}}
+            for name, versions in table["names"].items():
+                full = records.get(name, [None] * len(versions))
+                for (ranges_of, shape), value in zip(versions, full, strict=True):
+                    record = expand_name(read_home(shape, module) if value is None else value)
+                    for position in decode_ranges(ranges_of):
+                        surfaces[releases[position]][module]["names"][name] = record
+            for key in ("all", "open", "getattr", "unreadable"):
+                for ranges_of, value in table.get(key, []):
+                    for position in decode_ranges(ranges_of):
+                        found = surfaces[releases[position]][module]
+                        if key == "unreadable":
+                            found.pop("names", None)
+                        found[key] = value
+    return surfaces
