@@ -560,6 +560,23 @@ class _Judge:
             cited,
         )
 
+    def _renamed_only(self, path: str, before: tuple[str, ...], after: tuple[str, ...]) -> bool:
+        """True when the positional parameters a call fills differ only by names changed in
+        place (same position, kind and default, the old name gone, the new one new): each
+        value still lands where it did (``_get_cache_buf``'s ``bytes`` became ``num_bytes``
+        in 0.7.x), so a positional call is unchanged; a keyword call meets the rename."""
+        if len(before) != len(after):
+            return False
+        for old_name, new_name in zip(before, after, strict=True):
+            if old_name == new_name:
+                continue
+            if old_name in after or new_name in before:
+                return False  # a parameter that moved: values land elsewhere
+            was, now = parameter(self.old, path, old_name), parameter(self.new, path, new_name)
+            if was is None or now is None or was != now:
+                return False
+        return True
+
     # ------------------------------------------------------------------------ hazards
 
     def hazards(self, use: Use) -> None:
@@ -674,7 +691,9 @@ class _Judge:
         if use.positional:
             before_order = (positional(self.old, path) or ())[: use.positional]
             after_order = (positional(self.new, path) or ())[: use.positional]
-            if before_order != after_order:
+            if before_order != after_order and not self._renamed_only(
+                path, before_order, after_order
+            ):
                 found = True
                 self.add(
                     use,

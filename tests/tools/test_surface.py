@@ -418,3 +418,12 @@ def test_binds_tells_present_absent_and_unknown() -> None:
     assert ModuleRecord("m", "1.0", names, served=ANY).binds("b") is None
     assert ModuleRecord("m", "1.0", names, open=("torch",)).binds("b") is None
     assert ModuleRecord("m", "1.0", MappingProxyType({}), unreadable="x").binds("a") is None
+
+
+def test_the_installed_data_stays_within_8_mb() -> None:
+    # the records, the store and the measurements fi-compat ships (issue 39's budget)
+    package = Path(store_module.__file__).parent.parent
+    data = [*package.glob("_records/*.json.gz"), package / "_records" / "surface.zip"]
+    data += [*package.glob("comm/*.json"), *package.glob("attention/*.json")]
+    assert (package / "_records" / "surface.zip") in data
+    assert sum(path.stat().st_size for path in data) <= 8_000_000

@@ -115,3 +115,17 @@ def test_a_call_that_fails_on_the_old_release_is_judged(tmp_path: Path) -> None:
     # a downgrade to 0.6.5: per_token_scale is not taken there
     findings = _scan(tmp_path, source, "0.7.2.post1", "0.6.5")
     assert any(f.category is Category.BREAKS for f in _on(findings, 2)), findings
+
+
+def test_a_positional_call_over_a_parameter_renamed_in_place_is_unchanged(tmp_path: Path) -> None:
+    # flashinfer.gemm.gemm_base._get_cache_buf(name, bytes, device) on 0.6.5 became
+    # (name, num_bytes, device): vLLM 0.33.0 calls it positionally, which still works; a
+    # call passing bytes= by keyword does not
+    source = """\
+        from flashinfer.gemm.gemm_base import _get_cache_buf
+        _get_cache_buf("workspace", 1 << 20, device)
+        _get_cache_buf("workspace", bytes=1 << 20, device=device)
+        """
+    findings = _scan(tmp_path, source, "0.6.5", "0.7.2.post1")
+    assert not [f for f in _on(findings, 2) if f.category is Category.BREAKS], findings
+    assert any(f.category is Category.BREAKS for f in _on(findings, 3)), findings
