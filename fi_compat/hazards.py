@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from fi_compat._arguments import require_instance
-from fi_compat._records import HazardRecord
+from fi_compat._records import HazardRecord, ReleaseRecord
 from fi_compat._signature import Status
 from fi_compat._surface import (
     COMM,
@@ -79,15 +79,22 @@ class _ReleaseHazard:
 
     def applies_to(self, version: Version) -> bool | None:
         """Whether the recorded release ``version`` has the hazard; None when unrecorded."""
-        from fi_compat._records import load_release  # the recorded data, once
-        from fi_compat.errors import UnknownReleaseError
-
-        try:
-            record = load_release(str(version))
-        except UnknownReleaseError:
+        record = _recorded(str(version))
+        if record is None:
             return None
         hazard: HazardRecord = getattr(record, self.flag)
         return hazard.value
+
+
+def _recorded(version: str) -> ReleaseRecord | None:
+    """The record of ``version``, or None for a release fi-compat has not recorded."""
+    from fi_compat._records import load_release  # the recorded data, once
+    from fi_compat.errors import UnknownReleaseError
+
+    try:
+        return load_release(version)
+    except UnknownReleaseError:
+        return None
 
 
 #: Hazards of ``import flashinfer`` itself, by recorded release (not detectable afterwards).
@@ -222,12 +229,8 @@ def _release_hazards(capabilities: Capabilities) -> list[Hazard]:
 
 def _python_hazards(version: str | None) -> list[Hazard]:
     """The recorded hazards of the release that depend on this Python's version."""
-    from fi_compat._records import load_release  # the recorded data, once
-    from fi_compat.errors import UnknownReleaseError
-
-    try:
-        record = load_release(version or "")
-    except UnknownReleaseError:
+    record = _recorded(version or "")
+    if record is None:
         return []
     hazard = record.comm_requires_python
     if not hazard.value or hazard.python is None:

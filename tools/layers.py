@@ -57,7 +57,6 @@ from fi_compat._surface import (
     UNIFIED_FUSION,
 )
 from fi_compat.comm._layers import HANDLES_ATTACHED, SOURCES
-from fi_compat.testing import listed_releases
 from tools import measurement
 from tools.reach import ReleaseEnvironment, run_in_release, run_with_triton
 from tools.releases import ReleaseCache
@@ -288,13 +287,8 @@ def measure_release(version: str, cache: ReleaseCache | None = None) -> dict[str
 
 
 def recorded_releases() -> list[str]:
-    """Every recorded final release from :data:`FIRST_RELEASE` on, oldest first (the
-    pre-releases are recorded but not measured: fi-compat answers "unmeasured" there)."""
-    return [
-        name
-        for name in listed_releases()
-        if Version(name) >= FIRST_RELEASE and not Version(name).is_prerelease
-    ]
+    """Every recorded final release from :data:`FIRST_RELEASE` on, oldest first."""
+    return measurement.measured_releases(FIRST_RELEASE)
 
 
 # -------------------------------------------------------------------------- the file

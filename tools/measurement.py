@@ -21,6 +21,20 @@ from typing import Any
 
 from packaging.version import Version
 
+
+def measured_releases(first: Version) -> list[str]:
+    """Every recorded final release from ``first`` on, oldest first: what the measuring
+    tools measure (the pre-releases are recorded but not measured: fi-compat answers
+    "unmeasured" there)."""
+    from fi_compat.testing import listed_releases
+
+    return [
+        name
+        for name in listed_releases()
+        if Version(name) >= first and not Version(name).is_prerelease
+    ]
+
+
 #: Measures one release: its entry in the tool's file.
 Measure = Callable[[str], dict[str, Any]]
 

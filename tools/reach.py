@@ -58,7 +58,6 @@ from typing import Any
 from packaging.version import Version
 
 from fi_compat._surface import ATTENTION_FAMILIES, FAST_DECODE_PLAN, PLAN_IMPL
-from fi_compat.testing import listed_releases
 from tools import measurement
 from tools.releases import ReleaseCache
 
@@ -538,13 +537,8 @@ def measure_release(environment: ReleaseEnvironment, *, timeout: float = TIMEOUT
 
 
 def recorded_releases() -> list[str]:
-    """Every recorded final release from :data:`FIRST_RELEASE` on, oldest first (the
-    pre-releases are recorded but not measured: fi-compat answers "unmeasured" there)."""
-    return [
-        name
-        for name in listed_releases()
-        if Version(name) >= FIRST_RELEASE and not Version(name).is_prerelease
-    ]
+    """Every recorded final release from :data:`FIRST_RELEASE` on, oldest first."""
+    return measurement.measured_releases(FIRST_RELEASE)
 
 
 def _site_dir(cache: ReleaseCache) -> Path:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import hashlib
 import json
 import sys
 from collections.abc import Iterator
@@ -37,6 +36,7 @@ from fi_compat._surface import DISTRIBUTIONS
 from fi_compat.testing import RecordingError, listed_releases
 from tools.recorder import dump_record, record_release, write_record
 from tools.recorder.archive import read_release
+from tools.recorder.record import file_sha256
 from tools.recorder.resolve import Package
 from tools.recorder.store import pack, unpack
 from tools.recorder.surface import SURFACE_VERSION, surface
@@ -55,20 +55,14 @@ Job = tuple[Path, "str | None"]
 Recorded = tuple[dict[str, Any], dict[str, Any]]
 
 
-def _digest(path: Path) -> str:
-    if path.is_dir():
-        return "tree"
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()[:16]
-
-
-def surface_of(path: Path, release: str, cache: Path | None = None) -> dict[str, Any]:
+def surface_of(
+    path: Path, release: str, cache: Path | None = None, sha256: str | None = None
+) -> dict[str, Any]:
     """The release's surface, from the cache when this file was recorded by this version of
-    the surface recorder (a source tree is always recorded afresh)."""
-    digest = _digest(path)
+    the surface recorder (a source tree is always recorded afresh). ``sha256``: the file's
+    digest where the caller has it already (the record holds it), else it is computed."""
+    full = sha256 if sha256 is not None else file_sha256(path)
+    digest = full[:16] if full is not None else "tree"
     folder = (cache or cache_root()) / "surfaces"
     cached = folder / f"{release}-{digest}-v{SURFACE_VERSION}.json.gz"
     if digest != "tree" and cached.is_file():
@@ -85,7 +79,7 @@ def surface_of(path: Path, release: str, cache: Path | None = None) -> dict[str,
 def _record(job: Job) -> Recorded:
     path, release = job
     record = record_release(path, release=release)
-    return record, surface_of(path, record["release"])
+    return record, surface_of(path, record["release"], sha256=record["source"]["sha256"])
 
 
 def merge_surfaces(store: Path, surfaces: dict[str, dict[str, Any]]) -> Path:

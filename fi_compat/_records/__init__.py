@@ -33,7 +33,7 @@ from fi_compat._records._classes import (
     SupportAnswer,
 )
 from fi_compat._records._parse import class_record, enum_record, function_record, name_record
-from fi_compat._records._store import ModuleRecord, ModuleTables
+from fi_compat._records._store import ModuleRecord, ModuleTables, finals_first
 from fi_compat._surface import (
     COMM,
     UNIFIED_FACTORY,
@@ -384,16 +384,10 @@ def first_with_member(enum: str, member: str) -> str | None:
 
 def _first(has: Callable[[ReleaseRecord], bool]) -> str | None:
     """The first recorded final release, in version order, for which ``has`` is true; the
-    first pre-release only when no final release has it yet. What users install is a final
-    release: "install 0.6.8 or later" is the advice, even where 0.6.8rc1 had it first (a
-    diff, which walks every release, cites the pre-release)."""
-    releases = available_releases()
-    finals = [release for release in releases if not Version(release).is_prerelease]
-    for release in finals:
+    first pre-release only when no final release has it yet (:func:`finals_first`). A diff,
+    which walks every release, cites the pre-release."""
+    for release in finals_first(available_releases()):
         if has(load_release(release)):
-            return release
-    for release in releases:
-        if Version(release).is_prerelease and has(load_release(release)):
             return release
     return None
 

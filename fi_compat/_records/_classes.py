@@ -387,7 +387,7 @@ class ReleaseRecord:
         require_str("module", module, nonempty=True)
         from fi_compat._records._store import ModuleRecord, module_record  # on first use
 
-        found = module_record(self.release, module) if self.release in _stored() else None
+        found = module_record(self.release, module)  # None outside the store
         if found is not None:
             return found
         table = self.names.get(module)
@@ -510,12 +510,6 @@ class _Public(Mapping[str, NameRecord]):
         return isinstance(other, Mapping) and dict(self.items()) == dict(other.items())
 
     __hash__ = None  # type: ignore[assignment]
-
-
-def _stored() -> frozenset[str]:
-    from fi_compat._records._store import store_releases
-
-    return frozenset(store_releases())
 
 
 def _first_of(table: Mapping[str, _R | None], name: str) -> _R | None:

@@ -14,7 +14,7 @@ import functools
 import json
 import threading
 import zipfile
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
@@ -30,6 +30,7 @@ __all__ = [
     "ModuleRecord",
     "ModuleTables",
     "Store",
+    "finals_first",
     "first_with_module",
     "module_record",
     "modules_of",
@@ -334,8 +335,17 @@ def first_with_module(module: str) -> str | None:
     if not ranges:
         return None
     shipping = [store.releases[at] for at in sorted(_positions(ranges))]
-    finals = [release for release in shipping if not Version(release).is_prerelease]
-    return (finals or shipping)[0]
+    return next(iter(finals_first(shipping)), None)
+
+
+def finals_first(releases: Iterable[str]) -> list[str]:
+    """``releases`` (in version order) with the final releases first, then the
+    pre-releases: the order "the first release that has it" is answered in, because what
+    users install is a final release (a pre-release is named only where no final has it)."""
+    ordered = list(releases)
+    return [r for r in ordered if not Version(r).is_prerelease] + [
+        r for r in ordered if Version(r).is_prerelease
+    ]
 
 
 class ModuleTables(Mapping[str, Mapping[str, NameRecord]]):

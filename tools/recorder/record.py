@@ -43,7 +43,7 @@ from tools.recorder.hazards import import_hazards
 from tools.recorder.resolve import Package
 from tools.recorder.signatures import ClassNode, Recorder
 
-__all__ = ["SCHEMA_VERSION", "record_release"]
+__all__ = ["SCHEMA_VERSION", "file_sha256", "record_release"]
 
 #: Bumped whenever the JSON layout changes in a way a reader of the previous version would
 #: misread (2: name tables, ``decode``, class attributes; 3: the name tables left for the
@@ -116,7 +116,7 @@ def record_release(path: Path, *, release: str | None = None) -> Record:
     return {
         "schema": SCHEMA_VERSION,
         "release": version,
-        "source": {"filename": path.name, "sha256": _sha256(path)},
+        "source": {"filename": path.name, "sha256": file_sha256(path)},
         "import": import_hazards(package),
         "comm": {
             "exists": package.source.is_module(COMM),
@@ -257,7 +257,8 @@ def _family_bases(recorder: Recorder, cls: ClassNode, families: dict[str, ClassN
     return names
 
 
-def _sha256(path: Path) -> str | None:
+def file_sha256(path: Path) -> str | None:
+    """The file's sha256 (hex), or None for a source tree."""
     if path.is_dir():
         return None
     digest = hashlib.sha256()
