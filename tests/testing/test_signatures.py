@@ -35,6 +35,7 @@ from fi_compat.testing import (
     introduced_in,
     listed_releases,
     load_release,
+    module_introduced_in,
 )
 from tools.recorder.output import dump_record
 
@@ -845,12 +846,19 @@ def test_introduced_in_refuses_anything_but_a_module_name(bad: object) -> None:
         introduced_in(bad, "MoeAlltoAll")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("bad", HOSTILE_MODULES, ids=repr)
+def test_module_introduced_in_refuses_anything_but_a_module_name(bad: object) -> None:
+    with pytest.raises(InvalidArgumentError, match="module"):
+        module_introduced_in(bad)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("name", NO_MODULES, ids=repr)
 def test_a_module_no_release_ships_has_no_names(name: str) -> None:
     record = load_release("0.7.2.post1")
     assert record.public_names(name) == {}
     assert record.module(name) is None
     assert introduced_in(name, "MoeAlltoAll") is None
+    assert module_introduced_in(name) is None
 
 
 def test_every_module_of_a_release_is_there() -> None:
