@@ -441,6 +441,8 @@ class ReleaseEnvironment:
     release_dir: Path
     site_dir: Path
     cudart: Path | None
+    #: Modules compiled with their annotations deferred (:func:`deferred_annotations`).
+    deferred_annotations: tuple[str, ...] = ()
 
 
 def run_probe(
@@ -501,6 +503,10 @@ def run_in_release(
     )
     if environment.cudart is not None:
         variables["FI_COMPAT_HARNESS_CUDART"] = str(environment.cudart)
+    if environment.deferred_annotations:
+        variables["FI_COMPAT_HARNESS_DEFER_ANNOTATIONS"] = ",".join(
+            environment.deferred_annotations
+        )
     with tempfile.TemporaryDirectory(prefix="fi-compat-release-") as scratch:
         try:
             done = subprocess.run(
@@ -589,7 +595,28 @@ def release_environment(version: str, cache: ReleaseCache | None = None) -> Rele
         release_dir=release_dir,
         site_dir=_site_dir(cache),
         cudart=found[0] if found else None,
+        deferred_annotations=deferred_annotations(version),
     )
+
+
+def deferred_annotations(version: str, python: tuple[int, int] | None = None) -> tuple[str, ...]:
+    """The modules of ``version`` whose import-time annotations ``python`` (this
+    interpreter's version by default) cannot evaluate: the module of the record's
+    ``comm_requires_python`` evidence (``flashinfer/comm/fd_exchange.py:55: ...``) when
+    ``python`` is below the version the record names, else none. The harness compiles
+    them with annotations deferred, as the release's next post-release wrote them, so
+    that their code can be measured here (the site hook's docstring)."""
+    from fi_compat._records import load_release
+
+    hazard = load_release(version).comm_requires_python
+    if not hazard.value or hazard.python is None or not hazard.evidence:
+        return ()
+    running = python or (sys.version_info[0], sys.version_info[1])
+    needed = tuple(int(part) for part in hazard.python.split("."))
+    path = hazard.evidence.split(":", 1)[0]
+    if running >= needed or not path.endswith(".py"):
+        return ()
+    return (path.removesuffix(".py").replace("/", "."),)
 
 
 # -------------------------------------------------------------------------- the file

@@ -181,12 +181,19 @@ def test_every_shipped_legacy_entry_round_trips(version: str) -> None:
     assert list(entry["arguments"]) == list(SHIPPED[version]["arguments"])
 
 
-@pytest.mark.parametrize("version", PUBLIC_RELEASES)
-def test_every_shipped_unmeasured_entry_round_trips(version: str) -> None:
-    """A probe error document classifies to the shipped ``not measured`` entry."""
-    detail: str = SHIPPED[version]["detail"]
-    assert detail.startswith("not measured: ")
-    assert classify({"error": detail.removeprefix("not measured: ")}) == SHIPPED[version]
+def test_every_shipped_release_is_measured() -> None:
+    """Every release from 0.6.0 has a measured layer: 0.6.16 to 0.6.16.post3, whose
+    ``flashinfer.comm`` does not import below Python 3.12, are measured with the harness
+    deferring fd_exchange.py's annotations (``tools.reach.deferred_annotations``)."""
+    assert PUBLIC_RELEASES == []
+    assert {"0.6.16", "0.6.16.post3"} <= set(LEGACY_RELEASES)
+
+
+def test_a_probe_error_classifies_to_an_unmeasured_public_entry() -> None:
+    """A release the probe cannot import keeps the public call, saying why."""
+    error = "import flashinfer.comm: TypeError: type 'array.array' is not subscriptable"
+    entry = classify({"error": error})
+    assert entry == {"layer": "public", "detail": f"not measured: {error}"}
 
 
 def test_a_release_without_the_handles_statement_has_no_checks(

@@ -116,3 +116,68 @@ def test_the_release_s_own_module_raises_as_recorded(release: str, tmp_path: Pat
     else:
         assert measured[11]["error"] is None
         assert measured[12]["error"] is None
+
+
+SITE = Path(__file__).resolve().parents[1] / "support" / "release_harness_site"
+
+
+def test_the_tools_defer_the_recorded_module_below_the_recorded_python() -> None:
+    from tools.reach import deferred_annotations
+
+    assert deferred_annotations("0.6.16", (3, 11)) == ("flashinfer.comm.fd_exchange",)
+    assert deferred_annotations("0.6.16.post3", (3, 10)) == ("flashinfer.comm.fd_exchange",)
+    assert deferred_annotations("0.6.16", (3, 12)) == ()  # the release imports there
+    assert deferred_annotations("0.6.16.post4", (3, 11)) == ()  # no hazard
+    assert deferred_annotations("0.7.2.post1", (3, 11)) == ()
+
+
+@pytest.mark.parametrize("defer", [False, True])
+def test_the_harness_defers_the_annotation_and_nothing_else(defer: bool, tmp_path: Path) -> None:
+    """0.6.16's own fd_exchange.py, imported as ``flashinfer.comm.fd_exchange`` through the
+    import system under this Python (3.11): without the harness switch its annotation
+    raises TypeError, as recorded; with it the module imports, its annotations are the
+    source text, and the log names the one module compiled so."""
+    try:
+        wheel = ReleaseCache().download("flashinfer-python==0.6.16", wheel_only=True)
+    except RegistryUnreachableError as error:
+        pytest.skip(f"the package registry is unreachable: {error}")
+    except DownloadError as error:  # a real failure
+        raise AssertionError(str(error)) from error
+    if sys.version_info >= (3, 12):
+        pytest.skip("this Python evaluates array.array[int]: nothing to defer")
+    comm = tmp_path / "flashinfer" / "comm"
+    comm.mkdir(parents=True)
+    (tmp_path / "flashinfer" / "__init__.py").write_text("")
+    (comm / "__init__.py").write_text("")
+    (comm / "abstractions.py").write_text("class CommBackend:\n    pass\n")
+    with zipfile.ZipFile(wheel) as archive:
+        (comm / "fd_exchange.py").write_bytes(archive.read("flashinfer/comm/fd_exchange.py"))
+    log = tmp_path / "log.json"
+    script = (
+        "import json, flashinfer.comm.fd_exchange as m\n"
+        "print(json.dumps(sorted({(type(v).__name__, str(v)) for f in vars(m).values()\n"
+        "    for v in getattr(f, '__annotations__', {}).values() if 'array.' in str(v)})))\n"
+    )
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTHON", "FI_"))}
+    env.update(PYTHONPATH=os.pathsep.join([str(SITE), str(tmp_path)]), PYTHONNOUSERSITE="1")
+    env["FI_COMPAT_HARNESS_LOG"] = str(log)
+    if defer:
+        env["FI_COMPAT_HARNESS_DEFER_ANNOTATIONS"] = "flashinfer.comm.fd_exchange"
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        check=False,
+    )
+    if not defer:
+        assert done.returncode == 1
+        assert "TypeError" in done.stderr
+        assert "not subscriptable" in done.stderr
+        return
+    assert done.returncode == 0, done.stderr
+    annotations = json.loads(done.stdout)
+    assert annotations  # the annotation that raised is there: as its text, never evaluated
+    assert all(kind == "str" and "array.array[int]" in text for kind, text in annotations)
+    assert json.loads(log.read_text())["deferred_annotations"] == ["flashinfer.comm.fd_exchange"]

@@ -23,6 +23,15 @@ so one release can be imported with and without it:
     signature and no source the probe reads. Every call is logged with its caller so the
     harness can check that nothing else asked.
 
+``FI_COMPAT_HARNESS_DEFER_ANNOTATIONS=<module>[,<module>...]``
+    Compile these modules as if they began with ``from __future__ import annotations``.
+    0.6.16 to 0.6.16.post3's ``flashinfer/comm/fd_exchange.py`` annotates with
+    ``array.array[int]``, evaluated at import, which raises ``TypeError`` below Python 3.12
+    (the record's ``comm_requires_python``); 0.6.16.post4 quoted the annotation, which is
+    the same change. Only the annotation's evaluation is deferred: every statement runs as
+    written, so the release's comm code can be measured on an interpreter that has a CPU
+    build of torch (3.11 here; 3.12 has none on these machines).
+
 ``FI_COMPAT_HARNESS_LOG=<path>``
     At exit, write what was done as JSON: the library loaded, the stub calls (function and
     caller ``file:line``) and whether ``triton`` was imported.
@@ -38,7 +47,12 @@ import sys
 from types import SimpleNamespace
 from typing import Any
 
-_LOG: dict[str, Any] = {"cudart": None, "gpu_stub": False, "gpu_calls": []}
+_LOG: dict[str, Any] = {
+    "cudart": None,
+    "gpu_stub": False,
+    "gpu_calls": [],
+    "deferred_annotations": [],
+}
 
 #: What the stand-ins report: one device of compute capability 9.0 with 132 SMs (an H100).
 FAKE_DEVICE = SimpleNamespace(
@@ -74,6 +88,43 @@ def _install_gpu_stub() -> None:
     _LOG["gpu_stub"] = True
 
 
+class _DeferredAnnotations:
+    """A meta path finder: the listed modules' own spec, compiled with annotations deferred."""
+
+    def __init__(self, modules: set[str]) -> None:
+        self.modules = modules
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname not in self.modules:
+            return None
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
+            return spec
+        spec.loader = _DeferringLoader(spec.loader.name, spec.loader.path)
+        return spec
+
+
+def _deferring_loader() -> type:
+    import __future__
+
+    import importlib.machinery
+
+    class Loader(importlib.machinery.SourceFileLoader):
+        def get_code(self, fullname: str) -> Any:
+            # Compiled from the source each time, never from bytecode cached without the flag.
+            _LOG["deferred_annotations"].append(self.name)
+            path = self.get_filename(fullname)
+            flags = __future__.annotations.compiler_flag
+            return compile(self.get_data(path), path, "exec", flags=flags, dont_inherit=True)
+
+    return Loader
+
+
+_DeferringLoader: Any = None
+
+
 def _write_log(path: str) -> None:
     _LOG["triton_imported"] = "triton" in sys.modules
     with open(path, "w", encoding="utf-8") as handle:
@@ -90,6 +141,12 @@ def _main() -> None:
         _LOG["cudart"] = cudart
     if os.environ.get("FI_COMPAT_HARNESS_STUB_GPU") == "1":
         _install_gpu_stub()
+    deferred = os.environ.get("FI_COMPAT_HARNESS_DEFER_ANNOTATIONS")
+    if deferred:
+        global _DeferringLoader
+        _DeferringLoader = _deferring_loader()
+        modules = {name.strip() for name in deferred.split(",") if name.strip()}
+        sys.meta_path.insert(0, _DeferredAnnotations(modules))
 
 
 _main()
