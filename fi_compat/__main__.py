@@ -1,5 +1,5 @@
 """``python -m fi_compat``: the same as the ``fi-compat`` command."""
 
-from fi_compat.cli import main
+from fi_compat.cli import console
 
-raise SystemExit(main())
+console()

@@ -31,6 +31,7 @@ from fi_compat._records._classes import (
     ParameterRecord,
     ReleaseRecord,
     SupportAnswer,
+    keyword_support,
 )
 from fi_compat._records._parse import class_record, enum_record, function_record, name_record
 from fi_compat._records._store import ModuleRecord, ModuleTables, finals_first
@@ -55,6 +56,7 @@ __all__ = [
     "SupportAnswer",
     "available_releases",
     "introduced_in",
+    "keyword_support",
     "listed_releases",
     "load_release",
     "module_introduced_in",

@@ -7,7 +7,7 @@ Each record class is frozen; :class:`ReleaseRecord` answers questions about a re
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -463,24 +463,38 @@ class ReleaseRecord:
         """
         require_str("keyword", keyword)
         owner, func = self._owner(qualname)
-        for _ in range(_MAX_FORWARDS + 1):
-            if func is None:
-                return "unsupported"
-            if keyword in func.keyword_names:
-                return "supported"
-            if func.var_keyword is None:
-                return "unsupported"
-            target = func.forwards_kwargs_to
-            if owner is None or target is None or owner.method(target) is None:
-                return "unknown"
-            if func.drops(keyword):
-                return "unknown"
-            func = owner.method(target)
-        return "unknown"
+        return keyword_support(func, keyword, owner.method if owner is not None else None)
 
     def accepts(self, qualname: str, keyword: str) -> bool:
         """True when :meth:`support` is ``"supported"`` (``unknown`` is not acceptance)."""
         return self.support(qualname, keyword) == "supported"
+
+
+def keyword_support(
+    function: FunctionRecord | None,
+    keyword: str,
+    method: Callable[[str], FunctionRecord | None] | None,
+) -> SupportAnswer:
+    """The one walk of "does this callable take ``keyword``": ``"supported"`` when
+    ``function`` declares it (by keyword), or forwards its ``**kwargs`` to a method
+    (``method(name)``: the owner's method of that name, None without one) that does;
+    ``"unknown"`` when ``**kwargs`` goes where no record follows, or the forward may drop
+    the keyword; ``"unsupported"`` otherwise, ``function`` None included. At most
+    :data:`_MAX_FORWARDS` forwards are followed. :meth:`ReleaseRecord.support` and the
+    upgrade preview's facts both answer with it."""
+    for _ in range(_MAX_FORWARDS + 1):
+        if function is None:
+            return "unsupported"
+        if keyword in function.keyword_names:
+            return "supported"
+        if function.var_keyword is None:
+            return "unsupported"
+        target = function.forwards_kwargs_to
+        following = method(target) if method is not None and target is not None else None
+        if following is None or function.drops(keyword):
+            return "unknown"
+        function = following
+    return "unknown"
 
 
 _NO_NAMES: Mapping[str, NameRecord] = MappingProxyType({})

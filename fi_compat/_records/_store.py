@@ -30,18 +30,21 @@ __all__ = [
     "ModuleRecord",
     "ModuleTables",
     "Store",
+    "alike",
     "finals_first",
     "first_with_module",
     "module_record",
     "modules_of",
     "opened",
     "position",
+    "shipping",
     "store_releases",
 ]
 
 #: The store's file in this package.
 STORE = "surface.zip"
 _INDEX = "index.json"
+_TABLES = "tables.json"
 #: The suffixes of a shard's name index and records members.
 NAMES = ".names.json"
 RECORDS = ".records"
@@ -238,6 +241,17 @@ class Store:
         if handle is not None:
             handle.close()
 
+    def alike(self, module: str, first: int, second: int) -> bool:
+        """True when ``module`` reads the same at both release positions: every name holds
+        the same stored record (a re-export's followed to its home), and so do its
+        ``__all__``, star imports, ``__getattr__`` and readability (the recorder's
+        ``tables.json``). False when either position lacks the module."""
+        for ranges in self._read(_TABLES).get(module, ()):
+            held = _positions(ranges)
+            if first in held:
+                return second in held
+        return False
+
     def versions(self, module: str, name: str) -> list[Any]:
         """Each stored version's full record of ``module.name`` (None where the name index
         holds it whole), decoded on first use."""
@@ -305,6 +319,23 @@ def _pick(versions: list[list[Any]], position: int) -> Any:
         if _holds(ranges, position):
             return value
     return None
+
+
+def alike(module: str, first: str, second: str) -> bool:
+    """True when ``module`` reads the same in both releases (store release strings):
+    nothing in it to compare (:meth:`Store.alike`)."""
+    store = opened()
+    at, other = store.position.get(first), store.position.get(second)
+    return at is not None and other is not None and store.alike(module, at, other)
+
+
+def shipping(module: str, ships: bool) -> frozenset[int]:
+    """The positions of the releases that ship ``module`` (``ships``), or of those that
+    do not."""
+    store = opened()
+    ranges = store.module_ranges.get(module)
+    held = _positions(ranges) if ranges else frozenset()
+    return held if ships else frozenset(range(len(store.releases))) - held
 
 
 def position(release: str) -> int | None:

@@ -400,8 +400,8 @@ class _Differ:
                 self.add("parameter-added", Severity.ADDED, path, detail, key, value)
             return
         if after is None:
-            reach = accepts(self.new, path, name) if var_keyword(self.new, path) else "no"
-            if reach == "yes":
+            reach = accepts(self.new, path, name) if var_keyword(self.new, path) else "unsupported"
+            if reach == "supported":
                 target = self.new.get(("forwards", path))
                 detail = (
                     f"no longer declares {name}; its **kwargs passes it on to {target}, which "
@@ -413,7 +413,7 @@ class _Differ:
                 detail = f"no longer takes {name}: calls passing it raise TypeError"
             self.add(
                 "parameter-removed",
-                Severity.BREAKING if reach == "no" else Severity.BEHAVIOUR,
+                Severity.BREAKING if reach == "unsupported" else Severity.BEHAVIOUR,
                 path,
                 detail,
                 key,
@@ -665,7 +665,7 @@ def diff_releases(old: str, new: str) -> ReleaseDiff:
     return ReleaseDiff(
         steps.old.release,
         steps.new.release,
-        tuple(facts.release for facts in steps.steps),
+        steps.releases,
         tuple(sorted(differ.changes, key=_sort_key, reverse=False)),
         tuple(notes),
     )

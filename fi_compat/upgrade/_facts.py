@@ -47,9 +47,12 @@ from fi_compat._records import (
     NameRecord,
     ParameterRecord,
     ReleaseRecord,
+    SupportAnswer,
     _canonical,
+    keyword_support,
     load_release,
 )
+from fi_compat._records._store import alike, shipping
 from fi_compat._surface import (
     COMM,
     LEGACY_FACTORY,
@@ -71,6 +74,7 @@ __all__ = [
     "accepts",
     "changed_keys",
     "facts_of",
+    "function_of",
     "parameter",
     "positional",
     "releases_between",
@@ -100,8 +104,6 @@ HAZARD_MODULES: Mapping[str, tuple[str, ...]] = {
 }
 
 _SELF = ("self", "cls")
-#: How many ``**kwargs`` forwards :func:`accepts` follows (as the records' own reader does).
-_MAX_FORWARDS = 4
 _POSITIONAL = ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")
 _STATIC = ("staticmethod",)
 
@@ -205,6 +207,8 @@ class Facts:
         """The store positions of the releases whose records give ``key`` the very facts
         they give it here (a superset of nothing: each holds the same stored record), or
         None where :meth:`identity` has none."""
+        if self.record is not None and key[0] == "module":
+            return shipping(key[1], key[1] in self.modules())
         if self.record is None or (key[0] not in _NAME_FACTS and key[0] not in _BUILT_ON_USE):
             return None
         located = self._located(key)
@@ -344,22 +348,36 @@ def parameter(facts: Facts, path: str, name: str) -> tuple[str, str | None] | No
     return None
 
 
-def accepts(facts: Facts, path: str, keyword: str, depth: int = 0) -> str:
-    """``"yes"``, ``"no"`` or ``"unknown"``: does the callable at ``path`` take ``keyword``,
-    following a proven ``**kwargs`` forward to a method of the same class (as
-    :meth:`fi_compat._records.ReleaseRecord.support` does)?"""
-    if facts.get(("params", path)) is None:
-        return "unknown"
-    found = parameter(facts, path, keyword)
-    if found is not None:
-        return "no" if found[0] in ("POSITIONAL_ONLY", "VAR_POSITIONAL") else "yes"
-    if not var_keyword(facts, path):
-        return "no"
-    target = facts.get(("forwards", path))
-    if target is None or depth > _MAX_FORWARDS:
+def function_of(facts: Facts, path: str) -> FunctionRecord | None:
+    """The callable at ``path`` as its facts give it (parameters without ``self``, the
+    method its ``**kwargs`` provably reaches), or None without it."""
+    params = facts.get(("params", path))
+    if params is None:
+        return None
+    return FunctionRecord(
+        qualname=path,
+        defined_in=path.rpartition(".")[0],
+        decorators=(),
+        parameters=tuple(ParameterRecord(name, kind, default) for name, kind, default in params),
+        forwards_kwargs_to=facts.get(("forwards", path)),
+    )
+
+
+def accepts(facts: Facts, path: str, keyword: str) -> SupportAnswer:
+    """``"supported"``, ``"unsupported"`` or ``"unknown"``: does the callable at ``path``
+    take ``keyword``? The records' own walk (:func:`fi_compat._records.keyword_support`, which
+    :meth:`~fi_compat._records.ReleaseRecord.support` answers with), over the facts of the
+    callable and of the methods its ``**kwargs`` reaches; ``"unknown"`` without a record of
+    the callable."""
+    function = function_of(facts, path)
+    if function is None:
         return "unknown"
     owner = path.rpartition(".")[0]
-    return accepts(facts, f"{owner}.{target}", keyword, depth + 1)
+
+    def method(name: str) -> FunctionRecord | None:
+        return function_of(facts, f"{owner}.{name}")
+
+    return keyword_support(function, keyword, method)
 
 
 def positional(facts: Facts, path: str) -> tuple[str, ...] | None:
@@ -582,6 +600,8 @@ def changed_keys(old: Facts, new: Facts) -> Iterator[Key]:
         if recorded:
             assert before is not None
             assert after is not None
+            if alike(module, before.release, after.release):
+                continue  # one stored record of every name: nothing to compare
             names = set(before.names) | set(after.names)
         else:
             names = {key[2] for f in (old, new) for key in f.table if key[:2] == ("name", module)}

@@ -13,10 +13,25 @@ __all__ = ["History", "history"]
 
 @dataclass(frozen=True)
 class History:
-    """The facts of every recorded release from ``old`` to ``new``, in that order (older
-    first when ``old`` is the older release; a downgrade walks them newest first)."""
+    """Every recorded release from ``old`` to ``new``, in that order (older first when
+    ``old`` is the older release; a downgrade walks them newest first).
 
-    steps: tuple[Facts, ...]
+    Each entry is a release's :class:`Facts` or its release string, whose facts are read
+    when a citation first needs them (:meth:`step`): a diff passes most releases between
+    by the span of a stored record, without reading them.
+    """
+
+    entries: tuple[Facts | str, ...]
+
+    def step(self, index: int) -> Facts:
+        """The facts of the entry at ``index`` (read once per process)."""
+        entry = self.entries[index]
+        return entry if isinstance(entry, Facts) else facts_of(entry)
+
+    @property
+    def releases(self) -> tuple[str, ...]:
+        """The releases walked, in order."""
+        return tuple(entry if isinstance(entry, str) else entry.release for entry in self.entries)
 
     @property
     def upgrade(self) -> bool:
@@ -25,11 +40,11 @@ class History:
 
     @property
     def old(self) -> Facts:
-        return self.steps[0]
+        return self.step(0)
 
     @property
     def new(self) -> Facts:
-        return self.steps[-1]
+        return self.step(len(self.entries) - 1)
 
     def cite(
         self, value: Callable[[Facts], Hashable], key: Key | None = None
@@ -42,21 +57,22 @@ class History:
         stored record for that key as a later step with the value (:meth:`Facts.span`) is
         passed without reading the value: one stored record is one value.
         """
+        releases = self.releases
         wanted = value(self.new)
-        index = len(self.steps) - 1
+        index = len(releases) - 1
         span = self.new.span(key) if key is not None else None
         while index > 0:
-            before = self.steps[index - 1]
-            if span is not None and position(before.release) in span:
+            if span is not None and position(releases[index - 1]) in span:
                 index -= 1  # the same stored record: the same value
                 continue
+            before = self.step(index - 1)
             if value(before) != wanted:
                 break
             span = before.span(key) if key is not None else None
             index -= 1
         if index == 0:
             return None
-        return self.steps[index].release, self.steps[index - 1].release
+        return releases[index], releases[index - 1]
 
 
 def history(old: str, new: str) -> History:
@@ -67,4 +83,8 @@ def history(old: str, new: str) -> History:
     UnknownReleaseError
         Either release has no record.
     """
-    return History(tuple(facts_of(release) for release in releases_between(old, new)))
+    between = releases_between(old, new)
+    # Both ends are read now (an unknown release fails here); the steps between when cited.
+    if len(between) == 1:
+        return History((facts_of(between[0]),))
+    return History((facts_of(between[0]), *between[1:-1], facts_of(between[-1])))

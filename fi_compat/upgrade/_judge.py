@@ -633,7 +633,7 @@ class _Judge:
         for keyword in use.keywords:
             before = accepts(self.old, path, keyword)
             after = accepts(self.new, path, keyword)
-            if before == after and after != "no":
+            if before == after and after != "unsupported":
                 continue
 
             def value(facts: Facts, keyword: str = keyword) -> Hashable:
@@ -641,10 +641,10 @@ class _Judge:
 
             cited = self.cite(value) if before != after else None
             found = True
-            if after == "no":
+            if after == "unsupported":
                 history = (
                     f"taken on {self.old.release}, not {self.since(cited)}"
-                    if before == "yes"
+                    if before == "supported"
                     else f"taken on neither {self.old.release} nor {self.new.release}"
                 )
                 renamed = _renamed_to(self.old, self.new, path, keyword)
@@ -656,7 +656,7 @@ class _Judge:
                     f"{path}({keyword}=...): {history}; the call raises TypeError{hint}",
                     cited,
                 )
-            elif after == "yes" and before == "no":
+            elif after == "supported" and before == "unsupported":
                 self.add(
                     use,
                     Category.AVAILABLE,
@@ -665,7 +665,7 @@ class _Judge:
                     f"(raises TypeError on {self.old.release})",
                     cited,
                 )
-            elif after == "yes":
+            elif after == "supported":
                 found = False
             else:
                 self.add(
@@ -845,7 +845,7 @@ class _Judge:
                     "keyword; the call raises TypeError",
                 )
                 continue
-            if accepts(self.new, path, keyword) == "yes":
+            if accepts(self.new, path, keyword) == "supported":
                 continue
             mapping = _MAPPED_KEYWORDS.get(keyword)
             answer = self.new.get(("mapping", mapping)) if mapping else None

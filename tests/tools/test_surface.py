@@ -405,6 +405,55 @@ def test_a_shared_record_reads_as_its_definition(stored: Store) -> None:
     assert later_norm.version("rmsnorm") == norm.version("rmsnorm")
 
 
+def test_alike_follows_a_reexport_to_its_home(stored: Store) -> None:
+    """``tables.json``: a module reads alike in two releases only when every name, a
+    re-export's definition included, holds one stored record in both."""
+    alike = store_module.alike
+    # 1.0 and 1.1 are the same tree
+    assert alike("flashinfer.fused_moe.core", "1.0", "1.1")
+    assert alike("flashinfer.fused_moe", "1.0", "1.1")
+    # 2.0rc1 adds cache= to trtllm_fp4_block_scale_moe in core ...
+    assert not alike("flashinfer.fused_moe.core", "1.0", "2.0rc1")
+    # ... which the package re-exports from an unchanged __init__.py: not alike either
+    package = store_module.module_record("2.0rc1", "flashinfer.fused_moe")
+    assert package is not None
+    assert package.shape("trtllm_fp4_block_scale_moe") == (
+        "function",
+        "flashinfer.fused_moe.core",
+        False,
+    )
+    assert not alike("flashinfer.fused_moe", "1.0", "2.0rc1")
+    # a release without the module, or unknown to the store, is never alike
+    assert not alike("flashinfer.norm", "1.0", "2.0rc1")
+    assert not alike("flashinfer.norm", "1.0", "9.9")
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [("0.6.5", "0.7.2.post1"), ("0.7.1rc2", "0.7.2"), ("0.7.2", "0.7.2.post1"), ("0.2.9", "0.3.0")],
+)
+def test_the_shipped_store_says_alike_exactly_where_nothing_differs(old: str, new: str) -> None:
+    """The shipped ``tables.json`` against the name index itself, for every module both
+    releases ship: alike exactly when every name has one identity in both (what the diff
+    would otherwise compare name by name) and the module's own facts agree."""
+    store_module.module_record.cache_clear()
+    for module in sorted(store_module.modules_of(old) & store_module.modules_of(new)):
+        before = store_module.module_record(old, module)
+        after = store_module.module_record(new, module)
+        assert before is not None
+        assert after is not None
+        same = (before.all_names, before.served, before.open, before.unreadable) == (
+            after.all_names,
+            after.served,
+            after.open,
+            after.unreadable,
+        ) and all(
+            before.version(name) == after.version(name)
+            for name in set(before.names) | set(after.names)
+        )
+        assert store_module.alike(module, old, new) == same, module
+
+
 def test_binds_tells_present_absent_and_unknown() -> None:
     from types import MappingProxyType
 

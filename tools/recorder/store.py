@@ -17,6 +17,11 @@ a zip archive whose members are read one at a time:
   ``fi_compat._records._parse.expand_name``), else ``"#kind:defined_in"``; a home that
   is the module itself is written ``"."``. Kind, home and guard of every name, and whether
   two releases hold the same version, are read from the index alone;
+* ``tables.json``: ``{module: [RELEASES, ...]}``: the releases of each module cut into runs
+  whose module reads the same in every one of them: every name (a re-export's definition
+  followed to its home) holds the same stored record, and so do ``all``, ``open``,
+  ``getattr`` and ``unreadable``. Two releases in one run have nothing to compare in that
+  module, which a diff of two releases skips without reading its shard;
 * ``<shard>.records``: one line per name with a full record, ``module<TAB>name<TAB>[RECORD
   | null, ...]``: the full record of each version (null where the index holds it whole), a
   JSON array decoded only when that name is asked for (a diff reads few of a shard's
@@ -31,6 +36,7 @@ so recording one more release unpacks the store, adds it and packs again.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import lzma
@@ -60,6 +66,8 @@ __all__ = [
 
 STORE_SCHEMA = 1
 INDEX = "index.json"
+#: The member holding each module's runs of releases that read alike (see the docstring).
+TABLES = "tables.json"
 #: The suffix of a shard's name index member (``<shard>.names.json``).
 NAMES = ".names.json"
 #: The suffix of a shard's records member (``<shard>.records``).
@@ -201,6 +209,7 @@ def pack(surfaces: Surfaces) -> bytes:
                 index[key] = _versions(table[key][""])
         indexes[module], records[module] = index, stored
     shards = _shards(indexes, records)
+    alike = _alike(indexes, modules)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
         index_data = {
@@ -210,6 +219,7 @@ def pack(surfaces: Surfaces) -> bytes:
             "shards": [members[0] for members in shards],
         }
         _write(archive, INDEX, index_data)
+        _write(archive, TABLES, alike)
         for number, members in enumerate(shards):
             _write(archive, f"{number}{NAMES}", {module: indexes[module] for module in members})
             lines = [
@@ -220,6 +230,77 @@ def pack(surfaces: Surfaces) -> bytes:
             text = "\n".join(lines).encode()
             archive.writestr(_best(f"{number}{RECORDS}", text), text, compresslevel=9)
     return buffer.getvalue()
+
+
+def _alike(indexes: Mapping[str, Record], modules: Mapping[str, list[int]]) -> dict[str, list[str]]:
+    """Module -> its releases cut into runs where the module reads the same (``tables.json``).
+
+    A module's identity at a release is the version each of its names holds there (a
+    re-export stored as ``&kind:home:name`` takes the identity of that name in its home,
+    as the reader compares them), with the versions of ``all``, ``open``, ``getattr`` and
+    ``unreadable``.
+    """
+    picked: dict[tuple[str, int], dict[str, int]] = {}
+    shipped = {module: frozenset(found) for module, found in modules.items()}
+
+    def versions(module: str, position: int) -> dict[str, int]:
+        key = (module, position)
+        found = picked.get(key)
+        if found is None:
+            found = {}
+            for name, versions in indexes[module]["names"].items():
+                for number, (ranges, _) in enumerate(versions):
+                    if position in _members(ranges):
+                        found[name] = number
+                        break
+            picked[key] = found
+        return found
+
+    def identity(module: str, name: str, position: int, depth: int = 0) -> Any:
+        number = versions(module, position).get(name)
+        if number is None:
+            return None
+        shape = indexes[module]["names"][name][number][1]
+        if shape.startswith("&") and depth < _MAX_HOPS:
+            data = long_name(read_home(shape, module))
+            home = data["defined_in"]
+            if home in indexes and position in shipped[home]:
+                return (number, identity(home, data["same"], position, depth + 1))
+            return (number, None)
+        return number
+
+    alike: dict[str, list[str]] = {}
+    for module in sorted(indexes):
+        runs: dict[Any, list[int]] = {}
+        for position in modules[module]:
+            table = indexes[module]
+            names = tuple(
+                (name, identity(module, name, position)) for name in sorted(table["names"])
+            )
+            extras = tuple(
+                next(
+                    (
+                        number
+                        for number, (ranges, _) in enumerate(table.get(key, []))
+                        if position in _members(ranges)
+                    ),
+                    None,
+                )
+                for key in ("all", "open", "getattr", "unreadable")
+            )
+            runs.setdefault((names, extras), []).append(position)
+        alike[module] = [encode_ranges(found) for found in runs.values()]
+    return alike
+
+
+#: How many re-exports deep :func:`_alike` follows a name to its home (the recorder
+#: writes a re-export of a definition, never of another re-export; this bounds a cycle).
+_MAX_HOPS = 8
+
+
+@functools.cache
+def _members(ranges: str) -> frozenset[int]:
+    return frozenset(decode_ranges(ranges))
 
 
 def _shards(indexes: Mapping[str, Record], records: Mapping[str, Record]) -> list[list[str]]:
