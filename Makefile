@@ -158,8 +158,9 @@ measure-layers: $(STAMP)
 
 # `make measure-sizes` re-measures, for every recorded release from 0.6.0, which call sizes
 # (tokens x hidden) one fused workspace serves on the TRT-LLM and MNNVL backends, what reaches
-# the kernel and what is_buffer_size_sufficient answers, into fi_compat/comm/sizes.json
-# (about 2.5 min; `V=0.7.3` measures one release).
+# the kernel and what is_buffer_size_sufficient answers, into tools/measurements/sizes.json,
+# and what the runtime reads of it into fi_compat/comm/sizes.json (about 2.5 min; `V=0.7.3`
+# measures one release).
 measure-sizes: $(STAMP)
 	$(BIN)/python -m tools.sizes $(V)
 

@@ -10,8 +10,8 @@ per backend through the release's own factory with recorders below it, calls the
 ``allreduce_fusion`` with every shape of :data:`tools.sizes_probe.SHAPES` for each pattern,
 and asks ``is_buffer_size_sufficient`` about the same shapes.
 
-:func:`classify` turns that into the release's entry of ``fi_compat/comm/sizes.json``; per
-backend (``trtllm``, ``mnnvl``):
+:func:`classify` turns that into the release's entry of the measurement,
+``tools/measurements/sizes.json``; per backend (``trtllm``, ``mnnvl``):
 
 ``check``
     The rule the public call's refusals follow, one of :data:`RULES` (the same for every
@@ -36,6 +36,10 @@ backend (``trtllm``, ``mnnvl``):
     answers exactly what the public call admits (``agrees``) for every measured pattern.
 ``patterns``
     The same per pattern; ``observations`` the raw outcome per pattern and shape.
+
+fi-compat ships only what its runtime reads (``fi_compat/comm/_sizes.py``):
+``fi_compat/comm/sizes.json`` holds each backend's ``check``, ``reaches`` and ``detail``
+(:func:`shipped_document`), written beside the measurement and checked against it.
 
 Run from the repository root (``make measure-sizes``)::
 
@@ -75,11 +79,17 @@ __all__ = [
     "main",
     "measure_release",
     "run_release",
+    "shipped_document",
+    "write_shipped",
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
-#: The file the runtime reads.
-OUTPUT = ROOT / "fi_compat" / "comm" / "sizes.json"
+#: The whole measurement: every observation, per release, backend, pattern and shape.
+OUTPUT = ROOT / "tools" / "measurements" / "sizes.json"
+#: The file the runtime reads: what it reads of the measurement (:func:`shipped_document`).
+SHIPPED = ROOT / "fi_compat" / "comm" / "sizes.json"
+#: The keys of a backend's entry the runtime reads (``fi_compat.comm._sizes.rule_of``).
+SHIPPED_KEYS = ("check", "reaches", "detail")
 PROBE = Path(__file__).resolve().parent / "sizes_probe.py"
 #: The first release with the unified API.
 FIRST_RELEASE = Version("0.6.0")
@@ -367,13 +377,41 @@ def dump_document(document: Mapping[str, Any]) -> str:
     return measurement.dump_by_version(document)
 
 
+def shipped_document(releases: Mapping[str, Any]) -> dict[str, Any]:
+    """What the runtime reads of the measurement's ``releases``: per release and backend,
+    :data:`SHIPPED_KEYS` only."""
+    return {
+        "schema": SCHEMA,
+        "tool": TOOL,
+        "measurement": OUTPUT.relative_to(ROOT).as_posix(),
+        "releases": {
+            release: {
+                backend: {key: entry[key] for key in SHIPPED_KEYS if key in entry}
+                for backend, entry in backends.items()
+            }
+            for release, backends in releases.items()
+        },
+    }
+
+
+def write_shipped(output: Path = OUTPUT, shipped: Path = SHIPPED) -> bool:
+    """Write ``shipped`` from the measurement at ``output``; False when it was already so."""
+    text = dump_document(shipped_document(measurement.load_releases(output)))
+    if shipped.is_file() and shipped.read_text(encoding="utf-8") == text:
+        return False
+    measurement.write_if_changed(shipped, text)
+    return True
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
     output: Path = OUTPUT,
+    shipped: Path = SHIPPED,
     measure: Callable[[str], dict[str, Any]] | None = None,
 ) -> int:
-    """Measure the releases, then write ``sizes.json`` (or compare it, with ``--check``)."""
+    """Measure the releases, then write the measurement and the shipped file from it (or,
+    with ``--check``, compare the measurement, and the shipped file with its projection)."""
     tool = measurement.Tool(
         prog="python -m tools.sizes",
         description="Measure which call sizes one fused workspace serves, per release.",
@@ -382,7 +420,15 @@ def main(
         measure_release=measure_release,
         text=lambda releases: dump_document(build_document(releases)),
     )
-    return measurement.main(tool, argv, output=output, measure=measure)
+    status = measurement.main(tool, argv, output=output, measure=measure)
+    if "--check" in (argv if argv is not None else sys.argv[1:]):
+        expected = dump_document(shipped_document(measurement.load_releases(output)))
+        if not shipped.is_file() or shipped.read_text(encoding="utf-8") != expected:
+            print(f"differs: {shipped} is not what the runtime reads of {output}", file=sys.stderr)
+            return 1
+        return status
+    write_shipped(output, shipped)
+    return status
 
 
 if __name__ == "__main__":

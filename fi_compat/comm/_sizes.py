@@ -4,7 +4,9 @@ A workspace is created for ``max_token_num`` x ``hidden_dim``; FlashInfer serves
 other sizes that fit it, and engines rely on that (vLLM sizes one workspace for the wider
 of the target and the draft model; SGLang's compile branch sends narrower tensors).
 ``tools/sizes.py`` measured, per release from 0.6.0, what the release's own public
-``allreduce_fusion`` admits and what reaches its kernel, into ``sizes.json``. This module
+``allreduce_fusion`` admits and what reaches its kernel; ``sizes.json`` here is what this
+module reads of that measurement (each backend's rule, what reaches the kernel, and why a
+release is unmeasured; the observations stay in ``tools/measurements/``). This module
 turns that into a :class:`Fit` for each workspace, decided once at creation:
 
 ``product``

@@ -340,6 +340,18 @@ def test_the_shipped_file_is_the_dump_of_its_releases() -> None:
     assert dump_document(build_document(SHIPPED)) == SHIPPED_TEXT
 
 
+def test_the_package_ships_only_what_the_runtime_reads_of_the_measurement() -> None:
+    """``fi_compat/comm/sizes.json`` is the measurement's projection, byte for byte, and
+    holds per backend only the keys ``fi_compat.comm._sizes`` reads."""
+    text = sizes.SHIPPED.read_text(encoding="utf-8")
+    assert text == dump_document(sizes.shipped_document(SHIPPED))
+    runtime = json.loads(text)["releases"]
+    assert set(runtime) == set(SHIPPED)
+    keys = {key for backends in runtime.values() for entry in backends.values() for key in entry}
+    assert keys <= set(sizes.SHIPPED_KEYS)
+    assert len(text) < len(SHIPPED_TEXT) / 50
+
+
 def test_the_document_sorts_releases_by_version() -> None:
     text = dump_document(build_document({"0.10.0": {}, "0.6.2": {}, "0.6.10": {}}))
     assert list(json.loads(text)["releases"]) == ["0.6.2", "0.6.10", "0.10.0"]
@@ -358,23 +370,45 @@ def _fake(entries: Mapping[str, Any]) -> Callable[[str], dict[str, Any]]:
 
 
 def test_main_writes_then_check_passes_and_fails_on_a_difference(tmp_path: Path) -> None:
-    output = tmp_path / "sizes.json"
-    entries = {"0.7.2.post1": {"trtllm": {"check": "product"}, "mnnvl": {"check": "bytes"}}}
-    assert sizes.main(["0.7.2.post1"], output=output, measure=_fake(entries)) == 0
+    output, shipped = tmp_path / "sizes.json", tmp_path / "shipped.json"
+    entries = {
+        "0.7.2.post1": {
+            "trtllm": {"check": "product", "reaches": "call", "sufficient": {"rule": "product"}},
+            "mnnvl": {"check": "bytes"},
+        }
+    }
+
+    def main(argv: list[str], found: Mapping[str, Any]) -> int:
+        return sizes.main(argv, output=output, shipped=shipped, measure=_fake(found))
+
+    assert main(["0.7.2.post1"], entries) == 0
     written = output.read_text(encoding="utf-8")
     assert json.loads(written)["releases"] == entries
-    assert sizes.main(["--check", "0.7.2.post1"], output=output, measure=_fake(entries)) == 0
+    # the shipped file: what the runtime reads of it
+    assert json.loads(shipped.read_text(encoding="utf-8"))["releases"] == {
+        "0.7.2.post1": {
+            "trtllm": {"check": "product", "reaches": "call"},
+            "mnnvl": {"check": "bytes"},
+        }
+    }
+    assert main(["--check", "0.7.2.post1"], entries) == 0
     changed = {"0.7.2.post1": {"trtllm": {"check": "none"}, "mnnvl": {"check": "bytes"}}}
-    assert sizes.main(["--check", "0.7.2.post1"], output=output, measure=_fake(changed)) == 1
+    assert main(["--check", "0.7.2.post1"], changed) == 1
     assert output.read_text(encoding="utf-8") == written
+    # a shipped file that is not the measurement's projection fails the check
+    shipped.write_text(shipped.read_text(encoding="utf-8").replace("product", "none"))
+    assert main(["--check", "0.7.2.post1"], entries) == 1
 
 
 def test_main_keeps_other_releases_and_fails_on_an_unmeasurable_one(tmp_path: Path) -> None:
-    output = tmp_path / "sizes.json"
+    output, shipped = tmp_path / "sizes.json", tmp_path / "shipped.json"
     first = {"0.6.0": {"trtllm": {"check": "product"}}}
-    assert sizes.main(["0.6.0"], output=output, measure=_fake(first)) == 0
+    assert sizes.main(["0.6.0"], output=output, shipped=shipped, measure=_fake(first)) == 0
     second = {"0.7.0": {"trtllm": {"check": "product"}}}
-    assert sizes.main(["0.7.0", "9.9.9"], output=output, measure=_fake(second)) == 1
+    assert (
+        sizes.main(["0.7.0", "9.9.9"], output=output, shipped=shipped, measure=_fake(second)) == 1
+    )
+    assert set(json.loads(shipped.read_text(encoding="utf-8"))["releases"]) == {"0.6.0", "0.7.0"}
     assert set(json.loads(output.read_text(encoding="utf-8"))["releases"]) == {"0.6.0", "0.7.0"}
 
 
