@@ -41,6 +41,7 @@ __all__ = [
     "FAST_DECODE_PLAN",
     "FLASHINFER",
     "GATES",
+    "IMPORT_HAZARDS",
     "INIT",
     "INIT_KEYWORDS",
     "LEGACY_DESTROY",
@@ -65,6 +66,7 @@ __all__ = [
     "WRAPPER_SYMBOLS",
     "Gate",
     "Home",
+    "ImportHazard",
     "Item",
     "Symbol",
     "symbol_named",
@@ -298,6 +300,96 @@ _BY_NAME: Mapping[str, Symbol] = MappingProxyType(
 def symbol_named(name: str) -> Symbol | None:
     """The symbol whose key, or any of whose names, is ``name``; None for any other."""
     return _BY_NAME.get(name)
+
+
+# ------------------------------------------------------------------------ import hazards
+
+
+@dataclass(frozen=True)
+class ImportHazard:
+    """An import of FlashInfer that fails on some releases, in some environments.
+
+    Which releases have it is never written here: each release's record holds it as the
+    :class:`~fi_compat._records.HazardRecord` named :attr:`flag`, read off the release's
+    source by the recorder. This is what the hazard is, for every reader of the records
+    (the report's hazards, ``fi-compat diff``, ``fi-compat scan``).
+
+    Attributes
+    ----------
+    flag
+        The record's field (``ReleaseRecord.<flag>``).
+    id
+        The id ``fi-compat report`` gives it.
+    modules
+        The imports that meet it (a submodule's import included).
+    raised
+        What the import raises, as people read it.
+    exceptions
+        The exception classes that is (a handler of one of them catches it).
+    condition
+        When it raises; ``{python}`` stands for the Python version the record names.
+    remedy
+        What to do about it.
+    """
+
+    flag: str
+    id: str
+    modules: tuple[str, ...]
+    raised: str
+    exceptions: tuple[str, ...]
+    condition: str
+    remedy: str
+
+    def when(self, python: str | None = None) -> str:
+        """:attr:`condition` for a record naming ``python`` (the Python it needs)."""
+        return self.condition.format(python=python or "the version the record names")
+
+
+#: Every import hazard the recorder reads off a release's source, by record field.
+IMPORT_HAZARDS: Mapping[str, ImportHazard] = MappingProxyType(
+    {
+        hazard.flag: hazard
+        for hazard in (
+            ImportHazard(
+                "comm_requires_cuda_runtime",
+                "comm-needs-cuda-runtime",
+                (COMM,),
+                "AssertionError",
+                ("AssertionError",),
+                "without a loaded CUDA runtime",
+                "load the CUDA runtime first (a CUDA build of torch, or libcudart from the "
+                "nvidia-cuda-runtime-cu12 wheel), or install a release without it",
+            ),
+            ImportHazard(
+                "comm_requires_triton",
+                "comm-needs-triton",
+                (COMM,),
+                "ModuleNotFoundError",
+                ("ModuleNotFoundError",),
+                "without triton installed",
+                "install triton, or a release without it",
+            ),
+            ImportHazard(
+                "import_queries_gpu",
+                "import-queries-gpu",
+                (FLASHINFER,),
+                "RuntimeError (AssertionError with a CPU build of torch)",
+                ("RuntimeError", "AssertionError"),
+                "on a machine without a GPU (it queries GPU 0 at import)",
+                "run where a GPU is visible, stub the query, or install a release without it",
+            ),
+            ImportHazard(
+                "comm_requires_python",
+                "comm-needs-newer-python",
+                (COMM,),
+                "TypeError",
+                ("TypeError",),
+                "below Python {python}",
+                "run a newer Python, or install a release without it",
+            ),
+        )
+    }
+)
 
 
 # -------------------------------------------------------------------------------- gates

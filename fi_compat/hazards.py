@@ -22,10 +22,12 @@ from fi_compat._signature import Status
 from fi_compat._surface import (
     COMM,
     GATES,
+    IMPORT_HAZARDS,
     LEGACY_FUSION,
     SPLIT_KEYWORDS,
     UNIFIED_FACTORY,
     UNIFIED_FUSION,
+    ImportHazard,
 )
 from fi_compat.capabilities import ATTENTION_WRAPPERS, Capabilities
 
@@ -69,21 +71,61 @@ class Hazard:
 @dataclass(frozen=True)
 class _ReleaseHazard:
     """A hazard of ``import flashinfer`` itself, not detectable once the import succeeded:
-    read from the installed release's record (``flag``, a :class:`HazardRecord` field), so
-    it holds exactly for the releases, pre-releases included, whose source shows it."""
+    read from the installed release's record (the :class:`ImportHazard`'s ``flag``, a
+    :class:`HazardRecord`), so it holds exactly for the releases, pre-releases included,
+    whose source shows it."""
 
-    id: str
-    flag: str
+    hazard: ImportHazard
     severity: Severity
-    message: str
+
+    @property
+    def id(self) -> str:
+        return self.hazard.id
+
+    @property
+    def flag(self) -> str:
+        return self.hazard.flag
 
     def applies_to(self, version: Version) -> bool | None:
         """Whether the recorded release ``version`` has the hazard; None when unrecorded."""
         record = _recorded(str(version))
         if record is None:
             return None
-        hazard: HazardRecord = getattr(record, self.flag)
-        return hazard.value
+        found: HazardRecord = getattr(record, self.flag)
+        return found.value
+
+    def message(self, record: ReleaseRecord) -> str:
+        """What the hazard does on the release of ``record``, with the evidence the
+        recorder found and the next final release without it."""
+        return _import_message(self.hazard, record)
+
+
+def _import_message(hazard: ImportHazard, record: ReleaseRecord, python: str | None = None) -> str:
+    found: HazardRecord = getattr(record, hazard.flag)
+    later = _next_without(hazard.flag, record.release)
+    evidence = f" ({found.evidence})" if found.evidence else ""
+    upgrade = f"; {later} is the next release without it" if later else ""
+    on = f"Python {python} with " if python else ""
+    return (
+        f"import {hazard.modules[0]} raises {hazard.raised} "
+        f"{hazard.when(found.python)} on {on}flashinfer-python {record.release}{evidence}"
+        f"{upgrade}: {hazard.remedy}."
+    )
+
+
+def _next_without(flag: str, release: str) -> str | None:
+    """The first recorded final release after ``release`` whose record lacks ``flag``."""
+    from fi_compat._records import available_releases
+
+    after = Version(release)
+    for candidate in available_releases():
+        version = Version(candidate)
+        if version <= after or version.is_prerelease:
+            continue
+        record = _recorded(candidate)
+        if record is not None and not getattr(record, flag).value:
+            return candidate
+    return None
 
 
 def _recorded(version: str) -> ReleaseRecord | None:
@@ -99,20 +141,8 @@ def _recorded(version: str) -> ReleaseRecord | None:
 
 #: Hazards of ``import flashinfer`` itself, by recorded release (not detectable afterwards).
 RELEASE_HAZARDS: tuple[_ReleaseHazard, ...] = (
-    _ReleaseHazard(
-        "import-queries-gpu",
-        "import_queries_gpu",
-        Severity.INFO,
-        "import flashinfer queries GPU 0 on this release (0.6.8 to 0.6.11.post3 and 0.6.14 "
-        "to 0.7.0.post1, their pre-releases with them): on a machine without a GPU it fails "
-        "unless the query is stubbed.",
-    ),
-    _ReleaseHazard(
-        "comm-needs-triton",
-        "comm_requires_triton",
-        Severity.INFO,
-        f"import {COMM} needs triton on this release (0.6.10 to 0.6.13).",
-    ),
+    _ReleaseHazard(IMPORT_HAZARDS["import_queries_gpu"], Severity.INFO),
+    _ReleaseHazard(IMPORT_HAZARDS["comm_requires_triton"], Severity.INFO),
 )
 
 
@@ -219,34 +249,27 @@ def _release_hazards(capabilities: Capabilities) -> list[Hazard]:
     info = capabilities.flashinfer
     if info.parsed_version is None or info.source_build:
         return []
-    found = [
-        Hazard(entry.id, entry.severity, entry.message)
-        for entry in RELEASE_HAZARDS
-        if entry.applies_to(info.parsed_version)
-    ]
-    return found + _python_hazards(info.version)
-
-
-def _python_hazards(version: str | None) -> list[Hazard]:
-    """The recorded hazards of the release that depend on this Python's version."""
-    record = _recorded(version or "")
+    record = _recorded(str(info.parsed_version))
     if record is None:
         return []
-    hazard = record.comm_requires_python
-    if not hazard.value or hazard.python is None:
+    found = [
+        Hazard(entry.id, entry.severity, entry.message(record))
+        for entry in RELEASE_HAZARDS
+        if getattr(record, entry.flag).value
+    ]
+    return found + _python_hazards(record)
+
+
+def _python_hazards(record: ReleaseRecord) -> list[Hazard]:
+    """The recorded hazards of the release that depend on this Python's version."""
+    hazard = IMPORT_HAZARDS["comm_requires_python"]
+    found: HazardRecord = getattr(record, hazard.flag)
+    if not found.value or found.python is None:
         return []
     running = ".".join(str(part) for part in sys.version_info[:2])
-    if Version(running) >= Version(hazard.python):
+    if Version(running) >= Version(found.python):
         return []
-    return [
-        Hazard(
-            "comm-needs-newer-python",
-            Severity.ERROR,
-            f"import {COMM} raises TypeError on Python {running} with flashinfer-python "
-            f"{record.release}: it needs Python >= {hazard.python} ({hazard.evidence}). "
-            f"Run Python {hazard.python}+, or install another flashinfer-python release.",
-        )
-    ]
+    return [Hazard(hazard.id, Severity.ERROR, _import_message(hazard, record, running))]
 
 
 def hazards(capabilities: Capabilities) -> tuple[Hazard, ...]:

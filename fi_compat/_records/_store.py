@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import functools
 import json
+import os
 import threading
 import zipfile
 from collections.abc import Hashable, Iterable, Iterator, Mapping
@@ -220,8 +221,11 @@ class Store:
 
     def __init__(self, path: Any = None) -> None:
         source = path or resources.files("fi_compat._records").joinpath(STORE)
-        # One handle for the process: the archive's directory is read once.
-        self._archive = zipfile.ZipFile(source.open("rb"))
+        # One handle for the process: the archive's directory is read once. A file on disk
+        # is opened by the archive, which closes it when the process ends.
+        self._archive = zipfile.ZipFile(
+            os.fspath(source) if isinstance(source, os.PathLike) else source.open("rb")
+        )
         index = json.loads(self._archive.read(_INDEX))
         self.releases: tuple[str, ...] = tuple(index["releases"])
         self.position = {release: at for at, release in enumerate(self.releases)}

@@ -18,8 +18,8 @@ from packaging.version import Version
 
 from fi_compat._arguments import require_str
 from fi_compat._frozen import picklable
+from fi_compat._surface import IMPORT_HAZARDS
 from fi_compat.upgrade._facts import (
-    HAZARD_MODULES,
     MAPPINGS,
     Facts,
     Key,
@@ -527,7 +527,10 @@ class _Differ:
 
     def _hazard(self, key: Key, before: Any, after: Any) -> None:
         hazard = key[1]
-        modules = " / ".join(f"import {module}" for module in HAZARD_MODULES[hazard])
+        entry = IMPORT_HAZARDS[hazard]
+        modules = " / ".join(f"import {module}" for module in entry.modules)
+        holding = self.new if after else self.old
+        raises = f"raises {entry.raised} {entry.when(holding.get(('hazard_python', hazard)))}"
         cited = self.history.cite(lambda facts: facts.get(key))
         last = cited[1] if cited else self.old.release
         if after:
@@ -536,7 +539,7 @@ class _Differ:
                 "hazard-appeared",
                 Severity.BREAKING,
                 hazard,
-                f"{modules}: {_HAZARD_TEXT[hazard]} ({evidence})",
+                f"{modules}: {raises} ({evidence})",
                 key,
             )
         else:
@@ -545,7 +548,7 @@ class _Differ:
                 "hazard-ended",
                 Severity.BEHAVIOUR,
                 hazard,
-                f"{modules}: no longer {_HAZARD_TEXT[hazard]}; it did up to {last} ({evidence})",
+                f"{modules}: no longer {raises}; it did up to {last} ({evidence})",
                 key,
             )
 
@@ -616,15 +619,6 @@ class _Differ:
             f"was {before or 'nothing (not applicable)'}",
             key,
         )
-
-
-_HAZARD_TEXT = {
-    "comm_requires_cuda_runtime": "raises AssertionError in a process without a loaded "
-    "CUDA runtime",
-    "comm_requires_triton": "raises ImportError without triton",
-    "import_queries_gpu": "queries GPU 0 (fails on a machine without one)",
-    "comm_requires_python": "raises TypeError below Python 3.12",
-}
 
 
 def _sort_key(change: Change) -> tuple[int, Version, str, str, str]:

@@ -55,6 +55,7 @@ from fi_compat._records import (
 from fi_compat._records._store import alike, shipping
 from fi_compat._surface import (
     COMM,
+    IMPORT_HAZARDS,
     LEGACY_FACTORY,
     LEGACY_FUSION,
     MNNVL_MODULE,
@@ -67,7 +68,6 @@ from fi_compat._surface import (
 )
 
 __all__ = [
-    "HAZARD_MODULES",
     "MAPPINGS",
     "Facts",
     "Key",
@@ -95,13 +95,6 @@ MAPPINGS: Mapping[str, str] = {
     "per_call_sizes": "whether a TRT-LLM workspace serves calls of other sizes that fit",
 }
 
-#: The import hazards: record key -> the modules whose import (or a submodule's) meets it.
-HAZARD_MODULES: Mapping[str, tuple[str, ...]] = {
-    "comm_requires_cuda_runtime": (COMM,),
-    "comm_requires_triton": (COMM,),
-    "import_queries_gpu": ("flashinfer",),
-    "comm_requires_python": (COMM,),
-}
 
 _SELF = ("self", "cls")
 _POSITIONAL = ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")
@@ -535,7 +528,7 @@ def facts_of(release: str) -> Facts:
     backend = record.torch_dist_backend
     table["bcast_group_local",] = backend.bcast_root_is_group_local if backend else None
     evidence = {}
-    for hazard in HAZARD_MODULES:
+    for hazard in IMPORT_HAZARDS:
         found: HazardRecord = getattr(record, hazard)
         table["hazard", hazard] = found.value
         evidence[hazard] = found.evidence

@@ -20,6 +20,7 @@ from fi_compat._frozen import picklable
 from fi_compat._records import introduced_in
 from fi_compat._surface import (
     COMM,
+    IMPORT_HAZARDS,
     NAMED_MODULES,
     PATTERN,
     TORCH_DIST_BACKEND,
@@ -27,7 +28,6 @@ from fi_compat._surface import (
     UNIFIED_FUSION,
 )
 from fi_compat.upgrade._facts import (
-    HAZARD_MODULES,
     Facts,
     accepts,
     parameter,
@@ -339,29 +339,6 @@ def _required(facts: Facts, path: str, use: Use) -> set[str]:
 
 # ----------------------------------------------------------------------------- judging
 
-#: Hazard -> (what the import raises, the exceptions that is, the condition that trips it).
-_HAZARD_RAISES: dict[str, tuple[str, tuple[str, ...], str]] = {
-    "comm_requires_cuda_runtime": (
-        "AssertionError",
-        ("AssertionError",),
-        "without a loaded CUDA runtime",
-    ),
-    "comm_requires_triton": (
-        "ModuleNotFoundError",
-        ("ModuleNotFoundError",),
-        "without triton installed",
-    ),
-    "import_queries_gpu": (
-        "RuntimeError (AssertionError with a CPU build of torch)",
-        ("RuntimeError", "AssertionError"),
-        "on a machine without a GPU",
-    ),
-    "comm_requires_python": (
-        "TypeError",
-        ("TypeError",),
-        "below Python 3.12",
-    ),
-}
 #: Exception -> the handler names that catch it.
 _CAUGHT_BY = {
     "AssertionError": {"AssertionError", "Exception", "BaseException", ""},
@@ -580,7 +557,8 @@ class _Judge:
     # ------------------------------------------------------------------------ hazards
 
     def hazards(self, use: Use) -> None:
-        for hazard, modules in HAZARD_MODULES.items():
+        for hazard, entry in IMPORT_HAZARDS.items():
+            modules = entry.modules
             if not any(use.target == m or use.target.startswith(f"{m}.") for m in modules):
                 continue
             if (use.path, hazard) in self.hazards_seen:
@@ -590,7 +568,9 @@ class _Judge:
             if before == after:
                 continue
             self.hazards_seen.add((use.path, hazard))
-            raised, exceptions, condition = _HAZARD_RAISES[hazard]
+            holding = self.new if after else self.old
+            raised, exceptions = entry.raised, entry.exceptions
+            condition = entry.when(holding.get(("hazard_python", hazard)))
             cited = self.history.cite(_hazard_of(hazard))
             module = modules[0]
             if self.swapped(use):

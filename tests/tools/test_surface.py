@@ -476,3 +476,26 @@ def test_the_installed_data_stays_within_8_mb() -> None:
     data += [*package.glob("comm/*.json"), *package.glob("attention/*.json")]
     assert (package / "_records" / "surface.zip") in data
     assert sum(path.stat().st_size for path in data) <= 8_000_000
+
+
+def test_the_shipped_store_leaves_no_file_open_at_exit() -> None:
+    """The process-wide store's archive owns its file: a process that read it ends without
+    a ResourceWarning (in development mode, where Python reports one)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "dev",
+            "-c",
+            "from fi_compat._records._store import module_record\n"
+            "assert module_record('0.7.2.post1', 'flashinfer') is not None\n",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ResourceWarning" not in done.stderr
