@@ -32,6 +32,7 @@ __all__ = [
     "ModuleTables",
     "Store",
     "alike",
+    "alike_runs",
     "finals_first",
     "first_with_module",
     "module_record",
@@ -250,11 +251,16 @@ class Store:
         the same stored record (a re-export's followed to its home), and so do its
         ``__all__``, star imports, ``__getattr__`` and readability (the recorder's
         ``tables.json``). False when either position lacks the module."""
-        for ranges in self._read(_TABLES).get(module, ()):
+        for ranges in self.read_tables().get(module, ()):
             held = _positions(ranges)
             if first in held:
                 return second in held
         return False
+
+    def read_tables(self) -> dict[str, list[str]]:
+        """``tables.json``: module -> the ranges of releases where it reads the same."""
+        found: dict[str, list[str]] = self._read(_TABLES)
+        return found
 
     def versions(self, module: str, name: str) -> list[Any]:
         """Each stored version's full record of ``module.name`` (None where the name index
@@ -331,6 +337,16 @@ def alike(module: str, first: str, second: str) -> bool:
     store = opened()
     at, other = store.position.get(first), store.position.get(second)
     return at is not None and other is not None and store.alike(module, at, other)
+
+
+def alike_runs(module: str) -> tuple[tuple[str, ...], ...]:
+    """The releases that ship ``module``, cut into runs where it reads the same
+    (:meth:`Store.alike`), oldest first within each; empty for a module no release ships."""
+    store = opened()
+    return tuple(
+        tuple(store.releases[at] for at in sorted(_positions(ranges)))
+        for ranges in store.read_tables().get(module, ())
+    )
 
 
 def shipping(module: str, ships: bool) -> frozenset[int]:

@@ -452,6 +452,10 @@ def test_the_shipped_store_says_alike_exactly_where_nothing_differs(old: str, ne
             for name in set(before.names) | set(after.names)
         )
         assert store_module.alike(module, old, new) == same, module
+        runs = store_module.alike_runs(module)
+        flat = [release for run in runs for release in run]
+        assert len(flat) == len(set(flat)), module  # the runs cut the releases, once each
+        assert any({old, new} <= set(run) for run in runs) == same, module
 
 
 def test_binds_tells_present_absent_and_unknown() -> None:
