@@ -257,7 +257,16 @@ def _resolve(facts: Facts, target: str, module: str) -> _Resolved:
         # With every module recorded, a module the release does not ship is absent;
         # otherwise only the seven modules with name tables are known everywhere.
         state = _ABSENT if recorded or current in NAMED_MODULES else _UNKNOWN
+        if any(part.startswith("_") for part in current.split(".")):
+            state = _UNKNOWN  # a private module: the records leave those out
         return _Resolved(state, missing=current, unseen=True)
+    following = parts[depth] if depth < len(parts) else None
+    if recorded and following is not None and following.startswith("_"):
+        # Not bound and not a recorded module: maybe a private submodule, which the records
+        # leave out (``flashinfer.mla._sparse_mla_sm120``): importing it may well work.
+        found = facts.module(current)
+        if found is not None and following not in found.names:
+            return _Resolved(_UNKNOWN, missing=f"{current}.{following}")
     if depth == len(parts):
         return _Resolved(_PRESENT, kind="module")
     name = parts[depth]

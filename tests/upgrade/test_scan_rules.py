@@ -535,3 +535,21 @@ def test_a_module_s_dunders_are_never_a_missing_name(tmp_path: Path) -> None:
     # __version__ is bound by an import in both releases (recorded like any name): it moved
     # from flashinfer._build_meta to flashinfer.version, and the import still works
     assert [f.category for f in _at(findings, 4)] == [Category.BEHAVIOUR]
+
+
+def test_a_private_submodule_the_records_leave_out_is_never_a_break(tmp_path: Path) -> None:
+    """The records hold every module without a ``_private`` path segment: a private
+    submodule (SGLang 0.5.15 imports ``flashinfer.mla._sparse_mla_sm120``, which 0.7.2.post1
+    ships) is not known to be absent, so no verdict is made about it, and a public name
+    a recorded module lacks still breaks."""
+    source = (
+        "from flashinfer.mla._sparse_mla_sm120 import sparse_mla_sm120_decode_dsv4\n"
+        "import flashinfer.mla\n"
+        "flashinfer.mla._sparse_mla_sm120.sparse_mla_sm120_decode_dsv4(x)\n"
+        "from flashinfer.mla import _sparse_mla_sm120\n"
+        "from flashinfer.mla import no_such_public_name\n"
+    )
+    findings = _scan(tmp_path, source, "0.6.12", "0.7.2.post1")
+    for line in (1, 3, 4):
+        assert not [f for f in _at(findings, line) if f.category is Category.BREAKS], line
+    assert _one(findings, 5, "name-missing").category is Category.BREAKS
