@@ -261,7 +261,8 @@ def _resolve(facts: Facts, target: str, module: str) -> _Resolved:
             state = _UNKNOWN  # a private module: the records leave those out
         return _Resolved(state, missing=current, unseen=True)
     following = parts[depth] if depth < len(parts) else None
-    if recorded and following is not None and following.startswith("_"):
+    dunder = following is not None and following.startswith("__") and following.endswith("__")
+    if recorded and following is not None and following.startswith("_") and not dunder:
         # Not bound and not a recorded module: maybe a private submodule, which the records
         # leave out (``flashinfer.mla._sparse_mla_sm120``): importing it may well work.
         found = facts.module(current)

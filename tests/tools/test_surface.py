@@ -209,6 +209,55 @@ def test_all_open_star_imports_and_unreadable_modules(tmp_path: Path) -> None:
     assert "cannot parse" in found["flashinfer.broken"]["unreadable"]
 
 
+def test_every_way_a_module_level_statement_binds_a_name(tmp_path: Path) -> None:
+    """Read off 0.7.2.post1's sources against ``inspect``: tuple targets (``_MMA_N_MIN,
+    _MMA_N_MAX = 8, 256``), starred ones, loop and ``with`` variables bind; ``del`` at the
+    top level unbinds (``del _log_import_version``); a name bound only in an ``except``
+    handler is conditional (bound only when the guarded import fails)."""
+    files = {
+        "flashinfer/__init__.py": """
+            _A, (_B, *_REST) = 1, (2, 3, 4)
+            [first, second] = 5, 6
+            for _loop in range(2):
+                pass
+            with open(__file__) as _handle:
+                pass
+
+            def _helper():
+                pass
+
+            _helper()
+            del _helper
+            if first:
+                del second  # not at the top level: may or may not run
+            try:
+                from torch import tensor
+            except ImportError:
+                from numpy import array as _fallback
+        """,
+    }
+    names = _surface(tmp_path, files)["flashinfer"]["names"]
+    assert {"_A", "_B", "_REST", "first", "second", "_loop", "_handle"} <= set(names)
+    assert "_helper" not in names
+    assert names["_fallback"].get("conditional") is True
+    assert names["tensor"].get("conditional") is True  # bound only when the import works
+
+
+def test_a_module_that_replaces_itself_in_sys_modules_is_unreadable(tmp_path: Path) -> None:
+    """0.7.2.post1's ``flashinfer.experimental.b12x`` hands out the ``b12x`` package: its
+    names are that package's, which the release does not hold."""
+    files = {
+        "flashinfer/__init__.py": "",
+        "flashinfer/shim.py": (
+            "import importlib\nimport sys\n\n"
+            "sys.modules[__name__] = importlib.import_module('b12x')\n"
+        ),
+    }
+    found = _surface(tmp_path, files)["flashinfer.shim"]
+    assert list(found) == ["unreadable"]
+    assert "sys.modules[__name__]" in found["unreadable"]
+
+
 @pytest.mark.parametrize(
     ("source", "served"),
     [

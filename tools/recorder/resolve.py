@@ -69,6 +69,9 @@ class Module:
     imports: list[tuple[str, int, Context]] = field(default_factory=list)
     statements: list[tuple[ast.stmt, Context]] = field(default_factory=list)
     all_names: list[str] | None = None
+    #: The line of a ``sys.modules[__name__] = ...`` run at import: the module hands its
+    #: importers another module, whose names its source does not tell (None without one).
+    replaced_at: int | None = None
 
 
 def absolute(module: Module, level: int, target: str | None) -> str:
@@ -79,6 +82,28 @@ def absolute(module: Module, level: int, target: str | None) -> str:
     for _ in range(level - 1):
         package = package.rpartition(".")[0]
     return f"{package}.{target}" if target else package
+
+
+def _target_names(target: ast.expr) -> list[str]:
+    """The names an assignment target binds (``a``, ``a, (b, *c)``); attributes and
+    subscripts bind none."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, ast.Starred):
+        return _target_names(target.value)
+    if isinstance(target, ast.Tuple | ast.List):
+        return [name for element in target.elts for name in _target_names(element)]
+    return []
+
+
+def _replaces_itself(target: ast.expr) -> bool:
+    """``sys.modules[__name__]`` as an assignment target."""
+    return (
+        isinstance(target, ast.Subscript)
+        and isinstance(target.slice, ast.Name)
+        and target.slice.id == "__name__"
+        and ast.unparse(target.value).endswith("sys.modules")
+    )
 
 
 def _caught(handlers: list[ast.ExceptHandler]) -> frozenset[str]:
@@ -223,7 +248,14 @@ class Package:
                 )
         elif isinstance(stmt, ast.Assign | ast.AnnAssign):
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            if any(_replaces_itself(target) for target in targets):
+                module.replaced_at = stmt.lineno
             for assigned in targets:
+                if isinstance(assigned, ast.Tuple | ast.List | ast.Starred):
+                    # ``_A, _B = 1, 2`` and ``first, *rest = ...`` bind every name in them.
+                    for name in _target_names(assigned):
+                        add(name, Binding("assign", stmt))
+                    continue
                 if isinstance(assigned, ast.Name):
                     if assigned.id == "__all__" and stmt.value is not None:
                         try:
@@ -234,6 +266,21 @@ class Package:
                             module.all_names = [str(item) for item in value]
                     bare = isinstance(stmt, ast.AnnAssign) and stmt.value is None
                     add(assigned.id, Binding("assign", stmt, annotation_only=bare))
+        elif isinstance(stmt, ast.For | ast.AsyncFor):
+            # The loop variable stays bound after a module-level loop (its body is not read:
+            # a loop is no place for definitions the recorder could follow).
+            for name in _target_names(stmt.target):
+                add(name, Binding("assign", stmt))
+        elif isinstance(stmt, ast.With | ast.AsyncWith):
+            for item in stmt.items:
+                if item.optional_vars is not None:
+                    for name in _target_names(item.optional_vars):
+                        add(name, Binding("assign", stmt))
+        elif isinstance(stmt, ast.Delete) and not nested:
+            # ``del _helper`` at the top level: the name is gone after the import.
+            for deleted in stmt.targets:
+                for name in _target_names(deleted):
+                    module.bindings.pop(name, None)
 
     def resolve(self, module_name: str, name: str, depth: int = 0) -> tuple[Module, Binding] | None:
         """Follow ``name`` in ``module_name``'s namespace to the module and statement binding it.
@@ -266,7 +313,8 @@ class Package:
         """``name`` is bound in ``module_name`` only when a guarded statement succeeds, there
         or along the imports that bring it there (:attr:`Binding.guarded`): every binding of
         it sits in an ``if``, ``try`` or ``with`` and no ``except`` handler binds it instead
-        (the CuTe DSL APIs 0.7.x re-exports under ``contextlib.suppress(ImportError)``)."""
+        (the CuTe DSL APIs 0.7.x re-exports under ``contextlib.suppress(ImportError)``); or
+        only when one fails: every binding of it sits in an ``except`` handler."""
         module = self.get(module_name)
         if module is None or depth > MAX_DEPTH:
             return False
@@ -277,7 +325,11 @@ class Package:
                     return self.conditional(star, name, depth + 1)
             return False
         primary = [b for b in bindings if not b.fallback]
-        here = bool(primary) and all(b.guarded for b in primary) and len(primary) == len(bindings)
+        if not primary:
+            # Bound only in an ``except`` handler: only when the guarded code fails
+            # (``except ImportError: from cutlass.base_dsl import ... as _ema``).
+            return True
+        here = all(b.guarded for b in primary) and len(primary) == len(bindings)
         binding = (primary or bindings)[-1]
         if here or binding.kind != "import":
             return here

@@ -34,7 +34,7 @@ __all__ = ["PACKAGE_DATA", "SURFACE_VERSION", "is_recorded_module", "module_surf
 
 #: Bumped whenever what :func:`surface` records changes: surfaces cached by ``tools.record``
 #: under another number are recorded again.
-SURFACE_VERSION = 1
+SURFACE_VERSION = 3
 
 #: The part of the wheel that is data, not modules of FlashInfer's (see the docstring).
 PACKAGE_DATA = "flashinfer.data"
@@ -160,6 +160,11 @@ def module_surface(recorder: Recorder, name: str) -> Record:
     try:
         module = package.get(name)
         assert module is not None, name
+        if module.replaced_at is not None:
+            return {
+                "unreadable": f"line {module.replaced_at}: sys.modules[__name__] = ...: the "
+                "import hands out another module, whose names this source does not tell"
+            }
         names, opened = bound_names(package, name)
         table: dict[str, Record] = {}
         for bound in sorted(names):
