@@ -93,7 +93,12 @@ RULES: dict[str, Rule] = {
         ),
         Rule("name-added", "A name the code uses is missing on the old release only", (_A,)),
         Rule("name-moved", "A name the code uses is now defined in another module", (_C,)),
-        Rule("keyword-missing", "A call passes a keyword the new release does not take", (_B,)),
+        Rule(
+            "keyword-missing",
+            "A call passes a keyword the new release does not take (behaviour only where a "
+            "try/except around it catches the TypeError)",
+            (_B, _C),
+        ),
         Rule("keyword-added", "A call passes a keyword only the new release takes", (_A,)),
         Rule(
             "keyword-unverified",
@@ -639,11 +644,17 @@ class _Judge:
                 )
                 renamed = _renamed_to(self.old, self.new, path, keyword)
                 hint = f" (it is called {renamed} there)" if renamed else ""
+                caught = bool(use.catches & _CAUGHT_BY["TypeError"])
                 self.add(
                     use,
-                    Category.BREAKS,
+                    Category.BEHAVIOUR if caught else Category.BREAKS,
                     "keyword-missing",
-                    f"{path}({keyword}=...): {history}; the call raises TypeError{hint}",
+                    f"{path}({keyword}=...): {history}; the call raises TypeError{hint}"
+                    + (
+                        ", which the handler here catches: the code it guards does not run"
+                        if caught
+                        else ""
+                    ),
                     cited,
                 )
             elif after == "supported" and before == "unsupported":

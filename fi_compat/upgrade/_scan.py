@@ -108,12 +108,24 @@ def _guards(catches: frozenset[str]) -> bool:
     return bool(catches & (_CATCH_ALL | {"ImportError", "ModuleNotFoundError", "AttributeError"}))
 
 
+#: The names a method's first parameter goes by.
+_SELVES = ("self", "cls")
+
+
 class _Reader(ast.NodeVisitor):
     """Collects the uses of one parsed file."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, members: dict[tuple[str, str], str] | None = None) -> None:
         self.path = path
+        #: (class, ``self.<attribute>``) -> the FlashInfer module or object stored there, from
+        #: any method of the class: a first reading of the file learns them, and a second
+        #: one, given them, follows reads that come before the store in the file.
+        self.members: dict[tuple[str, str], str] = dict(members or {})
+        self.learned = False
+        self.classes: list[str] = []
         self.aliases: dict[str, str] = {}
+        #: Names bound by an import statement.
+        self.imported: set[str] = set()
         self.modules: set[str] = set()
         self.instances: dict[str, str] = {}
         self.signatures: dict[str, str] = {}
@@ -161,12 +173,30 @@ class _Reader(ast.NodeVisitor):
             found = self.aliases.get(node.id)
             return found if found is not None and found.split(".")[0] == _ROOT else None
         if isinstance(node, ast.Attribute):
+            member = self._member(node)
+            if member is not None:
+                return member
             instance = self.instances.get(_text(node.value))
             if instance is not None:
                 return f"{instance}.{node.attr}"
             base = self.resolve(node.value)
             return None if base is None else f"{base}.{node.attr}"
         return None
+
+    def _member_key(self, node: ast.AST) -> tuple[str, str] | None:
+        """``(class, "self.x")`` for ``self.x`` (or ``cls.x``) read or written in a method."""
+        if (
+            self.classes
+            and isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in _SELVES
+        ):
+            return self.classes[-1], f"self.{node.attr}"
+        return None
+
+    def _member(self, node: ast.Attribute) -> str | None:
+        key = self._member_key(node)
+        return None if key is None else self.members.get(key)
 
     def _python(self, node: ast.AST) -> str | None:
         """The dotted standard-library path ``node`` names (``inspect.signature``)."""
@@ -186,7 +216,11 @@ class _Reader(ast.NodeVisitor):
 
     visit_FunctionDef = _scoped
     visit_AsyncFunctionDef = _scoped
-    visit_ClassDef = _scoped
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.classes.append(".".join((*self.scope, node.name)))
+        self._scoped(node)
+        self.classes.pop()
 
     def visit_Try(self, node: ast.Try) -> None:
         caught = frozenset(name for h in node.handlers for name in _handler_names(h))
@@ -220,8 +254,10 @@ class _Reader(ast.NodeVisitor):
             name = alias.name
             if alias.asname is not None:
                 self.aliases[alias.asname] = name
+                self.imported.add(alias.asname)
             else:
                 self.aliases[name.split(".")[0]] = name.split(".")[0]
+                self.imported.add(name.split(".")[0])
             if name.split(".")[0] == _ROOT:
                 parts = name.split(".")
                 self.modules.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
@@ -234,6 +270,7 @@ class _Reader(ast.NodeVisitor):
         for alias in node.names:
             bound = alias.asname or alias.name
             self.aliases[bound] = f"{module}.{alias.name}"
+            self.imported.add(bound)
             if module.split(".")[0] == _ROOT and alias.name != "*":
                 parts = module.split(".")
                 self.modules.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
@@ -271,6 +308,17 @@ class _Reader(ast.NodeVisitor):
             for target in node.targets:
                 if isinstance(target, ast.Name) and found is not None:
                     self.aliases[target.id] = found
+                key = self._member_key(target)
+                if key is None or found is None or self.members.get(key) == found:
+                    continue
+                # A module, or a name an import bound (``self._comm = comm``): not a value
+                # read off an object (``self.backend = self.workspace.backend`` is a str).
+                if found in self.modules or (
+                    isinstance(value, ast.Name) and value.id in self.imported
+                ):
+                    # ``self._comm = comm`` (lmdeploy): read back in the class's methods
+                    self.members[key] = found
+                    self.learned = True
 
     # ------------------------------------------------------------------ probes, guards
 
@@ -406,6 +454,11 @@ def read_uses(data: bytes, path: str) -> tuple[list[Use], Diagnostic | None]:
     reader = _Reader(path)
     try:
         reader.visit(tree)
+        if reader.learned:
+            # A module or object stored on ``self`` is read in methods above the one that
+            # stores it as well: read the file again knowing every such member.
+            reader = _Reader(path, reader.members)
+            reader.visit(tree)
     except RecursionError:
         return [], Diagnostic(path, "nested too deeply to read")
     return reader.uses, None

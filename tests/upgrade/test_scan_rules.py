@@ -553,3 +553,71 @@ def test_a_private_submodule_the_records_leave_out_is_never_a_break(tmp_path: Pa
     for line in (1, 3, 4):
         assert not [f for f in _at(findings, line) if f.category is Category.BREAKS], line
     assert _one(findings, 5, "name-missing").category is Category.BREAKS
+
+
+LMDEPLOY_LIKE = """\
+class FusedAllReduce:
+    def workspace(self, group):
+        try:
+            return self._comm.create_allreduce_fusion_workspace(
+                backend="trtllm", world_size=2, rank=0, max_token_num=8, hidden_dim=64,
+                dtype=None, group=group,
+            )
+        except Exception as error:
+            self.disable(error)
+
+    def run(self, x, workspace):
+        return self._comm.allreduce_fusion(
+            input=x, workspace=workspace, pattern=0, trigger_completion_at_end=True
+        )
+
+    def initialize(self):
+        import flashinfer.comm as comm
+
+        self._comm = comm
+
+
+class Unrelated:
+    def run(self, x):
+        return self._comm.allreduce_fusion(x, trigger_completion_at_end=True)
+"""
+
+
+def test_a_module_stored_on_self_is_followed_into_every_method_of_its_class(
+    tmp_path: Path,
+) -> None:
+    """lmdeploy 0.18.0 keeps ``flashinfer.comm`` as ``self._comm`` (set in one method, read
+    in others, some above it in the file): on a downgrade to 0.6.5 its ``group=`` raises
+    TypeError inside a handler that catches it and turns fusion off, the failure the
+    README opens with, and an uncaught keyword the release lacks still breaks. Another
+    class's ``self._comm`` is not this one."""
+    findings = _scan(tmp_path, LMDEPLOY_LIKE, "0.7.2.post1", "0.6.5")
+    group = [f for f in _at(findings, 4, "keyword-missing") if "group=" in f.message]
+    assert len(group) == 1
+    assert group[0].category is Category.BEHAVIOUR
+    assert "handler here catches" in group[0].message
+    assert group[0].release == "0.6.10"
+    trigger = _one(findings, 12, "keyword-missing")
+    assert trigger.category is B
+    assert "trigger_completion_at_end" in trigger.message
+    assert not _at(findings, 25)  # Unrelated's self._comm is nothing fi-compat knows
+    # the upgrade from 0.6.5 makes both available
+    upgrade = _scan(tmp_path, LMDEPLOY_LIKE, "0.6.5", "0.7.2.post1")
+    assert any(f.category is Category.AVAILABLE for f in _at(upgrade, 4))
+
+
+def test_a_missing_keyword_breaks_unless_a_handler_catches_type_error(tmp_path: Path) -> None:
+    source = """\
+    import flashinfer.comm as comm
+    try:
+        comm.create_allreduce_fusion_workspace(backend="trtllm", group=None)
+    except ValueError:
+        pass
+    try:
+        comm.create_allreduce_fusion_workspace(backend="trtllm", group=None)
+    except (TypeError, RuntimeError):
+        pass
+    """
+    findings = _scan(tmp_path, source, "0.7.2.post1", "0.6.5")
+    assert _one(findings, 3, "keyword-missing").category is B
+    assert _one(findings, 7, "keyword-missing").category is Category.BEHAVIOUR
