@@ -375,7 +375,7 @@ IMPORT_HAZARDS: Mapping[str, ImportHazard] = MappingProxyType(
                 (FLASHINFER,),
                 "RuntimeError (AssertionError with a CPU build of torch)",
                 ("RuntimeError", "AssertionError"),
-                "on a machine without a GPU (it queries GPU 0 at import)",
+                "on a machine without a GPU",
                 "run where a GPU is visible, stub the query, or install a release without it",
             ),
             ImportHazard(

@@ -51,6 +51,9 @@ class Category(str, enum.Enum):
     BEHAVIOUR = "changes behaviour"
     #: An attention backend stops handing the split settings to the kernel.
     DETERMINISM = "loses determinism"
+    #: The records or the reading cannot tell what the use meets (the message says why):
+    #: never a break, never a pass.
+    UNVERIFIED = "unverified"
     #: Something the old release lacked, which the code uses, is there now.
     AVAILABLE = "newly available"
     #: The same on both releases.
@@ -73,10 +76,11 @@ class Rule:
     categories: tuple[Category, ...]
 
 
-_B, _C, _D, _A, _U = (
+_B, _C, _D, _V, _A, _U = (
     Category.BREAKS,
     Category.BEHAVIOUR,
     Category.DETERMINISM,
+    Category.UNVERIFIED,
     Category.AVAILABLE,
     Category.UNCHANGED,
 )
@@ -90,6 +94,12 @@ RULES: dict[str, Rule] = {
             "An imported or read name, module, method or member is missing on the new "
             "release (behaviour only where a try/except or hasattr guard catches it)",
             (_B, _C),
+        ),
+        Rule(
+            "unverified",
+            "A use neither release's records can judge, or a call whose ** keywords the "
+            "reading cannot see: the reason is said",
+            (_V,),
         ),
         Rule("name-added", "A name the code uses is missing on the old release only", (_A,)),
         Rule("name-moved", "A name the code uses is now defined in another module", (_C,)),
@@ -220,6 +230,9 @@ class Finding:
 # ----------------------------------------------------------------------------- resolving
 
 _PRESENT, _ABSENT, _UNKNOWN = "present", "absent", "unknown"
+#: Not FlashInfer's: an attribute of what a function returns where its recorded return
+#: annotation names no class of its module (a tensor, a tuple): nothing to judge.
+_FOREIGN = "foreign"
 
 #: What every module imported from a file has, whatever its release: Python sets them.
 MODULE_ATTRIBUTES = frozenset(
@@ -262,12 +275,17 @@ def _resolve(facts: Facts, target: str, module: str) -> _Resolved:
         # With every module recorded, a module the release does not ship is absent;
         # otherwise only the seven modules with name tables are known everywhere.
         state = _ABSENT if recorded or current in NAMED_MODULES else _UNKNOWN
-        if any(part.startswith("_") for part in current.split(".")):
+        if recorded and _private_submodule(current):
             state = _UNKNOWN  # a private module: the records leave those out
         return _Resolved(state, missing=current, unseen=True)
     following = parts[depth] if depth < len(parts) else None
     dunder = following is not None and following.startswith("__") and following.endswith("__")
-    if recorded and following is not None and following.startswith("_") and not dunder:
+    if (
+        recorded
+        and following is not None
+        and not dunder
+        and _private_submodule(f"{current}.{following}")
+    ):
         # Not bound and not a recorded module: maybe a private submodule, which the records
         # leave out (``flashinfer.mla._sparse_mla_sm120``): importing it may well work.
         found = facts.module(current)
@@ -336,6 +354,8 @@ def _resolve(facts: Facts, target: str, module: str) -> _Resolved:
                     return _Resolved(
                         _UNKNOWN, callable=path, missing=f"{path}.{attribute}", member=True
                     )
+                if returned and returned != "None":
+                    return _Resolved(_FOREIGN, callable=path)
             return _Resolved(_UNKNOWN, callable=path, missing=f"{path}.{attribute}")
         return _Resolved(_UNKNOWN, callable=path, missing=f"{path}.{attribute}")
     return _Resolved(_PRESENT, callable=path, kind=kind, defined=defined)
@@ -432,7 +452,16 @@ class _Judge:
         new = _resolve(self.new, use.target, use.module)
         if self.swapped(use) and self.dropin(use, new):
             return
+        if _FOREIGN in (old.state, new.state):
+            return  # a tensor or another value FlashInfer returns: not its API
         if old.state == _UNKNOWN and new.state == _UNKNOWN:
+            self.add(
+                use,
+                Category.UNVERIFIED,
+                "unverified",
+                f"{use.target}: {_unknown_reason(new)} on both {self.old.release} and "
+                f"{self.new.release}",
+            )
             return
         # The records list a class's public methods, instance attributes and enum
         # members, not its every attribute: one that only the old release's record lists
@@ -867,7 +896,16 @@ class _Judge:
                     "counterpart; fi-compat leaves it out at its default and raises "
                     "CapabilityMissingError for any other value",
                 )
-        if len(self.findings) == before:
+        if use.star:
+            taken = ", ".join(sorted(_dropin_parameters(name)))
+            self.add(
+                use,
+                Category.UNVERIFIED,
+                "unverified",
+                f"fi_compat.comm.{name}(**...): the keywords this call passes through * or ** "
+                f"are not read; the drop-in takes {taken}, and any other raises TypeError",
+            )
+        elif len(self.findings) == before:
             self.add(
                 use,
                 Category.UNCHANGED,
@@ -893,6 +931,25 @@ class _Judge:
             self.cite(_mapping_of("bcast_root")),
         )
         return True
+
+
+def _private_submodule(module: str) -> bool:
+    """True when ``module`` may be a private submodule the records leave out: a segment
+    after the top level starts with ``_`` (not a dunder). The records do not say which
+    modules are packages, so any module may hold one."""
+    return any(part.startswith("_") and not part.startswith("__") for part in module.split(".")[1:])
+
+
+def _unknown_reason(found: _Resolved) -> str:
+    """Why the records cannot tell what a use meets (:data:`_UNKNOWN`)."""
+    missing = found.missing or "it"
+    if found.member:
+        return f"the records of {found.callable} list no {missing.rpartition('.')[2]}"
+    if found.callable is not None:
+        return f"the records do not describe what {found.callable} holds or returns"
+    if found.unseen or any(part.startswith("_") for part in missing.split(".")[1:]):
+        return f"{missing} may be a private module, which the records leave out,"
+    return f"the records cannot tell whether {missing} is there"
 
 
 def _renamed_to(old: Facts, new: Facts, path: str, keyword: str) -> str | None:

@@ -32,6 +32,7 @@ _LEVELS = {
     Category.BREAKS: "error",
     Category.BEHAVIOUR: "warning",
     Category.DETERMINISM: "warning",
+    Category.UNVERIFIED: "note",
     Category.AVAILABLE: "note",
     Category.UNCHANGED: "none",
 }

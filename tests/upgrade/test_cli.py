@@ -54,7 +54,7 @@ def test_the_text_groups_findings_by_file_and_hides_unchanged_ones(
     assert lines[3].endswith("(keyword-added) [0.6.10.post1]")
     assert "b.py" not in lines  # only unchanged uses there
     assert lines[-1] == (
-        "0 breaks, 0 changes behaviour, 0 loses determinism, 1 newly available, "
+        "0 breaks, 0 changes behaviour, 0 loses determinism, 0 unverified, 1 newly available, "
         "2 unchanged; 0 files not scanned"
     )
     main([*argv, "--all"])

@@ -398,6 +398,18 @@ CASES = [
         ["CUDA runtime", "never raises"],
     ),
     (
+        "a private submodule neither record holds is unverified, saying why",
+        "from flashinfer.mla._sparse_mla_sm120 import sparse_mla_sm120_decode_dsv4\n",
+        "0.6.12",
+        "0.7.2.post1",
+        {},
+        1,
+        "unverified",
+        Category.UNVERIFIED,
+        None,
+        ["private module", "records leave out"],
+    ),
+    (
         "a use that meets the same on both",
         "from flashinfer.comm import allreduce_fusion\n",
         "0.7.2",
@@ -552,7 +564,44 @@ def test_a_private_submodule_the_records_leave_out_is_never_a_break(tmp_path: Pa
     findings = _scan(tmp_path, source, "0.6.12", "0.7.2.post1")
     for line in (1, 3, 4):
         assert not [f for f in _at(findings, line) if f.category is Category.BREAKS], line
+        unverified = [f for f in _at(findings, line) if f.category is Category.UNVERIFIED]
+        assert unverified, line
+        assert all("private module" in f.message for f in unverified), line
     assert _one(findings, 5, "name-missing").category is Category.BREAKS
+
+
+def test_what_a_function_returns_is_not_flashinfer_s_where_its_annotation_says_so(
+    tmp_path: Path,
+) -> None:
+    """``out = nvfp4_kv_dequantize(...)`` is a tensor (its recorded return annotation):
+    ``out.reshape`` is torch's, not a FlashInfer name missing on both releases; the call
+    itself is judged."""
+    source = """\
+    import flashinfer
+    out = flashinfer.nvfp4_kv_dequantize(x, scale, global_scale)
+    out = out.reshape(4, -1)
+    """
+    findings = _scan(tmp_path, source, "0.7.2", "0.7.2.post1")
+    assert _at(findings, 2)
+    assert not _at(findings, 3)
+
+
+def test_a_drop_in_call_with_unread_keywords_is_unverified(tmp_path: Path) -> None:
+    """``--fi-compat``: ``create_allreduce_fusion_workspace(**create_kw)`` (SGLang) may carry
+    a keyword the drop-in refuses; the scan says it cannot see them, never that the drop-in
+    passes every keyword."""
+    source = """\
+    import flashinfer.comm as comm
+    workspace = comm.create_allreduce_fusion_workspace(backend="trtllm", **create_kw)
+    workspace = comm.create_allreduce_fusion_workspace(backend="trtllm", world_size=2)
+    """
+    findings = _scan(tmp_path, source, "0.6.8", "0.7.2.post1", fi_compat=True)
+    unverified = _one(findings, 2, "unverified")
+    assert unverified.category is Category.UNVERIFIED
+    assert "not read" in unverified.message
+    assert "use_fp32_lamport" not in unverified.message or "raises TypeError" in unverified.message
+    assert not [f for f in _at(findings, 2) if "passes every keyword" in f.message]
+    assert any("passes every keyword" in f.message for f in _at(findings, 3))
 
 
 LMDEPLOY_LIKE = """\
