@@ -108,6 +108,8 @@ def _guards(catches: frozenset[str]) -> bool:
     return bool(catches & (_CATCH_ALL | {"ImportError", "ModuleNotFoundError", "AttributeError"}))
 
 
+#: What ``importlib.import_module`` is called as (``from importlib import import_module``).
+_IMPORT_MODULE = ("importlib.import_module", "import_module")
 #: The names a method's first parameter goes by.
 _SELVES = ("self", "cls")
 
@@ -294,7 +296,8 @@ class _Reader(ast.NodeVisitor):
         for target in node.targets:
             self.visit(target)
         value = node.value
-        if isinstance(value, ast.Call):
+        imported = self._imported_module(value) if isinstance(value, ast.Call) else None
+        if isinstance(value, ast.Call) and imported is None:
             made = self.resolve(value.func)
             probed = self._signature_of(value)
             for target in node.targets:
@@ -303,8 +306,9 @@ class _Reader(ast.NodeVisitor):
                         self.instances[_text(target)] = made
                     if probed is not None:
                         self.signatures[_text(target)] = probed
-        elif isinstance(value, (ast.Name, ast.Attribute)):
-            found = self.resolve(value)
+        elif imported is not None or isinstance(value, (ast.Name, ast.Attribute)):
+            # ``comm = importlib.import_module("flashinfer.comm")`` binds the module
+            found = imported if imported is not None else self.resolve(value)
             for target in node.targets:
                 if isinstance(target, ast.Name) and found is not None:
                     self.aliases[target.id] = found
@@ -368,8 +372,23 @@ class _Reader(ast.NodeVisitor):
 
     # ------------------------------------------------------------------ calls, chains
 
+    def _imported_module(self, call: ast.Call) -> str | None:
+        """The FlashInfer module ``importlib.import_module("flashinfer....")`` imports."""
+        if self._python(call.func) not in _IMPORT_MODULE or len(call.args) != 1:
+            return None
+        name = call.args[0]
+        if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+            return None
+        return name.value if name.value.split(".")[0] == _ROOT else None
+
     def visit_Call(self, node: ast.Call) -> None:
         if id(node) in self.handled:
+            return
+        imported = self._imported_module(node)
+        if imported is not None:
+            parts = imported.split(".")
+            self.modules.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
+            self._add(node, "import", imported, module=imported)
             return
         guard = self._guard_call(node)
         if guard is not None:

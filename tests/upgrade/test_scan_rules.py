@@ -670,3 +670,23 @@ def test_a_missing_keyword_breaks_unless_a_handler_catches_type_error(tmp_path: 
     findings = _scan(tmp_path, source, "0.7.2.post1", "0.6.5")
     assert _one(findings, 3, "keyword-missing").category is B
     assert _one(findings, 7, "keyword-missing").category is Category.BEHAVIOUR
+
+
+def test_a_module_imported_by_importlib_is_read_like_an_import(tmp_path: Path) -> None:
+    """SGLang 0.5.23 reads ``flashinfer.norm`` through ``importlib.import_module``: the
+    string is an import, and the name it is bound to is the module."""
+    source = """\
+    import importlib
+    from importlib import import_module
+    norm = importlib.import_module("flashinfer.norm")
+    norm.rmsnorm(x, w)
+    moe = import_module("flashinfer.moe_ep")
+    other = importlib.import_module("json")
+    """
+    findings = _scan(tmp_path, source, "0.7.2.post1", "0.6.5")
+    assert _one(findings, 4, "unchanged").category is U  # norm.rmsnorm: on both
+    missing = [f for f in _at(findings, 5) if f.rule == "name-missing"]
+    assert len(missing) == 1  # flashinfer.moe_ep arrived in 0.6.12
+    assert missing[0].category is B
+    assert "flashinfer.moe_ep" in missing[0].message
+    assert not _at(findings, 6)
