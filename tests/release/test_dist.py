@@ -259,7 +259,7 @@ def test_the_wheel_metadata(dist: Dist) -> None:
     # The one dependency; FlashInfer and torch only through the `flashinfer` extra.
     requires = [line for line in headers if line.startswith("Requires-Dist:")]
     assert [line for line in requires if "extra ==" not in line] == ["Requires-Dist: packaging>=21"]
-    assert "fi-compat = fi_compat.cli:main" in entry_points
+    assert "fi-compat = fi_compat.cli:console" in entry_points
     assert "fi_compat = fi_compat.testing.pytest_plugin" in entry_points
 
 
