@@ -665,7 +665,19 @@ class _Judge:
 
             cited = self.cite(value) if before != after else None
             found = True
-            if after == "unsupported":
+            if after == "unsupported" and before != "supported" and use.guarded:
+                # Taken on neither release, under a guard the reading cannot evaluate
+                # (SGLang calls fast_decode_plan's keywords on a begin_forward it swapped).
+                self.add(
+                    use,
+                    Category.UNVERIFIED,
+                    "unverified",
+                    f"{path}({keyword}=...): taken on neither {self.old.release} nor "
+                    f"{self.new.release}, under a guard (hasattr, getattr, a signature probe "
+                    "or a try) whose answer the reading cannot know: what the call reaches "
+                    "there is not read",
+                )
+            elif after == "unsupported":
                 history = (
                     f"taken on {self.old.release}, not {self.since(cited)}"
                     if before == "supported"

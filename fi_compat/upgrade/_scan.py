@@ -128,6 +128,8 @@ class _Reader(ast.NodeVisitor):
         self.aliases: dict[str, str] = {}
         #: Names bound by an import statement.
         self.imported: set[str] = set()
+        #: Names (and ``self.x``) that hold a guard's answer, tested later by an ``if``.
+        self.guard_names: set[str] = set()
         self.modules: set[str] = set()
         self.instances: dict[str, str] = {}
         self.signatures: dict[str, str] = {}
@@ -216,8 +218,50 @@ class _Reader(ast.NodeVisitor):
         self.generic_visit(node)
         self.scope.pop()
 
-    visit_FunctionDef = _scoped
-    visit_AsyncFunctionDef = _scoped
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """A function: each parameter annotated with a FlashInfer class (``wrapper:
+        BatchDecodeWithPagedKVCacheWrapper``, also as a string or in ``Optional[...]``) is
+        an instance of it in the body, as SGLang hands its wrappers to ``call_begin_forward``."""
+        arguments = node.args
+        annotated: dict[str, str] = {}
+        for argument in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs):
+            found = self._annotated(argument.annotation)
+            if found is not None:
+                annotated[argument.arg] = found
+        saved = {name: self.instances.get(name) for name in annotated}
+        self.instances.update(annotated)
+        self._scoped(node)
+        for name, before in saved.items():  # the parameter's name means nothing outside
+            if before is None:
+                self.instances.pop(name, None)
+            else:
+                self.instances[name] = before
+
+    visit_FunctionDef = _function
+    visit_AsyncFunctionDef = _function
+
+    def _annotated(self, annotation: ast.expr | None) -> str | None:
+        """The FlashInfer class an annotation names: ``X``, ``"X"``, ``Optional[X]``,
+        ``X | None``; None for anything else."""
+        if annotation is None:
+            return None
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            try:
+                annotation = ast.parse(annotation.value, mode="eval").body
+            except SyntaxError:
+                return None
+        if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+            sides = [self._annotated(annotation.left), self._annotated(annotation.right)]
+            named = [side for side in sides if side is not None]
+            return named[0] if len(named) == 1 else None
+        if isinstance(annotation, ast.Subscript) and _text(annotation.value).endswith("Optional"):
+            return self._annotated(annotation.slice)
+        if isinstance(annotation, (ast.Name, ast.Attribute)):
+            found = self.resolve(annotation)
+            # a class by its name (``BatchDecodeWithPagedKVCacheWrapper``), not a module
+            if found is not None and found.rpartition(".")[2][:1].isupper():
+                return found
+        return None
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self.classes.append(".".join((*self.scope, node.name)))
@@ -235,13 +279,19 @@ class _Reader(ast.NodeVisitor):
 
     visit_TryStar = visit_Try
 
-    def visit_If(self, node: ast.If) -> None:
-        self.visit(node.test)
-        guard = any(
+    def _tests_a_guard(self, test: ast.expr) -> bool:
+        """``test`` asks a guard (``hasattr``, ``getattr``, a signature probe), directly or
+        through a name that holds a guard's answer (``available = hasattr(...)``)."""
+        return any(
             (isinstance(n, ast.Call) and self._guard_call(n) is not None)
             or (isinstance(n, ast.Compare) and self._probe_compare(n) is not None)
-            for n in ast.walk(node.test)
+            or (isinstance(n, (ast.Name, ast.Attribute)) and _text(n) in self.guard_names)
+            for n in ast.walk(test)
         )
+
+    def visit_If(self, node: ast.If) -> None:
+        self.visit(node.test)
+        guard = self._tests_a_guard(node.test)
         self.if_guarded += guard
         for statement in node.body:
             self.visit(statement)
@@ -282,6 +332,13 @@ class _Reader(ast.NodeVisitor):
 
     def visit_Assign(self, node: ast.Assign) -> None:
         value = node.value
+        if self._tests_a_guard(value):
+            # ``wrapper_uses_fast_decode_plan = hasattr(wrapper.begin_forward, "func")``
+            self.guard_names.update(
+                _text(target)
+                for target in node.targets
+                if isinstance(target, (ast.Name, ast.Attribute))
+            )
         if (
             isinstance(value, ast.Attribute)
             and value.attr == "parameters"

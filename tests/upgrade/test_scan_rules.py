@@ -690,3 +690,53 @@ def test_a_module_imported_by_importlib_is_read_like_an_import(tmp_path: Path) -
     assert missing[0].category is B
     assert "flashinfer.moe_ep" in missing[0].message
     assert not _at(findings, 6)
+
+
+def test_a_wrapper_reaches_a_function_through_an_annotated_parameter(tmp_path: Path) -> None:
+    """SGLang hands its wrappers to ``call_begin_forward(self, wrapper:
+    BatchDecodeWithPagedKVCacheWrapper, ...)``: the calls on the parameter are the
+    wrapper's; a keyword neither release takes, under a guard the reading cannot evaluate
+    (the ``begin_forward`` SGLang swapped for fast_decode_plan), is unverified, not a
+    break; the parameter's name means nothing outside the function."""
+    source = """\
+    from typing import Optional
+    from flashinfer import BatchDecodeWithPagedKVCacheWrapper
+
+    def call_begin_forward(wrapper: BatchDecodeWithPagedKVCacheWrapper, ragged: "Optional[BatchDecodeWithPagedKVCacheWrapper]"):
+        wrapper.begin_forward(indptr, indices, last_page_len, 8, 1, 128, 16)
+        ragged.plan(indptr, indices, last_page_len, 8, 1, 128, 16, fixed_split_size=64)
+        if hasattr(wrapper.begin_forward, "func"):
+            wrapper.begin_forward(indptr, global_override_indptr_cpu=cpu)
+        wrapper.begin_forward(indptr, no_such_keyword=1)
+
+    def elsewhere(wrapper):
+        wrapper.plan(no_such_keyword=1)
+    """
+    findings = _scan(tmp_path, source, "0.3.1", "0.4.0")
+    assert _one(findings, 5, "unchanged").category is U
+    added = _one(findings, 6, "keyword-added")  # fixed_split_size= arrived in 0.4.0
+    assert added.category is Category.AVAILABLE
+    guarded = _one(findings, 8, "unverified")
+    assert "global_override_indptr_cpu" in guarded.message
+    assert _one(findings, 9, "keyword-missing").category is B
+    assert not _at(findings, 12)
+
+
+def test_a_guard_s_answer_kept_in_a_name_guards_the_if_that_tests_it(tmp_path: Path) -> None:
+    """SGLang 0.5.10 stores ``hasattr(wrapper.begin_forward, "func")`` in a variable and
+    calls fast_decode_plan's keywords only under ``if`` that variable: guarded, as if the
+    ``hasattr`` were written in the test; an unrelated variable guards nothing."""
+    source = """\
+    import flashinfer.comm as comm
+    available = hasattr(comm, "PcieIpcAllReduceWorkspace")
+    other = len([])
+    if available:
+        comm.PcieIpcAllReduceWorkspace(group=None)
+    if other:
+        comm.PcieIpcAllReduceWorkspace(group=None)
+    """
+    findings = _scan(tmp_path, source, "0.7.2.post1", "0.6.8")
+    guarded = [f for f in _at(findings, 5) if f.rule == "name-missing"]
+    assert [f.category for f in guarded] == [Category.BEHAVIOUR]
+    unguarded = [f for f in _at(findings, 7) if f.rule == "name-missing"]
+    assert [f.category for f in unguarded] == [B]
