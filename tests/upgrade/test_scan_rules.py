@@ -702,7 +702,10 @@ def test_a_wrapper_reaches_a_function_through_an_annotated_parameter(tmp_path: P
     from typing import Optional
     from flashinfer import BatchDecodeWithPagedKVCacheWrapper
 
-    def call_begin_forward(wrapper: BatchDecodeWithPagedKVCacheWrapper, ragged: "Optional[BatchDecodeWithPagedKVCacheWrapper]"):
+    def call_begin_forward(
+        wrapper: BatchDecodeWithPagedKVCacheWrapper,
+        ragged: "Optional[BatchDecodeWithPagedKVCacheWrapper]",
+    ):
         wrapper.begin_forward(indptr, indices, last_page_len, 8, 1, 128, 16)
         ragged.plan(indptr, indices, last_page_len, 8, 1, 128, 16, fixed_split_size=64)
         if hasattr(wrapper.begin_forward, "func"):
@@ -713,13 +716,13 @@ def test_a_wrapper_reaches_a_function_through_an_annotated_parameter(tmp_path: P
         wrapper.plan(no_such_keyword=1)
     """
     findings = _scan(tmp_path, source, "0.3.1", "0.4.0")
-    assert _one(findings, 5, "unchanged").category is U
-    added = _one(findings, 6, "keyword-added")  # fixed_split_size= arrived in 0.4.0
+    assert _one(findings, 8, "unchanged").category is U
+    added = _one(findings, 9, "keyword-added")  # fixed_split_size= arrived in 0.4.0
     assert added.category is Category.AVAILABLE
-    guarded = _one(findings, 8, "unverified")
+    guarded = _one(findings, 11, "unverified")
     assert "global_override_indptr_cpu" in guarded.message
-    assert _one(findings, 9, "keyword-missing").category is B
-    assert not _at(findings, 12)
+    assert _one(findings, 12, "keyword-missing").category is B
+    assert not _at(findings, 15)
 
 
 def test_a_guard_s_answer_kept_in_a_name_guards_the_if_that_tests_it(tmp_path: Path) -> None:
