@@ -12,8 +12,11 @@ What the reading follows, and what it does not: names are resolved per file, fro
 imports anywhere in it (``import flashinfer.comm as fc``, ``from flashinfer.comm.mnnvl
 import TorchDistBackend``); an instance is followed from a plain assignment of a FlashInfer
 constructor's result to a name or ``self.<attr>`` (``w = BatchDecodeWithPagedKVCacheWrapper(
-...)``, then ``w.plan(...)``); values passed through containers, function arguments or
-other modules are not followed.
+...)``, then ``w.plan(...)``); a module stored on ``self`` into every method of its class
+(a second reading of the file, where the first found one); a parameter annotated with a
+FlashInfer class; ``importlib.import_module("flashinfer...")`` with a literal; a guard's
+answer kept in a name and tested by an ``if``. Values passed through containers,
+unannotated function arguments or other modules are not followed.
 """
 
 from __future__ import annotations
