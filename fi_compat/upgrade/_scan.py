@@ -251,7 +251,9 @@ class _Reader(ast.NodeVisitor):
         if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
             try:
                 annotation = ast.parse(annotation.value, mode="eval").body
-            except SyntaxError:
+            except (SyntaxError, ValueError, MemoryError, RecursionError):
+                # not an expression, a NUL byte (ValueError on 3.10), or nesting the parser
+                # cannot take: no annotation the reading knows
                 return None
         if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
             sides = [self._annotated(annotation.left), self._annotated(annotation.right)]
@@ -439,7 +441,9 @@ class _Reader(ast.NodeVisitor):
         name = call.args[0]
         if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
             return None
-        return name.value if name.value.split(".")[0] == _ROOT else None
+        parts = name.value.split(".")
+        # a dotted module name only (not "flashinfer.", "flashinfer..comm", a NUL byte)
+        return name.value if parts[0] == _ROOT and all(p.isidentifier() for p in parts) else None
 
     def visit_Call(self, node: ast.Call) -> None:
         if id(node) in self.handled:

@@ -232,3 +232,49 @@ def test_json_and_sarif_carry_the_diagnostics(
     log = json.loads(capsys.readouterr().out)
     (notification,) = log["runs"][0]["invocations"][0]["toolExecutionNotifications"]
     assert notification["message"]["text"].startswith("blob.py: binary")
+
+
+#: String annotations the reading parses (a parameter annotated with a FlashInfer class):
+#: a NUL byte (ValueError on Python 3.10), nesting the parser cannot take (MemoryError),
+#: and plain syntax errors.
+HOSTILE_ANNOTATIONS = ["a\\x00b", "-" * 200_000 + "1", "not " * 100_000 + "x", "((((", "W["]
+
+
+@pytest.mark.parametrize(
+    "annotation", HOSTILE_ANNOTATIONS, ids=["nul", "minus", "not", "paren", "subscript"]
+)
+def test_a_string_annotation_the_parser_refuses_is_no_annotation(
+    tmp_path: Path, annotation: str
+) -> None:
+    root = _tree(tmp_path)
+    (root / "annotated.py").write_text(
+        "from flashinfer import BatchDecodeWithPagedKVCacheWrapper as W\n"
+        f'def plan(w: "{annotation}", v: W):\n'
+        "    w.plan(no_such_keyword=1)\n"
+        "    v.plan(no_such_keyword=1)\n",
+        encoding="utf-8",
+    )
+    result = scan_tree(root, "0.7.2.post1", "0.7.2.post1")
+    assert not result.diagnostics
+    findings = [f for f in result.findings if f.path.endswith("annotated.py")]
+    assert not [f for f in findings if f.line == 3]  # w: not an annotation the reading knows
+    assert [f.rule for f in findings if f.line == 4] == ["keyword-missing"]  # v: the wrapper
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["flashinfer.", "flashinfer..comm", "flashinfer.comm\\x00", "flashinfer.comm-x", " flashinfer"],
+)
+def test_an_import_module_string_that_names_no_module_is_not_read(
+    tmp_path: Path, name: str
+) -> None:
+    """``importlib.import_module`` with a literal that is no dotted module name: neither an
+    import nor a module the name it is bound to stands for."""
+    root = _tree(tmp_path)
+    (root / "dynamic.py").write_text(
+        f'import importlib\nm = importlib.import_module("{name}")\nm.allreduce_fusion(x)\n',
+        encoding="utf-8",
+    )
+    result = scan_tree(root, "0.7.2.post1", "0.6.5")
+    assert not result.diagnostics
+    assert not [f for f in result.findings if f.path.endswith("dynamic.py")]
