@@ -344,6 +344,10 @@ class ImportHazard:
         """:attr:`condition` for a record naming ``python`` (the Python it needs)."""
         return self.condition.format(python=python or "the version the record names")
 
+    def raises(self, python: str | None = None) -> str:
+        """``"raises <what> <when>"``, as the report, the diff and the scan say it."""
+        return f"raises {self.raised} {self.when(python)}"
+
 
 #: Every import hazard the recorder reads off a release's source, by record field.
 IMPORT_HAZARDS: Mapping[str, ImportHazard] = MappingProxyType(

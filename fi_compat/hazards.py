@@ -89,8 +89,10 @@ class _ReleaseHazard:
     def applies_to(self, version: Version) -> bool | None:
         """Whether the recorded release ``version`` has the hazard; None when unrecorded."""
         record = _recorded(str(version))
-        if record is None:
-            return None
+        return None if record is None else self.holds(record)
+
+    def holds(self, record: ReleaseRecord) -> bool:
+        """Whether the release of ``record`` has the hazard."""
         found: HazardRecord = getattr(record, self.flag)
         return found.value
 
@@ -107,8 +109,8 @@ def _import_message(hazard: ImportHazard, record: ReleaseRecord, python: str | N
     upgrade = f"; {later} is the next release without it" if later else ""
     on = f"Python {python} with " if python else ""
     return (
-        f"import {hazard.modules[0]} raises {hazard.raised} "
-        f"{hazard.when(found.python)} on {on}flashinfer-python {record.release}{evidence}"
+        f"import {hazard.modules[0]} {hazard.raises(found.python)} "
+        f"on {on}flashinfer-python {record.release}{evidence}"
         f"{upgrade}: {hazard.remedy}."
     )
 
@@ -255,7 +257,7 @@ def _release_hazards(capabilities: Capabilities) -> list[Hazard]:
     found = [
         Hazard(entry.id, entry.severity, entry.message(record))
         for entry in RELEASE_HAZARDS
-        if getattr(record, entry.flag).value
+        if entry.holds(record)
     ]
     return found + _python_hazards(record)
 

@@ -80,6 +80,7 @@ __all__ = [
     "measure_release",
     "run_release",
     "shipped_document",
+    "shipped_text",
     "write_shipped",
 ]
 
@@ -394,13 +395,14 @@ def shipped_document(releases: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def write_shipped(output: Path = OUTPUT, shipped: Path = SHIPPED) -> bool:
-    """Write ``shipped`` from the measurement at ``output``; False when it was already so."""
-    text = dump_document(shipped_document(measurement.load_releases(output)))
-    if shipped.is_file() and shipped.read_text(encoding="utf-8") == text:
-        return False
-    measurement.write_if_changed(shipped, text)
-    return True
+def shipped_text(output: Path = OUTPUT) -> str:
+    """The shipped file's text, as the measurement at ``output`` makes it."""
+    return dump_document(shipped_document(measurement.load_releases(output)))
+
+
+def write_shipped(output: Path = OUTPUT, shipped: Path = SHIPPED) -> None:
+    """Write ``shipped`` from the measurement at ``output`` (untouched when already so)."""
+    measurement.write_if_changed(shipped, shipped_text(output))
 
 
 def main(
@@ -422,8 +424,7 @@ def main(
     )
     status = measurement.main(tool, argv, output=output, measure=measure)
     if "--check" in (argv if argv is not None else sys.argv[1:]):
-        expected = dump_document(shipped_document(measurement.load_releases(output)))
-        if not shipped.is_file() or shipped.read_text(encoding="utf-8") != expected:
+        if not shipped.is_file() or shipped.read_text(encoding="utf-8") != shipped_text(output):
             print(f"differs: {shipped} is not what the runtime reads of {output}", file=sys.stderr)
             return 1
         return status

@@ -12,13 +12,14 @@ import ast
 import functools
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, get_args
 
 from fi_compat._records._classes import (
     ClassRecord,
     EnumRecord,
     FunctionRecord,
     NameRecord,
+    ParameterKind,
     ParameterRecord,
 )
 
@@ -155,15 +156,9 @@ def read_shape(shape: str, module: str) -> tuple[str, str | None, bool]:
     return kind, home or None, body != shape[1:]
 
 
-#: A parameter's kind as the store writes it: its index here (POSITIONAL_OR_KEYWORD, the
-#: commonest, is left out).
-KINDS = (
-    "POSITIONAL_ONLY",
-    "POSITIONAL_OR_KEYWORD",
-    "VAR_POSITIONAL",
-    "KEYWORD_ONLY",
-    "VAR_KEYWORD",
-)
+#: A parameter's kind as the store writes it: its index here, in the order Python's
+#: ``inspect.Parameter`` kinds have (POSITIONAL_OR_KEYWORD, the commonest, is left out).
+KINDS: tuple[str, ...] = get_args(ParameterKind)
 _PLAIN = 1
 
 

@@ -530,7 +530,7 @@ class _Differ:
         entry = IMPORT_HAZARDS[hazard]
         modules = " / ".join(f"import {module}" for module in entry.modules)
         holding = self.new if after else self.old
-        raises = f"raises {entry.raised} {entry.when(holding.get(('hazard_python', hazard)))}"
+        raises = entry.raises(holding.get(("hazard_python", hazard)))
         cited = self.history.cite(lambda facts: facts.get(key))
         last = cited[1] if cited else self.old.release
         if after:

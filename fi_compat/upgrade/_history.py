@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
@@ -28,7 +29,7 @@ class History:
         entry = self.entries[index]
         return entry if isinstance(entry, Facts) else facts_of(entry)
 
-    @property
+    @functools.cached_property
     def releases(self) -> tuple[str, ...]:
         """The releases walked, in order."""
         return tuple(entry if isinstance(entry, str) else entry.release for entry in self.entries)
@@ -85,6 +86,7 @@ def history(old: str, new: str) -> History:
     """
     between = releases_between(old, new)
     # Both ends are read now (an unknown release fails here); the steps between when cited.
-    if len(between) == 1:
-        return History((facts_of(between[0]),))
-    return History((facts_of(between[0]), *between[1:-1], facts_of(between[-1])))
+    ends = {0, len(between) - 1}
+    return History(
+        tuple(facts_of(release) if at in ends else release for at, release in enumerate(between))
+    )

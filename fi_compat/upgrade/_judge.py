@@ -279,13 +279,7 @@ def _resolve(facts: Facts, target: str, module: str) -> _Resolved:
             state = _UNKNOWN  # a private module: the records leave those out
         return _Resolved(state, missing=current, unseen=True)
     following = parts[depth] if depth < len(parts) else None
-    dunder = following is not None and following.startswith("__") and following.endswith("__")
-    if (
-        recorded
-        and following is not None
-        and not dunder
-        and _private_submodule(f"{current}.{following}")
-    ):
+    if recorded and following is not None and _private_submodule(f"{current}.{following}"):
         # Not bound and not a recorded module: maybe a private submodule, which the records
         # leave out (``flashinfer.mla._sparse_mla_sm120``): importing it may well work.
         found = facts.module(current)
@@ -613,8 +607,7 @@ class _Judge:
                 continue
             self.hazards_seen.add((use.path, hazard))
             holding = self.new if after else self.old
-            raised, exceptions = entry.raised, entry.exceptions
-            condition = entry.when(holding.get(("hazard_python", hazard)))
+            raises = entry.raises(holding.get(("hazard_python", hazard)))
             cited = self.history.cite(_hazard_of(hazard))
             module = modules[0]
             if self.swapped(use):
@@ -622,19 +615,19 @@ class _Judge:
                     use,
                     Category.UNCHANGED,
                     "fi-compat-maps",
-                    f"import {module} raises {raised} {condition} on "
+                    f"import {module} {raises} on "
                     f"{self.old.release if before else self.new.release}; `import "
                     "fi_compat.comm` never raises, and get_capabilities().comm.error says why",
                     cited[0] if cited else None,
                 )
                 continue
             if after:
-                caught = all(use.catches & _CAUGHT_BY[name] for name in exceptions)
+                caught = all(use.catches & _CAUGHT_BY[name] for name in entry.exceptions)
                 self.add(
                     use,
                     Category.BEHAVIOUR if caught else Category.BREAKS,
                     "import-hazard",
-                    f"import {module} raises {raised} {condition} "
+                    f"import {module} {raises} "
                     f"{self.since(cited[0] if cited else None)}"
                     + ("; the handler here catches it" if caught else "; nothing here catches it"),
                     cited[0] if cited else None,
@@ -645,7 +638,7 @@ class _Judge:
                     use,
                     Category.BEHAVIOUR,
                     "import-hazard",
-                    f"import {module} no longer raises {raised} {condition} (it did up to {last})",
+                    f"import {module} no longer {raises} (it did up to {last})",
                     cited[0] if cited else None,
                 )
 
@@ -959,7 +952,7 @@ def _unknown_reason(found: _Resolved) -> str:
         return f"the records of {found.callable} list no {missing.rpartition('.')[2]}"
     if found.callable is not None:
         return f"the records do not describe what {found.callable} holds or returns"
-    if found.unseen or any(part.startswith("_") for part in missing.split(".")[1:]):
+    if found.unseen or _private_submodule(missing):
         return f"{missing} may be a private module, which the records leave out,"
     return f"the records cannot tell whether {missing} is there"
 
