@@ -164,7 +164,11 @@ class ClassRecord:
     concrete class the factory builds but ``flashinfer.comm`` does not export);
     ``family_bases`` only for attention families (:meth:`ReleaseRecord.attention_family`):
     its direct base classes that are attention families too, by family name
-    (``CUDAGraphBatchDecodeWithPagedKVCacheWrapper`` -> the decode wrapper).
+    (``CUDAGraphBatchDecodeWithPagedKVCacheWrapper`` -> the decode wrapper). ``has_getattr``
+    is true where the class body defines ``__getattr__``: an instance hands out names the
+    record does not list; ``delegates_to`` names the release's class whose names it hands out
+    where the records can tell (0.7.x's ``flashinfer.comm.cuda_ipc.cudart``, a lazy proxy of a
+    ``CudaRTLibrary``). Both recorded from fi-compat 0.3.0 on.
 
     ``aliases`` (attention families only) maps a method the class binds by a class-body
     alias to the method it names (``{"begin_forward": "plan"}``: the class attribute is that
@@ -185,6 +189,8 @@ class ClassRecord:
     attributes: tuple[str, ...] = ()
     family_bases: tuple[str, ...] = ()
     aliases: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    has_getattr: bool = False
+    delegates_to: str | None = None
 
     def method(self, name: str) -> FunctionRecord | None:
         """The recorded method ``name``, or None."""
@@ -234,6 +240,10 @@ class NameRecord:
         ``with`` (0.7.x's CuTe DSL MoE APIs, re-exported under
         ``contextlib.suppress(ImportError)``, are absent where the CuTe DSL does not import).
         Recorded from fi-compat 0.3.0 on.
+    instance_of
+        For a value built at import from one of the release's classes (``cudart =
+        CudaRTLibrary()``): that class's dotted path where it is defined. Recorded from
+        fi-compat 0.3.0 on.
     """
 
     name: str
@@ -243,6 +253,7 @@ class NameRecord:
     cls: ClassRecord | None
     enum: EnumRecord | None = None
     conditional: bool = False
+    instance_of: str | None = None
 
 
 @picklable

@@ -235,6 +235,8 @@ def class_record(name: str, data: Mapping[str, Any] | None) -> ClassRecord | Non
         attributes=tuple(data.get("attributes", ())),
         family_bases=tuple(data.get("family_bases", ())),
         aliases=MappingProxyType(aliases),
+        has_getattr=bool(data.get("getattr", False)),
+        delegates_to=data["getattr"] if isinstance(data.get("getattr"), str) else None,
     )
 
 
@@ -255,4 +257,5 @@ def name_record(name: str, data: Mapping[str, Any]) -> NameRecord:
         cls=class_record(name, data.get("class")),
         enum=enum_record(name, data.get("enum")),
         conditional=bool(data.get("conditional", False)),
+        instance_of=data.get("instance_of"),
     )

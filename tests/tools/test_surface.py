@@ -29,7 +29,13 @@ from tools.recorder.store import (
     pack,
     unpack,
 )
-from tools.recorder.surface import is_recorded_module, served_names, surface
+from tools.recorder.surface import (
+    PRIVATE,
+    is_private_module,
+    is_recorded_module,
+    served_names,
+    surface,
+)
 
 
 def _tree(root: Path, files: Mapping[str, str]) -> Path:
@@ -101,10 +107,16 @@ def found(tmp_path: Path) -> dict[str, Any]:
 def test_every_importable_module_is_recorded_and_nothing_else(found: dict[str, Any]) -> None:
     assert sorted(found) == [
         "flashinfer",
+        "flashinfer._private_mod",
         "flashinfer.fused_moe",
         "flashinfer.fused_moe.core",
         "flashinfer.norm",
     ]
+    # a private module is recorded as shipped, its names not read
+    assert found["flashinfer._private_mod"] == {"unreadable": PRIVATE}
+    assert is_private_module("flashinfer._private_mod")
+    assert not is_private_module("flashinfer.norm")
+    assert not is_private_module("flashinfer.data._x")
     assert is_recorded_module("flashinfer.fused_moe.core")
     assert is_recorded_module("flashinfer.__main__")
     assert not is_recorded_module("flashinfer._private_mod")

@@ -15,7 +15,7 @@ from typing import Any
 
 from tools.recorder.signatures import Recorder
 
-__all__ = ["name_record", "name_table"]
+__all__ = ["instance_of", "name_record", "name_table"]
 
 
 def name_record(recorder: Recorder, module: str, name: str) -> dict[str, Any]:
@@ -26,6 +26,8 @@ def name_record(recorder: Recorder, module: str, name: str) -> dict[str, Any]:
     (``defined_in`` is the module's own name) or ``"value"``: anything else, including a
     name imported from outside the release (``defined_in`` is the module it comes from)
     and a name the release binds in a way its source does not show (``defined_in`` null).
+    A value that is an instance of one of the release's classes, built at import
+    (``cudart = CudaRTLibrary()``), adds ``"instance_of"``: that class's path.
     """
     found = recorder.package.resolve(module, name)
     if found is None:
@@ -54,7 +56,25 @@ def name_record(recorder: Recorder, module: str, name: str) -> dict[str, Any]:
         # A module, or a name from a module outside the release (not followed there).
         kind = "module" if binding.kind == "module" else "value"
         return {"kind": kind, "defined_in": binding.target_module}
+    found_class = instance_of(recorder, defining.name, binding.node)
+    if found_class is not None:
+        return {"kind": "value", "defined_in": defining.name, "instance_of": found_class}
     return {"kind": "value", "defined_in": defining.name}
+
+
+def instance_of(recorder: Recorder, module: str, node: ast.AST) -> str | None:
+    """The class (``module.Class``, where it is defined) whose instance an assignment
+    binds: ``cudart = CudaRTLibrary()``, with the class a name the module binds; None for
+    anything else."""
+    value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+    if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Name):
+        return None
+    found = recorder.package.resolve(module, value.func.id)
+    if found is None or found[1].kind != "class":
+        return None
+    defining, binding = found
+    assert isinstance(binding.node, ast.ClassDef)
+    return f"{defining.name}.{binding.node.name}"
 
 
 def name_table(recorder: Recorder, module: str) -> dict[str, dict[str, Any]]:

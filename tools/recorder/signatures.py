@@ -521,13 +521,71 @@ class Recorder:
                 recorded[target] = self._method(defining, node, target)
                 if recorded[target] is not None:
                     todo.append(target)
-        return {
+        found_record: dict[str, Any] = {
             "defined_in": defining.name,
             "bases": [ast.unparse(base) for base in node.bases],
             "decorators": [ast.unparse(decorator) for decorator in node.decorator_list],
             "methods": dict(sorted(recorded.items())),
             "attributes": self.attributes(defining, node),
         }
+        served = next(
+            (
+                statement
+                for statement in node.body
+                if isinstance(statement, ast.FunctionDef) and statement.name == "__getattr__"
+            ),
+            None,
+        )
+        if served is not None:
+            # an instance hands out names its class does not list: where it hands out those
+            # of another of the release's classes (a lazy proxy), that class
+            found_record["getattr"] = self._delegate(defining, node, served) or True
+        return found_record
+
+    def _delegate(
+        self, defining: Module, node: ast.ClassDef, served: ast.FunctionDef
+    ) -> str | None:
+        """The class whose names ``__getattr__`` hands out, where its body is ``return
+        getattr(self.<method>(), name)`` and that method's return annotation names one of the
+        release's classes (``_LazyCudaRTLibrary`` -> ``CudaRTLibrary``); None otherwise."""
+        body = [
+            s
+            for s in served.body
+            if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+        ]
+        if len(body) != 1 or not isinstance(body[0], ast.Return):
+            return None
+        call = body[0].value
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Name)
+            and call.func.id == "getattr"
+            and len(call.args) == 2
+            and isinstance(call.args[0], ast.Call)
+            and isinstance(call.args[0].func, ast.Attribute)
+            and isinstance(call.args[0].func.value, ast.Name)
+            and call.args[0].func.value.id == "self"
+        ):
+            return None
+        method = call.args[0].func.attr
+        found = next(
+            (
+                s
+                for s in node.body
+                if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == method
+            ),
+            None,
+        )
+        returns = found.returns if found is not None else None
+        if isinstance(returns, ast.Constant) and isinstance(returns.value, str):
+            returns = ast.Name(returns.value)
+        if not isinstance(returns, ast.Name):
+            return None
+        resolved = self.package.resolve(defining.name, returns.id)
+        if resolved is None or resolved[1].kind != "class":
+            return None
+        assert isinstance(resolved[1].node, ast.ClassDef)
+        return f"{resolved[0].name}.{resolved[1].node.name}"
 
     def enum_record(self, module: str, name: str) -> dict[str, Any] | None:
         """The public class attributes of ``module.name`` with their literal values."""

@@ -9,6 +9,11 @@ as ``flashinfer.data...``). Engines import ``flashinfer.jit``, ``flashinfer.cute
 ``flashinfer.fused_moe.core``: public means importable, not listed in FlashInfer's
 ``__all__``.
 
+A private module (a ``_private`` segment) is recorded too, as shipped and nothing more: its
+record is ``unreadable`` with :data:`PRIVATE` as the reason, so the tools can tell a private
+module a release does not ship (``flashinfer.mla._sparse_mla_sm120`` on a release whose
+``flashinfer.mla`` is a plain module) from one whose names they cannot tell.
+
 For each module the record holds every name its import binds, private ones included
 (engines call ``flashinfer.utils._get_range_buf``), each as :func:`.names.name_record`
 makes it; ``__all__`` when it is a literal; what a module ``__getattr__`` serves; and the
@@ -30,11 +35,19 @@ from tools.recorder.names import name_record
 from tools.recorder.resolve import MAX_DEPTH, Module, Package
 from tools.recorder.signatures import Recorder
 
-__all__ = ["PACKAGE_DATA", "SURFACE_VERSION", "is_recorded_module", "module_surface", "surface"]
+__all__ = [
+    "PACKAGE_DATA",
+    "PRIVATE",
+    "SURFACE_VERSION",
+    "is_private_module",
+    "is_recorded_module",
+    "module_surface",
+    "surface",
+]
 
 #: Bumped whenever what :func:`surface` records changes: surfaces cached by ``tools.record``
 #: under another number are recorded again.
-SURFACE_VERSION = 3
+SURFACE_VERSION = 7
 
 #: The part of the wheel that is data, not modules of FlashInfer's (see the docstring).
 PACKAGE_DATA = "flashinfer.data"
@@ -45,11 +58,26 @@ ANY = "*"
 Record = dict[str, Any]
 
 
+#: Why a private module's names are not recorded (its record is "unreadable" with this).
+PRIVATE = "a private module: the records say that the release ships it, not the names it binds"
+
+
+def _data(name: str) -> bool:
+    return name == PACKAGE_DATA or name.startswith(f"{PACKAGE_DATA}.")
+
+
+def _private(name: str) -> bool:
+    return any(part.startswith("_") and not part.startswith("__") for part in name.split("."))
+
+
 def is_recorded_module(name: str) -> bool:
-    """``name`` is a module the surface records (see the module docstring)."""
-    if name == PACKAGE_DATA or name.startswith(f"{PACKAGE_DATA}."):
-        return False
-    return not any(part.startswith("_") and not part.startswith("__") for part in name.split("."))
+    """``name`` is a module the surface records with its names (see the module docstring)."""
+    return not _data(name) and not _private(name)
+
+
+def is_private_module(name: str) -> bool:
+    """``name`` is a private module of the release: recorded as shipped, names unread."""
+    return not _data(name) and _private(name)
 
 
 def _literal_names(value: ast.expr | None) -> set[str] | None:
@@ -214,4 +242,7 @@ def surface(package: Package) -> dict[str, Record]:
     modules = sorted(name for name in package.source.files if is_recorded_module(name))
     tables = {name: module_surface(recorder, name) for name in modules}
     _shared(tables)
+    for name in sorted(package.source.files):
+        if is_private_module(name):
+            tables[name] = {"unreadable": PRIVATE}
     return tables
