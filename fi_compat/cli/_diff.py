@@ -36,10 +36,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("new", metavar="B", help="the release moved to, e.g. 0.7.2.post1")
     parser.add_argument("--json", action="store_true", help="print JSON for machines")
     parser.add_argument(
-        "--severity",
+        "--category",
         metavar="NAME,...",
         default="",
-        help="only these severities: breaking, behaviour, determinism, added",
+        help="only these categories: breaks, behaviour, determinism, available",
     )
     parser.set_defaults(func=run)
 
@@ -47,17 +47,18 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Diff, print."""
     from fi_compat.errors import UnknownReleaseError
-    from fi_compat.upgrade import Severity, diff_releases, render_diff
+    from fi_compat.upgrade import diff_releases, render_diff
+    from fi_compat.upgrade._report import DIFF_CATEGORIES
 
-    names = [name.strip() for name in str(args.severity).split(",") if name.strip()]
-    known = {severity.value: severity for severity in Severity}
+    names = [name.strip() for name in str(args.category).split(",") if name.strip()]
+    known = {category.key: category for category in DIFF_CATEGORIES}
     unknown = [name for name in names if name not in known]
     if unknown:
         write_err(
-            f"fi-compat diff: unknown severity {unknown[0]!r}; expected one of {', '.join(known)}"
+            f"fi-compat diff: unknown category {unknown[0]!r}; expected one of {', '.join(known)}"
         )
         return 2
-    severities = [known[name] for name in names] or list(Severity)
+    categories = [known[name] for name in names] or list(DIFF_CATEGORIES)
     try:
         diff = diff_releases(str(args.old), str(args.new))
     except UnknownReleaseError as error:
@@ -68,9 +69,9 @@ def run(args: argparse.Namespace) -> int:
         document["changes"] = [
             change
             for change in document["changes"]
-            if change["severity"] in {s.value for s in severities}
+            if change["category"] in {category.value for category in categories}
         ]
         write_out(json.dumps(document, indent=2) + "\n")
     else:
-        write_out(render_diff(diff, severities=severities))
+        write_out(render_diff(diff, categories=categories))
     return 0

@@ -7,7 +7,9 @@ imported or run, FlashInfer included):
   parameters, attention backends and their split reach, import hazards, fi-compat's own
   per-release behaviour), each citing the release where it changed;
 - :func:`scan_tree`: every use of FlashInfer in a source tree, read statically, judged
-  against both releases (:class:`Category`, :data:`RULES`).
+  against both releases.
+
+Both speak one vocabulary: a :class:`Category` and a kind of :data:`RULES`.
 
 ``fi-compat diff`` and ``fi-compat scan`` are their command lines; the upgrade guide
 (``docs/guide/upgrade.md``) shows both on an engine's bump.
@@ -17,8 +19,9 @@ imported or run, FlashInfer included):
 
 from __future__ import annotations
 
-from fi_compat.upgrade._diff import Change, ReleaseDiff, Severity, diff_releases
-from fi_compat.upgrade._judge import RULES, Category, Finding, Rule
+from fi_compat.upgrade._diff import Change, ReleaseDiff, diff_releases
+from fi_compat.upgrade._judge import Finding
+from fi_compat.upgrade._kinds import RULES, Category, Rule
 from fi_compat.upgrade._report import (
     ScanResult,
     render_diff,
@@ -37,7 +40,6 @@ __all__ = [
     "ReleaseDiff",
     "Rule",
     "ScanResult",
-    "Severity",
     "diff_releases",
     "render_diff",
     "render_scan",

@@ -9,7 +9,6 @@ only sources.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,7 @@ from fi_compat._frozen import picklable
 from fi_compat._surface import IMPORT_HAZARDS
 from fi_compat.upgrade._facts import (
     MAPPINGS,
+    Answer,
     Facts,
     Key,
     accepts,
@@ -30,30 +30,14 @@ from fi_compat.upgrade._facts import (
     var_keyword,
 )
 from fi_compat.upgrade._history import History, history
+from fi_compat.upgrade._kinds import Category
 
-__all__ = ["Change", "ReleaseDiff", "Severity", "diff_releases"]
-
-
-class Severity(str, enum.Enum):
-    """How a :class:`Change` can touch an engine's code, most severe first.
-
-    .. versionadded:: 0.3.0
-    """
-
-    #: Code that ran on the old release can fail on the new one.
-    BREAKING = "breaking"
-    #: The same code runs and does something else.
-    BEHAVIOUR = "behaviour"
-    #: An attention backend stops handing the split settings to the kernel.
-    DETERMINISM = "determinism"
-    #: Something new the code can use (or stop working around).
-    ADDED = "added"
-
-    def __str__(self) -> str:
-        return self.value
+__all__ = ["Change", "Comparison", "ReleaseDiff", "diff_releases"]
 
 
-_ORDER = {severity: index for index, severity in enumerate(Severity)}
+_ORDER = {category: index for index, category in enumerate(Category)}
+#: The categories a change can take (a diff neither judges uses nor lists the unchanged).
+_LISTED = (Category.BREAKS, Category.BEHAVIOUR, Category.DETERMINISM, Category.AVAILABLE)
 _VAR = ("VAR_POSITIONAL", "VAR_KEYWORD")
 
 
@@ -67,10 +51,12 @@ class Change:
     Attributes
     ----------
     kind
-        What changed, e.g. ``"name-removed"``, ``"parameter-added"``, ``"hazard-ended"``;
-        the upgrade guide lists every kind.
-    severity
-        See :class:`Severity`.
+        What changed: the id of a :class:`~fi_compat.upgrade.Rule` in
+        :data:`~fi_compat.upgrade.RULES` (``"name-missing"``, ``"keyword-added"``,
+        ``"import-hazard"``), the vocabulary ``fi-compat scan`` judges uses in.
+    category
+        How it touches an engine's code (:class:`~fi_compat.upgrade.Category`): breaks,
+        changes behaviour, loses determinism or newly available.
     subject
         The dotted path the change is about (``flashinfer.comm.create_allreduce_fusion_workspace``),
         a hazard's name, ``family:backend`` for split reach, or a mapping's key.
@@ -83,28 +69,33 @@ class Change:
         The release just before :attr:`release` on the way, which still had the old state.
     old, new
         The fact's value at each end (JSON-compatible; None where absent).
+    parameter
+        For a change of one parameter of a callable (a keyword taken or refused, a default,
+        a rename: its old name), the parameter's name; None otherwise.
     """
 
     kind: str
-    severity: Severity
+    category: Category
     subject: str
     detail: str
     release: str | None
     last_before: str | None
     old: Any
     new: Any
+    parameter: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The change as the JSON output documents it."""
         return {
             "kind": self.kind,
-            "severity": self.severity.value,
+            "category": self.category.value,
             "subject": self.subject,
             "detail": self.detail,
             "release": self.release,
             "last_before": self.last_before,
             "old": self.old,
             "new": self.new,
+            "parameter": self.parameter,
         }
 
 
@@ -122,9 +113,9 @@ class ReleaseDiff:
     changes: tuple[Change, ...]
     notes: tuple[str, ...]
 
-    def by_severity(self, severity: Severity) -> tuple[Change, ...]:
-        """The changes of one severity, in the order of :attr:`changes`."""
-        return tuple(change for change in self.changes if change.severity is severity)
+    def by_category(self, category: Category) -> tuple[Change, ...]:
+        """The changes of one category, in the order of :attr:`changes`."""
+        return tuple(change for change in self.changes if change.category is category)
 
     def to_json(self) -> dict[str, Any]:
         """The diff as ``fi-compat diff --json`` prints it (schema ``diff.schema.json``)."""
@@ -136,7 +127,7 @@ class ReleaseDiff:
             "old": self.old,
             "new": self.new,
             "releases": list(self.releases),
-            "summary": {severity.value: len(self.by_severity(severity)) for severity in Severity},
+            "summary": {category.key: len(self.by_category(category)) for category in _LISTED},
             "changes": [change.to_json() for change in self.changes],
             "notes": list(self.notes),
         }
@@ -146,7 +137,9 @@ class ReleaseDiff:
 
 
 def _plain(value: Any) -> Any:
-    """A fact's value as JSON: tuples become lists."""
+    """A fact's value as JSON: tuples become lists, fi-compat's answers their sentence."""
+    if isinstance(value, Answer):
+        return value.text
     if isinstance(value, tuple):
         return [_plain(item) for item in value]
     return value
@@ -156,42 +149,69 @@ def _owner(path: str) -> str:
     return path.rpartition(".")[0]
 
 
-class _Differ:
-    def __init__(self, steps: History) -> None:
+class Comparison:
+    """The one comparison of two releases: every difference of their facts as a
+    :class:`Change`, asked by subject.
+
+    :func:`diff_releases` lists it (``listing=True``: FlashInfer's own names only, each
+    definition once at its shortest path, a positional change where a parameter moved);
+    ``fi-compat scan`` asks it about each use's subject (``listing=False``: every path as
+    the use names it) and applies the use's context. No other code compares two releases.
+    """
+
+    def __init__(self, steps: History, *, listing: bool = False) -> None:
         self.history = steps
         self.old, self.new = steps.old, steps.new
+        self.listing = listing
         self.changes: list[Change] = []
         #: (name, before, after) of each move or guard change said: one line per definition,
         #: at its shortest path (the keys come shortest first), not one per importer.
         self._said: set[tuple[str, str, Any, Any]] = set()
+        self._about: dict[Key, tuple[Change, ...]] = {}
 
-    def add(
+    def change(
         self,
         kind: str,
-        severity: Severity,
+        category: Category,
         subject: str,
         detail: str,
         key: Key,
         cite: Any = None,
-    ) -> None:
+        parameter: str | None = None,
+    ) -> Change:
+        """A change of the fact at ``key`` (or of what ``cite`` reads), citing the release
+        where it took its new value; ``release`` is None where both ends agree."""
+
         def value(facts: Facts) -> Hashable:
             found: Hashable = facts.get(key)
             return found
 
         read = cite or value
-        cited = self.history.cite(read, key)
-        self.changes.append(
-            Change(
-                kind,
-                severity,
-                subject,
-                detail,
-                cited[0] if cited else None,
-                cited[1] if cited else None,
-                _plain(read(self.old)),
-                _plain(read(self.new)),
-            )
+        before, after = read(self.old), read(self.new)
+        cited = self.history.cite(read, key) if before != after else None
+        return Change(
+            kind,
+            category,
+            subject,
+            detail,
+            cited[0] if cited else None,
+            cited[1] if cited else None,
+            _plain(before),
+            _plain(after),
+            parameter,
         )
+
+    def add(
+        self,
+        kind: str,
+        category: Category,
+        subject: str,
+        detail: str,
+        key: Key,
+        cite: Any = None,
+        parameter: str | None = None,
+    ) -> None:
+        self.changes.append(self.change(kind, category, subject, detail, key, cite, parameter))
 
     # -------------------------------------------------------------------- one key
 
@@ -202,6 +222,180 @@ class _Differ:
         handler = getattr(self, f"_{key[0]}", None)
         if handler is not None:
             handler(key, before, after)
+
+    def about(self, key: Key) -> tuple[Change, ...]:
+        """Every change of the fact at ``key`` (``("params", path)``, ``("hazard", name)``,
+        ...), computed once."""
+        found = self._about.get(key)
+        if found is None:
+            saved, self.changes = self.changes, []
+            try:
+                self.key(key)
+                found = tuple(self.changes)
+            finally:
+                self.changes = saved
+            self._about[key] = found
+        return found
+
+    # -------------------------------------------------------------------- by subject
+
+    def keyword(self, path: str, keyword: str) -> Change | None:
+        """Whether the callable at ``path`` takes ``keyword`` on each release (``old``/``new``
+        are ``"supported"``, ``"unsupported"`` or ``"unknown"``: declared, refused, or taken
+        by a ``**kwargs`` whose use the records cannot prove); None where both take it, or
+        neither record can tell. A keyword neither takes is a change whose ``release`` is
+        None."""
+
+        def value(facts: Facts) -> Hashable:
+            return accepts(facts, path, keyword)
+
+        before, after = value(self.old), value(self.new)
+        if before == after != "unsupported" or (before, after) == ("unknown", "supported"):
+            return None  # taken on both (or unknown on both: nothing to say)
+        key: Key = ("params", path)
+        if after == "unsupported":
+            detail = (
+                f"takes {keyword}= on neither release"
+                if before == "unsupported"
+                else f"no longer takes {keyword}: calls passing it raise TypeError"
+            )
+            return self.change(
+                "keyword-missing", Category.BREAKS, path, detail, key, value, keyword
+            )
+        if after == "supported":
+            return self.change(
+                "keyword-added",
+                Category.AVAILABLE,
+                path,
+                f"takes {keyword}= (raises TypeError on {self.old.release})",
+                key,
+                value,
+                keyword,
+            )
+        return self.change(
+            "keyword-unverified",
+            Category.BEHAVIOUR,
+            path,
+            f"no longer declares {keyword}; **kwargs takes it without a known use",
+            key,
+            value,
+            keyword,
+        )
+
+    def positional(self, path: str) -> Change | None:
+        """The positional parameters of the callable at ``path`` on each release (``old``,
+        ``new``), where they differ; None where they do not."""
+        before, after = positional(self.old, path), positional(self.new, path)
+        if before is None or after is None or before == after:
+            return None
+        shared = [name for name in before if name in after]
+        moved = [name for name in shared if before.index(name) != after.index(name)]
+        detail = (
+            f"positional parameters are now ({', '.join(after)}), no longer ({', '.join(before)})"
+        )
+        if moved:
+            detail += f": a positional call passes {moved[0]}'s value elsewhere"
+        return self.change(
+            "positional-shift",
+            Category.BREAKS,
+            path,
+            detail,
+            ("params", path),
+            lambda facts: positional(facts, path),
+        )
+
+    def renamed_to(self, path: str, keyword: str) -> str | None:
+        """The name ``keyword``'s parameter of ``path`` goes by on the new release, where it
+        was only renamed in place (``parameter-renamed``); None otherwise."""
+        for change in self.about(("params", path)):
+            if change.kind == "parameter-renamed" and change.parameter == keyword:
+                return str(change.new[0]) if change.new else None
+        return None
+
+    def lands_alike(self, path: str, count: int) -> bool:
+        """Whether the first ``count`` positional arguments of a call of ``path`` land on the
+        same parameters on both releases (a parameter renamed in place counts as the same:
+        the value still lands where it did)."""
+        before = (positional(self.old, path) or ())[:count]
+        after = (positional(self.new, path) or ())[:count]
+        if before == after:
+            return True
+        if len(before) != len(after):
+            return False
+        renames = {
+            change.parameter: change.new[0]
+            for change in self.about(("params", path))
+            if change.kind == "parameter-renamed" and change.new
+        }
+        return all(o == n or renames.get(o) == n for o, n in zip(before, after, strict=True))
+
+    def declares(self, path: str, keyword: str) -> Change | None:
+        """The change of the callable at ``path`` that adds or removes its parameter
+        ``keyword`` (what ``"keyword" in inspect.signature(f).parameters`` answers); None
+        where both releases declare it or neither does."""
+        for change in self.about(("params", path)):
+            if change.kind == "parameter-renamed" and keyword in (change.old or ()) + (
+                change.new or ()
+            ):
+                return change
+            if change.parameter == keyword and (change.old is None) != (change.new is None):
+                return change
+        return None
+
+    def hazard(self, hazard: str) -> Change | None:
+        """The import hazard ``hazard`` where it appears or ends (``old``/``new``: whether it
+        holds); None where both releases agree."""
+        found = self.about(("hazard", hazard))
+        return found[0] if found and bool(found[0].old) != bool(found[0].new) else None
+
+    def split(self, family: str, backend: str | None) -> Change | None:
+        """The measured split reach of ``family`` with ``backend`` (None: each release's
+        default backend) on each release, where it differs; None where it does not, or where
+        either release is unmeasured."""
+        if not (self.old.measured and self.new.measured):
+            return None
+
+        def verdict(facts: Facts) -> Hashable:
+            name = backend or facts.get(("default_backend", family)) or "default"
+            found: Hashable = facts.get(("backend", family, name))
+            return found
+
+        before, after = verdict(self.old), verdict(self.new)
+        if before == after:
+            return None
+        subject = f"{family}:{backend or 'default'}"
+        key: Key = ("backend", family, backend or "default")
+        if before is None:
+            kind, category, detail = (
+                "backend-added",
+                Category.AVAILABLE,
+                f"new backend (split settings: {after})",
+            )
+        elif after is None:
+            kind, category, detail = (
+                "backend-missing",
+                Category.BREAKS,
+                f"backend {backend or 'default'!r} is no longer measured for {family}",
+            )
+        elif before == "reaches":
+            kind, category, detail = (
+                "split-lost",
+                Category.DETERMINISM,
+                f"the split settings no longer reach the kernel ({after})",
+            )
+        elif after == "reaches":
+            kind, category, detail = (
+                "split-gained",
+                Category.AVAILABLE,
+                f"the split settings now reach the kernel (was {before})",
+            )
+        else:
+            kind, category, detail = (
+                "split-changed",
+                Category.BEHAVIOUR,
+                f"split settings: {after}, no longer {before}",
+            )
+        return self.change(kind, category, subject, detail, key, verdict)
 
     def _first(self, what: str, name: str, before: Any, after: Any) -> bool:
         """True the first time this change of ``name`` is met (later: another importer)."""
@@ -229,17 +423,17 @@ class _Differ:
 
     def _name(self, key: Key, before: Any, after: Any) -> None:
         _, module, name = key
-        if not self.flashinfers(module, name):
+        if self.listing and not self.flashinfers(module, name):
             return
         path = f"{module}.{name}"
         if before is None:
             where = self.new.get(("defined", module, name))
             home = f" (defined in {where})" if where and where != module else ""
-            self.add("name-added", Severity.ADDED, path, f"{module} binds {name}{home}", key)
+            self.add("name-added", Category.AVAILABLE, path, f"{module} binds {name}{home}", key)
         elif after is None:
             self.add(
-                "name-removed",
-                Severity.BREAKING,
+                "name-missing",
+                Category.BREAKS,
                 path,
                 f"{module} no longer binds {name}: `from {module} import {name}` raises "
                 "ImportError",
@@ -248,7 +442,7 @@ class _Differ:
         else:
             self.add(
                 "name-kind",
-                Severity.BREAKING,
+                Category.BREAKS,
                 path,
                 f"{name} is now a {after}, no longer a {before}",
                 key,
@@ -260,11 +454,11 @@ class _Differ:
             found = self.new.module(module)
             count = sum(1 for name in (found.names if found else ()) if not name.startswith("_"))
             detail = f"new module: `import {module}` works ({count} public names)"
-            self.add("module-added", Severity.ADDED, module, detail, key)
+            self.add("name-added", Category.AVAILABLE, module, detail, key)
         else:
             self.add(
-                "module-removed",
-                Severity.BREAKING,
+                "name-missing",
+                Category.BREAKS,
                 module,
                 f"{module} is gone: `import {module}` raises ModuleNotFoundError",
                 key,
@@ -272,7 +466,9 @@ class _Differ:
 
     def _defined(self, key: Key, before: Any, after: Any) -> None:
         _, module, name = key
-        if not self.flashinfers(module, name) or not self._first("moved", name, before, after):
+        if self.listing and (
+            not self.flashinfers(module, name) or not self._first("moved", name, before, after)
+        ):
             return
         if (
             self.old.get(("name", module, name)) is None
@@ -281,7 +477,7 @@ class _Differ:
             return
         self.add(
             "name-moved",
-            Severity.BEHAVIOUR,
+            Category.BEHAVIOUR,
             f"{module}.{name}",
             f"{name} is now defined in {after}, no longer in {before}; importing it from "
             f"{module} still works, its __module__ (and what pickles name) changes",
@@ -291,7 +487,9 @@ class _Differ:
     def _conditional(self, key: Key, before: Any, after: Any) -> None:
         _, module, name = key
         home = self.new.get(("defined", module, name)) or module
-        if not self.flashinfers(module, name) or not self._first("guard", name, home, after):
+        if self.listing and (
+            not self.flashinfers(module, name) or not self._first("guard", name, home, after)
+        ):
             return
         if (
             self.old.get(("name", module, name)) is None
@@ -303,13 +501,13 @@ class _Differ:
             if after
             else f"{module} now binds {name} unconditionally"
         )
-        self.add("name-conditional", Severity.BEHAVIOUR, f"{module}.{name}", detail, key)
+        self.add("name-conditional", Category.BEHAVIOUR, f"{module}.{name}", detail, key)
 
     def _params(self, key: Key, before: Any, after: Any) -> None:
         path = key[1]
         if before is None or after is None:
             return  # the callable itself came or went: the name or method change says so
-        if not self._canonical(_owner(path) if self._is_method(path) else path):
+        if self.listing and not self._canonical(_owner(path) if self._is_method(path) else path):
             return
         old = {name: (kind, default) for name, kind, default in before}
         new = {name: (kind, default) for name, kind, default in after}
@@ -321,7 +519,7 @@ class _Differ:
         if var_keyword(self.old, path) and not var_keyword(self.new, path):
             self.add(
                 "kwargs-removed",
-                Severity.BREAKING,
+                Category.BREAKS,
                 path,
                 "no longer takes **kwargs: keywords it did not declare raise TypeError",
                 key,
@@ -353,15 +551,17 @@ class _Differ:
             involved.update((name, other))
 
             def value(facts: Facts, name: str = name, other: str = other) -> Hashable:
-                return parameter(facts, path, name), parameter(facts, path, other)
+                # the name the parameter goes by on each release
+                return tuple(n for n in (name, other) if parameter(facts, path, n) is not None)
 
             self.add(
                 "parameter-renamed",
-                Severity.BREAKING,
+                Category.BREAKS,
                 path,
                 f"{name} is now called {other}: calls passing {name}= raise TypeError",
                 ("params", path),
                 value,
+                name,
             )
         return involved
 
@@ -382,12 +582,13 @@ class _Differ:
             kind, default = after
             if default is None and kind not in _VAR:
                 self.add(
-                    "parameter-required",
-                    Severity.BREAKING,
+                    "required-missing",
+                    Category.BREAKS,
                     path,
                     f"new required parameter {name}: calls without it raise TypeError",
                     key,
                     value,
+                    name,
                 )
             else:
                 detail = (
@@ -397,10 +598,11 @@ class _Differ:
                     if kind == "VAR_POSITIONAL"
                     else f"takes **{name}"
                 )
-                self.add("parameter-added", Severity.ADDED, path, detail, key, value)
+                self.add("keyword-added", Category.AVAILABLE, path, detail, key, value, name)
             return
         if after is None:
-            reach = accepts(self.new, path, name) if var_keyword(self.new, path) else "unsupported"
+            taken = self.keyword(path, name)  # what a call passing it meets now
+            reach = "supported" if taken is None else taken.new
             if reach == "supported":
                 target = self.new.get(("forwards", path))
                 detail = (
@@ -412,52 +614,57 @@ class _Differ:
             else:
                 detail = f"no longer takes {name}: calls passing it raise TypeError"
             self.add(
-                "parameter-removed",
-                Severity.BREAKING if reach == "unsupported" else Severity.BEHAVIOUR,
+                "keyword-missing",
+                Category.BREAKS if reach == "unsupported" else Category.BEHAVIOUR,
                 path,
                 detail,
                 key,
                 value,
+                name,
             )
             return
         (old_kind, old_default), (new_kind, new_default) = before, after
         if old_kind != new_kind:
             self.add(
                 "parameter-kind",
-                Severity.BREAKING,
+                Category.BREAKS,
                 path,
                 f"{name} is now {new_kind.lower()}, no longer {old_kind.lower()}",
                 key,
                 value,
+                name,
             )
             if old_default is None or new_default is not None:
                 return  # a kind change that keeps a default (or never had one) is all
         if old_default is not None and new_default is None:
             self.add(
-                "parameter-required",
-                Severity.BREAKING,
+                "required-missing",
+                Category.BREAKS,
                 path,
                 f"{name} is now required (its default was {old_default})",
                 key,
                 value,
+                name,
             )
         elif old_default is None and new_default is not None:
             self.add(
                 "parameter-optional",
-                Severity.ADDED,
+                Category.AVAILABLE,
                 path,
                 f"{name} is now optional (default {new_default})",
                 key,
                 value,
+                name,
             )
         else:
             self.add(
-                "parameter-default",
-                Severity.BEHAVIOUR,
+                "default-changed",
+                Category.BEHAVIOUR,
                 path,
                 f"{name}'s default is now {new_default}, no longer {old_default}",
                 key,
                 value,
+                name,
             )
 
     def _is_method(self, path: str) -> bool:
@@ -466,37 +673,27 @@ class _Differ:
         return any(facts.get(("method", owner, name)) is not None for facts in (self.old, self.new))
 
     def _positional(self, path: str) -> None:
-        before, after = positional(self.old, path), positional(self.new, path)
-        assert before is not None
-        assert after is not None
-        shared = [name for name in before if name in after]
-        moved = [name for name in shared if before.index(name) != after.index(name)]
-        if not moved:
-            return
-        self.add(
-            "positional-order",
-            Severity.BREAKING,
-            path,
-            f"positional parameters are now ({', '.join(after)}), no longer "
-            f"({', '.join(before)}): a positional call passes {moved[0]}'s value elsewhere",
-            ("params", path),
-            lambda facts: positional(facts, path),
-        )
+        change = self.positional(path)
+        before, after = positional(self.old, path) or (), positional(self.new, path) or ()
+        if change is not None and any(
+            before.index(name) != after.index(name) for name in before if name in after
+        ):
+            self.changes.append(change)  # listed where a parameter moved
 
     def _method(self, key: Key, before: Any, after: Any) -> None:
         _, owner, name = key
-        if not self._canonical(owner):
+        if self.listing and not self._canonical(owner):
             return
         if self.old.get(("name", *tuple(owner.rsplit(".", 1)))) is None:
             return
         if self.new.get(("name", *tuple(owner.rsplit(".", 1)))) is None:
             return
         if after:
-            self.add("method-added", Severity.ADDED, f"{owner}.{name}", f"new method {name}", key)
+            self.add("name-added", Category.AVAILABLE, f"{owner}.{name}", f"new method {name}", key)
         else:
             self.add(
-                "method-removed",
-                Severity.BREAKING,
+                "name-missing",
+                Category.BREAKS,
                 f"{owner}.{name}",
                 f"no longer has {name}: using it raises AttributeError",
                 key,
@@ -504,14 +701,14 @@ class _Differ:
 
     def _member(self, key: Key, before: Any, after: Any) -> None:
         _, path, member = key
-        if not self._canonical(path):
+        if self.listing and not self._canonical(path):
             return
         if before is None:
-            self.add("member-added", Severity.ADDED, f"{path}.{member}", f"= {after}", key)
+            self.add("name-added", Category.AVAILABLE, f"{path}.{member}", f"= {after}", key)
         elif after is None:
             self.add(
-                "member-removed",
-                Severity.BREAKING,
+                "name-missing",
+                Category.BREAKS,
                 f"{path}.{member}",
                 f"no longer has {member} (was {before})",
                 key,
@@ -519,7 +716,7 @@ class _Differ:
         else:
             self.add(
                 "member-value",
-                Severity.BEHAVIOUR,
+                Category.BEHAVIOUR,
                 f"{path}.{member}",
                 f"is now {after}, no longer {before}",
                 key,
@@ -536,8 +733,8 @@ class _Differ:
         if after:
             evidence = self.new.evidence.get(hazard) or "no evidence recorded"
             self.add(
-                "hazard-appeared",
-                Severity.BREAKING,
+                "import-hazard",
+                Category.BREAKS,
                 hazard,
                 f"{modules}: {raises} ({evidence})",
                 key,
@@ -545,8 +742,8 @@ class _Differ:
         else:
             evidence = self.old.evidence.get(hazard) or "no evidence recorded"
             self.add(
-                "hazard-ended",
-                Severity.BEHAVIOUR,
+                "import-hazard",
+                Category.BEHAVIOUR,
                 hazard,
                 f"{modules}: no longer {raises}; it did up to {last} ({evidence})",
                 key,
@@ -554,56 +751,16 @@ class _Differ:
 
     def _backend(self, key: Key, before: Any, after: Any) -> None:
         _, family, backend = key
-        subject = f"{family}:{backend}"
-        if not (self.old.measured and self.new.measured):
-            return
-        if before is None:
-            self.add(
-                "backend-added",
-                Severity.ADDED,
-                subject,
-                f"new backend (split settings: {after})",
-                key,
-            )
-        elif after is None:
-            self.add(
-                "backend-removed",
-                Severity.BREAKING,
-                subject,
-                f"backend {backend!r} is no longer measured for {family}",
-                key,
-            )
-        elif before == "reaches":
-            self.add(
-                "split-lost",
-                Severity.DETERMINISM,
-                subject,
-                f"the split settings no longer reach the kernel ({after})",
-                key,
-            )
-        elif after == "reaches":
-            self.add(
-                "split-gained",
-                Severity.ADDED,
-                subject,
-                f"the split settings now reach the kernel (was {before})",
-                key,
-            )
-        else:
-            self.add(
-                "split-changed",
-                Severity.BEHAVIOUR,
-                subject,
-                f"split settings: {after}, no longer {before}",
-                key,
-            )
+        change = self.split(family, backend)
+        if change is not None:
+            self.changes.append(change)
 
     def _default_backend(self, key: Key, before: Any, after: Any) -> None:
         if not (self.old.measured and self.new.measured) or before is None or after is None:
             return
         self.add(
             "default-backend",
-            Severity.BEHAVIOUR,
+            Category.BEHAVIOUR,
             key[1],
             f"the default backend is now {after!r}, no longer {before!r}",
             key,
@@ -613,7 +770,7 @@ class _Differ:
         name = key[1]
         self.add(
             "mapping-changed",
-            Severity.BEHAVIOUR,
+            Category.BEHAVIOUR,
             name,
             f"{MAPPINGS[name]}: {after or 'nothing (not applicable)'}; "
             f"was {before or 'nothing (not applicable)'}",
@@ -623,7 +780,7 @@ class _Differ:
 
 def _sort_key(change: Change) -> tuple[int, Version, str, str, str]:
     release = Version(change.release) if change.release else Version("0")
-    return _ORDER[change.severity], release, change.subject, change.kind, change.detail
+    return _ORDER[change.category], release, change.subject, change.kind, change.detail
 
 
 def diff_releases(old: str, new: str) -> ReleaseDiff:
@@ -647,7 +804,7 @@ def diff_releases(old: str, new: str) -> ReleaseDiff:
     require_str("old", old, nonempty=True)
     require_str("new", new, nonempty=True)
     steps = history(old, new)
-    differ = _Differ(steps)
+    differ = Comparison(steps, listing=True)
     for key in changed_keys(steps.old, steps.new):
         differ.key(key)
     notes = []

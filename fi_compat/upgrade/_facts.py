@@ -19,6 +19,12 @@ tuple whose first item names its kind:
     is true for each recorded method of the class at ``path``, ``("attribute", path, name)``
     for each attribute its instances get by construction, and ``("bases", path)`` holds the
     names of its base classes.
+``("getattr", path)``
+    Where the class at ``path`` defines ``__getattr__`` (its instances hand out names its
+    record does not list): the release's class whose names it hands out, or True where the
+    records cannot tell.
+``("instance", path)``
+    For a value built at import from one of the release's classes: that class's path.
 ``("member", path, member)``
     The value of one member of the enum at ``path`` (source text when not a literal).
 ``("hazard", hazard)``
@@ -27,7 +33,7 @@ tuple whose first item names its kind:
     The measured split-reach verdict of one attention backend, for measured releases.
 ``("mapping", key)``
     What fi-compat does on this release where the release alone is not enough
-    (:data:`MAPPINGS`).
+    (:data:`MAPPINGS`), as an :class:`Answer`: what it does, as data, and the sentence.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from packaging.version import Version
 
@@ -69,6 +75,7 @@ from fi_compat._surface import (
 
 __all__ = [
     "MAPPINGS",
+    "Answer",
     "Facts",
     "Key",
     "accepts",
@@ -94,6 +101,21 @@ MAPPINGS: Mapping[str, str] = {
     "checkpointing": "what FusionWorkspace.checkpoint_prepare() does",
     "per_call_sizes": "whether a TRT-LLM workspace serves calls of other sizes that fit",
 }
+
+
+class Answer(NamedTuple):
+    """What fi-compat does for one of :data:`MAPPINGS` on one release.
+
+    ``action`` is what the scan compares: ``"passes"`` (FlashInfer takes it as it is),
+    ``"maps"`` (fi-compat carries it another way), ``"omits"`` (left out at its default;
+    any other value raises :class:`~fi_compat.errors.CapabilityMissingError`), ``"raises"``
+    (fi-compat raises a typed error); ``text`` says it for people (the diff prints it)."""
+
+    action: str
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
 
 
 _SELF = ("self", "cls")
@@ -261,6 +283,18 @@ class Facts:
         base class hands out one of those)."""
         return name in _subclass_members(self, path)
 
+    def subclass_serves(self, path: str) -> bool:
+        """True when a recorded class that derives from the class at ``path``, in its
+        module or in the module that defines it, defines ``__getattr__``: it may hand out
+        names no record lists."""
+        module, _, name = path.rpartition(".")
+        home = self.get(("defined", module, name)) or module
+        return any(
+            self.get(("getattr", derived))
+            for where in {path, f"{home}.{name}"}
+            for derived in _derived(self, where)
+        )
+
     def module_seen(self, module: str) -> bool:
         """True when the release ships ``module`` (or, without a record, when its table
         names the module, a module-kind name or a definition's home)."""
@@ -293,7 +327,8 @@ def _seen_modules(facts: Facts) -> frozenset[str]:
 
 
 @functools.cache
-def _subclass_members(facts: Facts, path: str) -> frozenset[str]:
+def _derived(facts: Facts, path: str) -> frozenset[str]:
+    """The recorded classes of the module of ``path`` that derive from the class there."""
     module, _, name = path.rpartition(".")
     if facts.record is not None:
         found = facts.module(module)
@@ -301,11 +336,15 @@ def _subclass_members(facts: Facts, path: str) -> frozenset[str]:
             for other in found.names:
                 if (found.shape(other) or ("",))[0] == "class":
                     facts.build(f"{module}.{other}")
-    derived = {
+    return frozenset(
         key[1]
         for key, bases in list(facts.table.items())
         if key[0] == "bases" and name in bases and key[1].rpartition(".")[0] == module
-    }
+    )
+
+
+def _subclass_members(facts: Facts, path: str) -> frozenset[str]:
+    derived = _derived(facts, path)
     return frozenset(
         key[2]
         for key in list(facts.table)
@@ -394,6 +433,8 @@ def _class(table: dict[Key, Any], path: str, data: ClassRecord, extra: ClassReco
     for name, method in (extra.methods if extra is not None else {}).items():
         methods.setdefault(name, method)
     table["bases", path] = tuple(base.rpartition(".")[2] for base in data.bases)
+    if data.has_getattr:
+        table["getattr", path] = data.delegates_to or True
     for attribute in data.attributes:
         table["attribute", path, attribute] = True
     for name, method in methods.items():
@@ -408,7 +449,17 @@ def _class(table: dict[Key, Any], path: str, data: ClassRecord, extra: ClassReco
 
 #: The kinds of fact built on first use (:meth:`Facts.build`).
 _BUILT_ON_USE = frozenset(
-    {"params", "returns", "forwards", "method", "attribute", "bases", "member"}
+    {
+        "params",
+        "returns",
+        "forwards",
+        "method",
+        "attribute",
+        "bases",
+        "member",
+        "instance",
+        "getattr",
+    }
 )
 
 
@@ -421,11 +472,17 @@ def _entry(table: dict[Key, Any], path: str, entry: NameRecord, extra: ClassReco
     if entry.enum is not None:
         for member, value in entry.enum.members.items():
             table["member", path, member] = value
+    if entry.instance_of is not None:
+        table["instance", path] = entry.instance_of
 
 
 def _rank(module: str) -> tuple[int, int, str]:
     order = NAMED_MODULES.index(module) if module in NAMED_MODULES else len(NAMED_MODULES)
     return module.count("."), order, module
+
+
+#: What fi-compat does with a keyword the release lacks and leaves at its default.
+_OMITTED = Answer("omits", "left out at 0.0; any other value raises CapabilityMissingError")
 
 
 def _mappings(facts: Facts) -> None:
@@ -441,30 +498,32 @@ def _mappings(facts: Facts) -> None:
     fusion = f"{COMM}.{UNIFIED_FUSION.key}"
     unified = has(COMM, UNIFIED_FACTORY.key) and has(COMM, UNIFIED_FUSION.key)
     legacy = has(COMM, LEGACY_FACTORY.key) and has(COMM, LEGACY_FUSION.key)
-    table["mapping", "api"] = "unified" if unified else "legacy" if legacy else "none"
+    api = "unified" if unified else "legacy" if legacy else "none"
+    table["mapping", "api"] = Answer("passes" if api != "none" else "raises", api)
     if unified:
         table["mapping", "group"] = (
-            "passed to the factory"
+            Answer("passes", "passed to the factory")
             if takes(factory, "group")
-            else "carried by comm_backend (the factory takes no group=)"
+            else Answer("maps", "carried by comm_backend (the factory takes no group=)")
         )
         table["mapping", "early_completion"] = (
-            f"passed to {UNIFIED_FUSION.key}"
+            Answer("passes", f"passed to {UNIFIED_FUSION.key}")
             if takes(fusion, "trigger_completion_at_end")
-            else f"honoured on TRT-LLM workspaces through {LEGACY_FUSION.key}; "
-            "MNNVL completes at the end"
+            else Answer(
+                "maps",
+                f"honoured on TRT-LLM workspaces through {LEGACY_FUSION.key}; "
+                "MNNVL completes at the end",
+            )
         )
         table["mapping", "weight_bias"] = (
-            f"passed to {UNIFIED_FUSION.key}"
+            Answer("passes", f"passed to {UNIFIED_FUSION.key}")
             if takes(fusion, "weight_bias")
-            else "left out at 0.0; any other value raises CapabilityMissingError"
+            else _OMITTED
         )
     elif legacy:
-        table["mapping", "group"] = "passed to the legacy factory's group="
-        table["mapping", "early_completion"] = f"passed to {LEGACY_FUSION.key}"
-        table["mapping", "weight_bias"] = (
-            "left out at 0.0; any other value raises CapabilityMissingError"
-        )
+        table["mapping", "group"] = Answer("maps", "passed to the legacy factory's group=")
+        table["mapping", "early_completion"] = Answer("maps", f"passed to {LEGACY_FUSION.key}")
+        table["mapping", "weight_bias"] = _OMITTED
     backend = next(
         (
             facts.get(("defined", module, TORCH_DIST_BACKEND.key))
@@ -476,9 +535,9 @@ def _mappings(facts: Facts) -> None:
     if backend is not None:
         local = table.get(("bcast_group_local",))
         table["mapping", "bcast_root"] = (
-            "FlashInfer maps it to a global rank"
+            Answer("passes", "FlashInfer maps it to a global rank")
             if local
-            else f"fi-compat's {TORCH_DIST_BACKEND.key} maps it to a global rank"
+            else Answer("maps", f"fi-compat's {TORCH_DIST_BACKEND.key} maps it to a global rank")
         )
     if unified:
         checkpointing = any(
@@ -486,17 +545,19 @@ def _mappings(facts: Facts) -> None:
             for name in (WORKSPACE.key, TRTLLM_WORKSPACE)
         )
         table["mapping", "checkpointing"] = (
-            "FlashInfer's checkpoint_prepare"
+            Answer("passes", "FlashInfer's checkpoint_prepare")
             if checkpointing
-            else "raises NotImplementedError (CheckpointUnsupportedError)"
+            else Answer("raises", "raises NotImplementedError (CheckpointUnsupportedError)")
         )
         from fi_compat.comm._sizes import rule_of
 
         rule, _ = rule_of(release, "trtllm")
         table["mapping", "per_call_sizes"] = (
-            "served when tokens x hidden size fit"
+            Answer("passes", "served when tokens x hidden size fit")
             if rule == "product"
-            else "only the workspace's own sizes (CallSizeUnsupportedError otherwise)"
+            else Answer(
+                "raises", "only the workspace's own sizes (CallSizeUnsupportedError otherwise)"
+            )
         )
     table.pop(("bcast_group_local",), None)
 

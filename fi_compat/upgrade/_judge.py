@@ -10,11 +10,12 @@ they run after the import swap to ``fi_compat.comm``.
 
 from __future__ import annotations
 
-import enum
 import functools
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from packaging.version import Version
 
 from fi_compat._frozen import picklable
 from fi_compat._records import introduced_in
@@ -27,6 +28,7 @@ from fi_compat._surface import (
     UNIFIED_FACTORY,
     UNIFIED_FUSION,
 )
+from fi_compat.upgrade._diff import Change, Comparison
 from fi_compat.upgrade._facts import (
     Facts,
     accepts,
@@ -34,141 +36,10 @@ from fi_compat.upgrade._facts import (
     positional,
 )
 from fi_compat.upgrade._history import History
+from fi_compat.upgrade._kinds import RULES, Category, Rule
 from fi_compat.upgrade._scan import Use
 
 __all__ = ["RULES", "Category", "Finding", "Rule", "judge"]
-
-
-class Category(str, enum.Enum):
-    """What a use meets on the new release, most severe first.
-
-    .. versionadded:: 0.3.0
-    """
-
-    #: Fails on the new release (a missing name, method or keyword): exit status 1.
-    BREAKS = "breaks"
-    #: Runs, and does something else (a guard flips, a default or a mapping changes).
-    BEHAVIOUR = "changes behaviour"
-    #: An attention backend stops handing the split settings to the kernel.
-    DETERMINISM = "loses determinism"
-    #: The records or the reading cannot tell what the use meets (the message says why):
-    #: never a break, never a pass.
-    UNVERIFIED = "unverified"
-    #: Something the old release lacked, which the code uses, is there now.
-    AVAILABLE = "newly available"
-    #: The same on both releases.
-    UNCHANGED = "unchanged"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One rule of the scan: its id (a SARIF ``ruleId``), what it checks, and the categories
-    it assigns (some rules assign several; the first gives the SARIF rule's default level).
-
-    .. versionadded:: 0.3.0
-    """
-
-    id: str
-    summary: str
-    categories: tuple[Category, ...]
-
-
-_B, _C, _D, _V, _A, _U = (
-    Category.BREAKS,
-    Category.BEHAVIOUR,
-    Category.DETERMINISM,
-    Category.UNVERIFIED,
-    Category.AVAILABLE,
-    Category.UNCHANGED,
-)
-
-#: Every rule, by id.
-RULES: dict[str, Rule] = {
-    rule.id: rule
-    for rule in (
-        Rule(
-            "name-missing",
-            "An imported or read name, module, method or member is missing on the new "
-            "release (behaviour only where a try/except or hasattr guard catches it)",
-            (_B, _C),
-        ),
-        Rule(
-            "unverified",
-            "A use neither release's records can judge, or a call whose ** keywords the "
-            "reading cannot see: the reason is said",
-            (_V,),
-        ),
-        Rule("name-added", "A name the code uses is missing on the old release only", (_A,)),
-        Rule("name-moved", "A name the code uses is now defined in another module", (_C,)),
-        Rule(
-            "keyword-missing",
-            "A call passes a keyword the new release does not take (behaviour only where a "
-            "try/except around it catches the TypeError)",
-            (_B, _C),
-        ),
-        Rule("keyword-added", "A call passes a keyword only the new release takes", (_A,)),
-        Rule(
-            "keyword-unverified",
-            "A keyword now reaches only a **kwargs whose use the record cannot prove",
-            (_C,),
-        ),
-        Rule("required-missing", "A call lacks a parameter the new release requires", (_B,)),
-        Rule(
-            "positional-shift",
-            "A positional argument lands on another parameter on the new release",
-            (_B,),
-        ),
-        Rule(
-            "default-changed",
-            "A parameter the call leaves out has another default on the new release",
-            (_C,),
-        ),
-        Rule(
-            "backend-missing",
-            "A backend string given to an attention wrapper is not a backend of the new release",
-            (_B,),
-        ),
-        Rule(
-            "split-lost",
-            "The wrapper's backend stops handing fixed_split_size/disable_split_kv to the kernel",
-            (_D,),
-        ),
-        Rule("split-gained", "The wrapper's backend starts handing the split settings on", (_A,)),
-        Rule(
-            "import-hazard",
-            "An import meets an import hazard (CUDA runtime, triton, GPU query) on one "
-            "release only",
-            (_B, _C),
-        ),
-        Rule(
-            "guard-flips", "A hasattr/getattr guard answers otherwise on the new release", (_C, _A)
-        ),
-        Rule(
-            "signature-probe",
-            "An inspect.signature probe answers otherwise on the new release",
-            (_C,),
-        ),
-        Rule(
-            "fi-compat-maps",
-            "After the swap to fi_compat.comm, fi-compat serves or maps what the release lacks",
-            (_C, _U),
-        ),
-        Rule(
-            "fi-compat-refuses",
-            "After the swap to fi_compat.comm, fi-compat raises a typed error for it",
-            (_B, _C),
-        ),
-        Rule("unchanged", "The use meets the same on both releases", (_U,)),
-    )
-}
-"""Every rule of ``fi-compat scan``, by id (the SARIF ``ruleId``); the upgrade guide has a
-table of them.
-
-.. versionadded:: 0.3.0
-"""
 
 
 @picklable
@@ -262,29 +133,26 @@ class _Resolved:
     defined: str | None = None
     unseen: bool = False
     member: bool = False
+    reason: str | None = None
 
 
 def _resolve(facts: Facts, target: str, module: str) -> _Resolved:
     parts = target.split(".")
     depth = module.count(".") + 1
+    # Python finds what a module binds before a submodule of that name: a package whose
+    # __init__ runs ``from .selective_state_update import selective_state_update`` hands out
+    # the function, not the module.
     while depth < len(parts) and facts.module_seen(".".join(parts[: depth + 1])):
+        if facts.get(("name", ".".join(parts[:depth]), parts[depth])) is not None:
+            break
         depth += 1
     current = ".".join(parts[:depth])
     recorded = facts.record is not None  # every module of the release is recorded
     if not facts.module_seen(current):
-        # With every module recorded, a module the release does not ship is absent;
-        # otherwise only the seven modules with name tables are known everywhere.
+        # With every module recorded (private ones as shipped), a module the release does
+        # not ship is absent; otherwise only the seven modules with name tables are known.
         state = _ABSENT if recorded or current in NAMED_MODULES else _UNKNOWN
-        if recorded and _private_submodule(current):
-            state = _UNKNOWN  # a private module: the records leave those out
         return _Resolved(state, missing=current, unseen=True)
-    following = parts[depth] if depth < len(parts) else None
-    if recorded and following is not None and _private_submodule(f"{current}.{following}"):
-        # Not bound and not a recorded module: maybe a private submodule, which the records
-        # leave out (``flashinfer.mla._sparse_mla_sm120``): importing it may well work.
-        found = facts.module(current)
-        if found is not None and following not in found.names:
-            return _Resolved(_UNKNOWN, missing=f"{current}.{following}")
     if depth == len(parts):
         return _Resolved(_PRESENT, kind="module")
     name = parts[depth]
@@ -300,8 +168,9 @@ def _resolve(facts: Facts, target: str, module: str) -> _Resolved:
     if kind is None and recorded:
         found = facts.module(current)
         binds = found.binds(name) if found is not None else None
-        if binds is None:  # unreadable, or names its source cannot list
-            return _Resolved(_UNKNOWN, missing=path)
+        if binds is None:  # unreadable, private, or names its source cannot list
+            why = found.unreadable if found is not None else None
+            return _Resolved(_UNKNOWN, missing=path, reason=f"{current}: {why}" if why else None)
         if binds:  # served by the module's __getattr__: there, of unrecorded shape
             return _Resolved(_PRESENT, kind="value", defined=current)
         return _Resolved(_ABSENT, missing=path)
@@ -316,54 +185,64 @@ def _resolve(facts: Facts, target: str, module: str) -> _Resolved:
         path = exported
     else:
         path = facts.canonical.get(path, path)
+    instance = facts.get(("instance", path)) if kind == "value" else None
+    if instance is not None and depth + 1 < len(parts):
+        # ``cudart = CudaRTLibrary()``: its attributes are the class's
+        path, kind = facts.canonical.get(instance, instance), "class"
     for attribute in parts[depth + 1 :]:
-        if kind == "class":
-            if facts.get(("method", path, attribute)):
-                path, kind = f"{path}.{attribute}", "method"
-                continue
-            if facts.get(("attribute", path, attribute)) or facts.subclass_has(path, attribute):
-                return _Resolved(_PRESENT, kind="attribute", defined=defined)
-            return _Resolved(_UNKNOWN, callable=path, missing=f"{path}.{attribute}", member=True)
-        if kind == "enum":
-            if facts.get(("member", path, attribute)) is not None:
-                return _Resolved(_PRESENT, kind="member", defined=defined)
-            return _Resolved(_UNKNOWN, callable=path, missing=f"{path}.{attribute}", member=True)
         if kind in ("function", "method"):
             returned = facts.get(("returns", path))
             owner_module = path.rpartition(".")[0] if kind == "function" else None
             if returned is not None and owner_module is not None:
                 returned = str(returned).strip("'\"")
                 if facts.get(("name", owner_module, returned)) == "class":
+                    # what the function returns: an instance of that class
                     path = facts.canonical.get(
                         f"{owner_module}.{returned}", f"{owner_module}.{returned}"
                     )
                     kind = "class"
-                    if facts.get(("method", path, attribute)):
-                        path, kind = f"{path}.{attribute}", "method"
-                        continue
-                    if facts.get(("attribute", path, attribute)) or facts.subclass_has(
-                        path, attribute
-                    ):
-                        return _Resolved(_PRESENT, kind="attribute", defined=defined)
-                    return _Resolved(
-                        _UNKNOWN, callable=path, missing=f"{path}.{attribute}", member=True
-                    )
-                if returned and returned != "None":
+                elif returned and returned != "None":
                     return _Resolved(_FOREIGN, callable=path)
-            return _Resolved(_UNKNOWN, callable=path, missing=f"{path}.{attribute}")
+        if kind == "class":
+            member = _class_member(facts, path, attribute, defined)
+            if isinstance(member, _Resolved):
+                return member
+            path, kind = member, "method"
+            continue
+        if kind == "enum":
+            if facts.get(("member", path, attribute)) is not None:
+                return _Resolved(_PRESENT, kind="member", defined=defined)
+            return _Resolved(_UNKNOWN, callable=path, missing=f"{path}.{attribute}", member=True)
         return _Resolved(_UNKNOWN, callable=path, missing=f"{path}.{attribute}")
     return _Resolved(_PRESENT, callable=path, kind=kind, defined=defined)
 
 
-def _required(facts: Facts, path: str, use: Use) -> set[str]:
-    params = facts.get(("params", path)) or ()
-    passed = set(use.keywords)
-    passed.update((positional(facts, path) or ())[: use.positional])
-    return {
-        name
-        for name, kind, default in params
-        if default is None and kind not in ("VAR_POSITIONAL", "VAR_KEYWORD") and name not in passed
-    }
+def _class_member(facts: Facts, path: str, attribute: str, defined: str | None) -> str | _Resolved:
+    """``attribute`` of an instance of the class at ``path``: the method's path to go on
+    with, or where it leads (present, served by a ``__getattr__`` the records follow or not,
+    or not listed by the class's record)."""
+    if facts.get(("method", path, attribute)):
+        return f"{path}.{attribute}"
+    if facts.get(("attribute", path, attribute)) or facts.subclass_has(path, attribute):
+        return _Resolved(_PRESENT, kind="attribute", defined=defined)
+    served = facts.get(("getattr", path))
+    if isinstance(served, str):
+        # a lazy proxy of another class: its names are that class's
+        delegate = facts.canonical.get(served, served)
+        if facts.get(("method", delegate, attribute)):
+            return f"{delegate}.{attribute}"
+        if facts.get(("attribute", delegate, attribute)):
+            return _Resolved(_PRESENT, kind="attribute", defined=defined)
+    if served or facts.subclass_serves(path):
+        # not known present, and not known absent: never a break
+        return _Resolved(
+            _UNKNOWN,
+            callable=path,
+            missing=f"{path}.{attribute}",
+            reason=f"{path} (or a class derived from it) may hand out {attribute} "
+            "through a __getattr__ the records do not follow,",
+        )
+    return _Resolved(_UNKNOWN, callable=path, missing=f"{path}.{attribute}", member=True)
 
 
 # ----------------------------------------------------------------------------- judging
@@ -389,9 +268,11 @@ class _Judge:
     def __init__(self, steps: History, fi_compat: bool) -> None:
         self.history = steps
         self.old, self.new = steps.old, steps.new
+        #: The one comparison of the two releases, asked about each use's subject.
+        self.compare = Comparison(steps)
         self.fi_compat = fi_compat
         self.findings: list[Finding] = []
-        self.hazards_seen: set[tuple[str, str]] = set()
+        self.hazards_seen: set[tuple[str, str, str]] = set()
 
     def since(self, release: str | None) -> str:
         """``from R`` on the way up, ``on R down to B`` on the way down: the releases from
@@ -403,6 +284,11 @@ class _Judge:
         if release == self.new.release:
             return f"on {release}"
         return f"on {release} down to {self.new.release}"
+
+    def mapped_since(self, mapping: str) -> str | None:
+        """The release from which fi-compat's answer for ``mapping`` is the new one's."""
+        found = self.compare.about(("mapping", mapping))
+        return found[0].release if found else None
 
     def cite(self, value: Any) -> str | None:
         cited = self.history.cite(value)
@@ -478,6 +364,15 @@ class _Judge:
                 self.cite(lambda facts: _resolve(facts, use.target, use.module).state),
             )
             return
+        if _UNKNOWN in (old.state, new.state):
+            unknown, release = (new, self.new) if new.state == _UNKNOWN else (old, self.old)
+            self.add(
+                use,
+                Category.UNVERIFIED,
+                "unverified",
+                f"{use.target}: {_unknown_reason(unknown)} on {release.release}",
+            )
+            return
         if new.state != _PRESENT or old.state != _PRESENT:
             return
         if self.swapped(use) and self.torch_dist_backend(use):
@@ -508,6 +403,14 @@ class _Judge:
 
     def missing(self, use: Use, old: _Resolved, new: _Resolved) -> None:
         where = new.missing or use.target
+        if old.state == _UNKNOWN and where != use.target:
+            # What fails on the new release is a part of the path (a module it does not
+            # ship): the old release's record of that part is what decides.
+            at = _resolve(
+                self.old, where, use.module if where.startswith(use.module) else "flashinfer"
+            )
+            if at.state == _PRESENT:
+                old = at
         cited = self.cite(lambda facts: _resolve(facts, use.target, use.module).state)
         if old.state == _PRESENT:
             history = f"present on {self.old.release}, missing {self.since(cited)}"
@@ -518,7 +421,9 @@ class _Judge:
             rule = "guard-flips" if old.state == _PRESENT else "unchanged"
             self.add(use, category, rule, f"{where}: the guard answers False ({history})", cited)
             return
-        if self.swapped(use):
+        if self.swapped(use) and self.new.module_seen(where.rpartition(".")[0]):
+            # a name of a comm module: the drop-in answers for it (a member of FlashInfer's
+            # own class stays FlashInfer's AttributeError, below)
             module, _, name = where.rpartition(".")
             # NameUnavailableError names the release introduced_in gives, and so does this.
             first = introduced_in(module, name) if module in NAMED_MODULES else None
@@ -533,12 +438,32 @@ class _Judge:
             )
             return
         exception = "ImportError" if use.kind == "import" else "AttributeError"
-        if use.guarded and old.state != _PRESENT:
+        if use.kept_guard is not None and old.state == _PRESENT and not use.guarded:
+            self.add(
+                use,
+                Category.UNVERIFIED,
+                "unverified",
+                f"{where} ({history}): this file keeps a guard's answer about it in "
+                f"{use.kept_guard}; whether that answer keeps this use from running is not "
+                "read",
+                cited,
+            )
+        elif old.state == _UNKNOWN:
+            self.add(
+                use,
+                Category.UNVERIFIED,
+                "unverified",
+                f"{where}: missing on {self.new.release}, and on {self.old.release} "
+                f"{_unknown_reason(old)}: whether this bump changes anything is not known",
+            )
+        elif old.state != _PRESENT:
+            # It fails on both releases alike: not a change this bump makes.
             self.add(
                 use,
                 Category.UNCHANGED,
                 "unchanged",
-                f"{where} ({history}): the {exception} is caught here on both",
+                f"{where} ({history}): raises {exception} on both"
+                + ("; caught here" if use.guarded else ""),
             )
         elif use.guarded:
             self.add(
@@ -575,23 +500,6 @@ class _Judge:
             cited,
         )
 
-    def _renamed_only(self, path: str, before: tuple[str, ...], after: tuple[str, ...]) -> bool:
-        """True when the positional parameters a call fills differ only by names changed in
-        place (same position, kind and default, the old name gone, the new one new): each
-        value still lands where it did (``_get_cache_buf``'s ``bytes`` became ``num_bytes``
-        in 0.7.x), so a positional call is unchanged; a keyword call meets the rename."""
-        if len(before) != len(after):
-            return False
-        for old_name, new_name in zip(before, after, strict=True):
-            if old_name == new_name:
-                continue
-            if old_name in after or new_name in before:
-                return False  # a parameter that moved: values land elsewhere
-            was, now = parameter(self.old, path, old_name), parameter(self.new, path, new_name)
-            if was is None or now is None or was != now:
-                return False
-        return True
-
     # ------------------------------------------------------------------------ hazards
 
     def hazards(self, use: Use) -> None:
@@ -599,16 +507,18 @@ class _Judge:
             modules = entry.modules
             if not any(use.target == m or use.target.startswith(f"{m}.") for m in modules):
                 continue
-            if (use.path, hazard) in self.hazards_seen:
+            # Said at the first import of each function (or of the module's top level) that
+            # meets it: a later import in the same function only runs if that one did.
+            if (use.path, use.scope, hazard) in self.hazards_seen:
                 continue
-            before = bool(self.old.get(("hazard", hazard)))
-            after = bool(self.new.get(("hazard", hazard)))
-            if before == after:
+            change = self.compare.hazard(hazard)
+            if change is None:
                 continue
-            self.hazards_seen.add((use.path, hazard))
+            before, after = bool(change.old), bool(change.new)
+            self.hazards_seen.add((use.path, use.scope, hazard))
             holding = self.new if after else self.old
             raises = entry.raises(holding.get(("hazard_python", hazard)))
-            cited = self.history.cite(_hazard_of(hazard))
+            cited = (change.release, change.last_before) if change.release else None
             module = modules[0]
             if self.swapped(use):
                 self.add(
@@ -645,20 +555,59 @@ class _Judge:
     # ------------------------------------------------------------------------ calls
 
     def call(self, use: Use, path: str) -> bool:
-        """Judge a call's keywords and arity; True when a finding was added."""
+        """Judge a call's keywords and arity by what the comparison says of its callable;
+        True when a finding was added."""
         found = False
         for keyword in use.keywords:
-            before = accepts(self.old, path, keyword)
-            after = accepts(self.new, path, keyword)
-            if before == after and after != "unsupported":
-                continue
-
-            def value(facts: Facts, keyword: str = keyword) -> Hashable:
-                return accepts(facts, path, keyword)
-
-            cited = self.cite(value) if before != after else None
+            change = self.compare.keyword(path, keyword)
+            if change is not None:
+                found = self.keyword(use, path, keyword, change) or found
+        if use.star:
+            return found
+        passed = set(use.keywords) | set((positional(self.new, path) or ())[: use.positional])
+        for change in self.compare.about(("params", path)):
+            if change.kind == "required-missing" and change.parameter not in passed:
+                found = True
+                self.add(
+                    use,
+                    Category.BREAKS,
+                    "required-missing",
+                    f"{path}: requires {change.parameter} on {self.new.release}, which this "
+                    "call does not pass",
+                    change.release,
+                )
+        shift = self.compare.positional(path) if use.positional else None
+        if shift is not None and not self.compare.lands_alike(path, use.positional):
             found = True
-            if after == "unsupported" and before != "supported" and use.guarded:
+            self.add(
+                use,
+                Category.BREAKS,
+                "positional-shift",
+                f"{path}: the {use.positional} positional arguments go to "
+                f"({', '.join(shift.new[: use.positional])}) on {self.new.release}, to "
+                f"({', '.join(shift.old[: use.positional])}) on {self.old.release}",
+                shift.release,
+            )
+        for change in self.compare.about(("params", path)):
+            if change.kind == "default-changed" and change.parameter not in passed:
+                found = True
+                self.add(
+                    use,
+                    Category.BEHAVIOUR,
+                    "default-changed",
+                    f"{path}: {change.parameter} defaults to {change.new[1]} on "
+                    f"{self.new.release} ({change.old[1]} on {self.old.release}) and this call "
+                    "leaves it out",
+                    change.release,
+                )
+        return found
+
+    def keyword(self, use: Use, path: str, keyword: str, change: Change) -> bool:
+        """Judge one keyword of a call by the comparison's change of it; True when a finding
+        was added."""
+        before, after = change.old, change.new
+        if after == "unsupported" and before == "unsupported":
+            if use.guarded:
                 # Taken on neither release, under a guard the reading cannot evaluate
                 # (SGLang calls fast_decode_plan's keywords on a begin_forward it swapped).
                 self.add(
@@ -670,120 +619,86 @@ class _Judge:
                     "or a try) whose answer the reading cannot know: what the call reaches "
                     "there is not read",
                 )
-            elif after == "unsupported":
-                history = (
-                    f"taken on {self.old.release}, not {self.since(cited)}"
-                    if before == "supported"
-                    else f"taken on neither {self.old.release} nor {self.new.release}"
-                )
-                renamed = _renamed_to(self.old, self.new, path, keyword)
-                hint = f" (it is called {renamed} there)" if renamed else ""
-                caught = bool(use.catches & _CAUGHT_BY["TypeError"])
+            else:  # it fails alike on both releases: not something this bump changes
                 self.add(
                     use,
-                    Category.BEHAVIOUR if caught else Category.BREAKS,
-                    "keyword-missing",
-                    f"{path}({keyword}=...): {history}; the call raises TypeError{hint}"
-                    + (
-                        ", which the handler here catches: the code it guards does not run"
-                        if caught
-                        else ""
-                    ),
-                    cited,
+                    Category.UNCHANGED,
+                    "unchanged",
+                    f"{path}({keyword}=...): taken on neither {self.old.release} nor "
+                    f"{self.new.release}; the call raises TypeError on both",
                 )
-            elif after == "supported" and before == "unsupported":
-                self.add(
-                    use,
-                    Category.AVAILABLE,
-                    "keyword-added",
-                    f"{path}({keyword}=...): taken {self.since(cited)} "
-                    f"(raises TypeError on {self.old.release})",
-                    cited,
-                )
-            elif after == "supported":
-                found = False
-            else:
-                self.add(
-                    use,
-                    Category.BEHAVIOUR,
-                    "keyword-unverified",
-                    f"{path}({keyword}=...): on {self.new.release} only a **kwargs takes it, "
-                    "and the record cannot prove where it goes",
-                    cited,
-                )
-        if use.star:
-            return found
-        newly = _required(self.new, path, use) - _required(self.old, path, use)
-        for name in sorted(newly):
-            found = True
+            return True
+        if after == "unsupported":
+            history = (
+                f"taken on {self.old.release}, not {self.since(change.release)}"
+                if before == "supported"
+                else f"taken by **kwargs on {self.old.release} (where it goes is not "
+                f"recorded), not {self.since(change.release)}"
+            )
+            renamed = self.compare.renamed_to(path, keyword)
+            hint = f" (it is called {renamed} there)" if renamed else ""
+            caught = bool(use.catches & _CAUGHT_BY["TypeError"])
             self.add(
                 use,
-                Category.BREAKS,
-                "required-missing",
-                f"{path}: requires {name} on {self.new.release}, which this call does not pass",
-                self.cite(lambda facts, name=name: parameter(facts, path, name)),
+                Category.BEHAVIOUR if caught else Category.BREAKS,
+                "keyword-missing",
+                f"{path}({keyword}=...): {history}; the call raises TypeError{hint}"
+                + (
+                    ", which the handler here catches: the code it guards does not run"
+                    if caught
+                    else ""
+                ),
+                change.release,
             )
-        if use.positional:
-            before_order = (positional(self.old, path) or ())[: use.positional]
-            after_order = (positional(self.new, path) or ())[: use.positional]
-            if before_order != after_order and not self._renamed_only(
-                path, before_order, after_order
-            ):
-                found = True
-                self.add(
-                    use,
-                    Category.BREAKS,
-                    "positional-shift",
-                    f"{path}: the {use.positional} positional arguments go to "
-                    f"({', '.join(after_order)}) on {self.new.release}, to "
-                    f"({', '.join(before_order)}) on {self.old.release}",
-                    self.cite(lambda facts: (positional(facts, path) or ())[: use.positional]),
-                )
-        passed = set(use.keywords) | set((positional(self.new, path) or ())[: use.positional])
-        for name, _, default in self.new.get(("params", path)) or ():
-            was = parameter(self.old, path, name)
-            if name in passed or was is None or default is None or was[1] is None:
-                continue
-            if was[1] != default:
-                found = True
-                self.add(
-                    use,
-                    Category.BEHAVIOUR,
-                    "default-changed",
-                    f"{path}: {name} defaults to {default} on {self.new.release} "
-                    f"({was[1]} on {self.old.release}) and this call leaves it out",
-                    self.cite(lambda facts, name=name: parameter(facts, path, name)),
-                )
-        return found
+            return True
+        if after == "supported":
+            self.add(
+                use,
+                Category.AVAILABLE,
+                "keyword-added",
+                f"{path}({keyword}=...): taken {self.since(change.release)} "
+                f"(raises TypeError on {self.old.release})",
+                change.release,
+            )
+            return True
+        self.add(
+            use,
+            Category.BEHAVIOUR,
+            "keyword-unverified",
+            f"{path}({keyword}=...): on {self.new.release} only a **kwargs takes it, "
+            "and the record cannot prove where it goes",
+            change.release,
+        )
+        return True
 
     def signature(self, use: Use, path: str | None) -> bool:
         if path is None:
             return False
         if use.keyword is None:
-            before = self.old.get(("params", path))
-            after = self.new.get(("params", path))
-            if before == after:
+            changes = self.compare.about(("params", path))
+            if not changes:
                 return False
+            latest = max((c.release for c in changes if c.release), key=Version, default=None)
             self.add(
                 use,
                 Category.BEHAVIOUR,
                 "signature-probe",
                 f"inspect.signature({path}) gives other parameters on {self.new.release}",
-                self.cite(lambda facts: facts.get(("params", path))),
+                latest,
             )
             return True
         keyword = use.keyword
-        before_has = parameter(self.old, path, keyword) is not None
-        after_has = parameter(self.new, path, keyword) is not None
-        if before_has == after_has:
+        change = self.compare.declares(path, keyword)
+        if change is None:
             return False
+        after_has = parameter(self.new, path, keyword) is not None
         self.add(
             use,
             Category.BEHAVIOUR,
             "signature-probe",
             f"{keyword!r} in inspect.signature({path}).parameters is {after_has} on "
-            f"{self.new.release} ({before_has} on {self.old.release})",
-            self.cite(lambda facts: parameter(facts, path, keyword) is not None),
+            f"{self.new.release} ({not after_has} on {self.old.release})",
+            change.release,
         )
         return True
 
@@ -791,44 +706,39 @@ class _Judge:
 
     def backend(self, use: Use) -> bool:
         family = use.target.rpartition(".")[2]
-        if not (self.old.measured and self.new.measured):
+        change = self.compare.split(family, use.backend)
+        if change is None:
             return False
-
-        def verdict(facts: Facts) -> Hashable:
-            backend = use.backend or facts.get(("default_backend", family)) or "default"
-            found: Hashable = facts.get(("backend", family, backend))
-            return found
-
-        before, after = verdict(self.old), verdict(self.new)
         named = use.backend or "its default backend"
-        measured = family in _measured_families(self.new)
-        if after is None and before is not None and measured and use.backend is not None:
+        if change.kind == "backend-missing":
+            if use.backend is None or family not in _measured_families(self.new):
+                return False
             self.add(
                 use,
                 Category.BREAKS,
                 "backend-missing",
                 f"{family}(backend={use.backend!r}): not a backend of {self.new.release}",
-                self.cite(verdict),
+                change.release,
             )
             return True
-        if before == "reaches" and after not in ("reaches", None):
+        if change.kind == "split-lost":
             self.add(
                 use,
                 Category.DETERMINISM,
                 "split-lost",
-                f"{family} with {named}: fixed_split_size/disable_split_kv {after} on "
+                f"{family} with {named}: fixed_split_size/disable_split_kv {change.new} on "
                 f"{self.new.release} (reach the kernel on {self.old.release})",
-                self.cite(verdict),
+                change.release,
             )
             return True
-        if after == "reaches" and before not in ("reaches", None):
+        if change.kind == "split-gained":
             self.add(
                 use,
                 Category.AVAILABLE,
                 "split-gained",
                 f"{family} with {named}: the split settings reach the kernel on "
-                f"{self.new.release} ({before} on {self.old.release})",
-                self.cite(verdict),
+                f"{self.new.release} ({change.old} on {self.old.release})",
+                change.release,
             )
             return True
         return False
@@ -846,13 +756,13 @@ class _Judge:
             ["checkpoint_restore"],
         ):
             answer = self.new.get(("mapping", "checkpointing"))
-            raises = answer is not None and "NotImplementedError" in answer
+            raises = answer is not None and answer.action == "raises"
             self.add(
                 use,
                 Category.BEHAVIOUR if raises else Category.UNCHANGED,
                 "fi-compat-maps",
                 f"FusionWorkspace.{parts[3]} on {self.new.release}: {answer}",
-                self.cite(_mapping_of("checkpointing")),
+                self.mapped_since("checkpointing"),
             )
             return True
         if use.kind != "call" or len(parts) != 3 or name == PATTERN.key:
@@ -890,7 +800,7 @@ class _Judge:
                     Category.BEHAVIOUR,
                     "fi-compat-maps",
                     f"fi_compat.comm.{name}({keyword}=...) on {self.new.release}: {answer}",
-                    self.cite(_mapping_of(mapping)),
+                    self.mapped_since(mapping),
                 )
             else:
                 self.add(
@@ -928,63 +838,26 @@ class _Judge:
             return False
         self.add(
             use,
-            Category.BEHAVIOUR if answer.startswith("fi-compat") else Category.UNCHANGED,
+            Category.BEHAVIOUR if answer.action == "maps" else Category.UNCHANGED,
             "fi-compat-maps",
             f"fi_compat.comm.mnnvl.{TORCH_DIST_BACKEND.key} on {self.new.release}: bcast's "
             "group-local "
             f"root: {answer}",
-            self.cite(_mapping_of("bcast_root")),
+            self.mapped_since("bcast_root"),
         )
         return True
-
-
-def _private_submodule(module: str) -> bool:
-    """True when ``module`` may be a private submodule the records leave out: a segment
-    after the top level starts with ``_`` (not a dunder). The records do not say which
-    modules are packages, so any module may hold one."""
-    return any(part.startswith("_") and not part.startswith("__") for part in module.split(".")[1:])
 
 
 def _unknown_reason(found: _Resolved) -> str:
     """Why the records cannot tell what a use meets (:data:`_UNKNOWN`)."""
     missing = found.missing or "it"
+    if found.reason is not None:
+        return found.reason
     if found.member:
         return f"the records of {found.callable} list no {missing.rpartition('.')[2]}"
     if found.callable is not None:
         return f"the records do not describe what {found.callable} holds or returns"
-    if found.unseen or _private_submodule(missing):
-        return f"{missing} may be a private module, which the records leave out,"
     return f"the records cannot tell whether {missing} is there"
-
-
-def _renamed_to(old: Facts, new: Facts, path: str, keyword: str) -> str | None:
-    """The name ``keyword``'s parameter has in ``new``: the one at its position with its
-    kind and default, where ``old`` has no parameter of that name; None when there is none
-    (the diff's ``parameter-renamed``)."""
-    before, after = old.get(("params", path)) or (), new.get(("params", path)) or ()
-    index = next((i for i, (name, _, _) in enumerate(before) if name == keyword), None)
-    if index is None or index >= len(after):
-        return None
-    name, kind, default = after[index]
-    if parameter(old, path, name) is not None or (kind, default) != before[index][1:]:
-        return None
-    return str(name)
-
-
-def _mapping_of(key: str) -> Callable[[Facts], Hashable]:
-    def value(facts: Facts) -> Hashable:
-        found: Hashable = facts.get(("mapping", key))
-        return found
-
-    return value
-
-
-def _hazard_of(hazard: str) -> Callable[[Facts], Hashable]:
-    def value(facts: Facts) -> Hashable:
-        found: Hashable = facts.get(("hazard", hazard))
-        return found
-
-    return value
 
 
 @functools.cache

@@ -12,9 +12,10 @@ from typing import Any, cast
 from fi_compat._arguments import describe, require_bool, require_instance, require_str
 from fi_compat._frozen import picklable
 from fi_compat.errors import InvalidArgumentError, explain
-from fi_compat.upgrade._diff import ReleaseDiff, Severity
+from fi_compat.upgrade._diff import ReleaseDiff
 from fi_compat.upgrade._history import history
-from fi_compat.upgrade._judge import RULES, Category, Finding, judge
+from fi_compat.upgrade._judge import Finding, judge
+from fi_compat.upgrade._kinds import RULES, Category
 from fi_compat.upgrade._scan import Diagnostic, scan_paths
 
 __all__ = [
@@ -217,52 +218,50 @@ def render_scan(result: ScanResult, *, show_unchanged: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_diff(diff: ReleaseDiff, *, severities: Iterable[Severity] = tuple(Severity)) -> str:
-    """The diff as text, as ``fi-compat diff`` prints it: a section per severity (only
-    those in ``severities``), each change with the release it cites.
+#: The categories of a diff, in the order it lists them.
+DIFF_CATEGORIES = (Category.BREAKS, Category.BEHAVIOUR, Category.DETERMINISM, Category.AVAILABLE)
+
+
+def render_diff(diff: ReleaseDiff, *, categories: Iterable[Category] = DIFF_CATEGORIES) -> str:
+    """The diff as text, as ``fi-compat diff`` prints it: a section per category (only
+    those in ``categories``), each change with the release it cites.
 
     .. versionadded:: 0.3.0
 
     Raises
     ------
     InvalidArgumentError
-        ``diff`` is not a :class:`ReleaseDiff`, or ``severities`` not an iterable of
-        :class:`Severity` (a lone str included).
+        ``diff`` is not a :class:`ReleaseDiff`, or ``categories`` not an iterable of
+        :class:`Category` (a lone str included).
     """
     require_instance("diff", diff, ReleaseDiff, "a ReleaseDiff")
-    if isinstance(severities, (str, bytes)) or not isinstance(severities, Iterable):
+    if isinstance(categories, (str, bytes)) or not isinstance(categories, Iterable):
         raise InvalidArgumentError(
-            explain("severities to be an iterable of Severity", describe(severities))
+            explain("categories to be an iterable of Category", describe(categories))
         )
     wanted = set()
-    for severity in severities:
-        require_instance("every item of severities", severity, Severity, "a Severity")
-        wanted.add(severity)
+    for category in categories:
+        require_instance("every item of categories", category, Category, "a Category")
+        wanted.add(category)
     lines = [
         f"flashinfer {diff.old} -> {diff.new}: {len(diff.releases)} recorded "
         f"{'release' if len(diff.releases) == 1 else 'releases'}, {len(diff.changes)} "
         f"{'change' if len(diff.changes) == 1 else 'changes'}"
     ]
-    for severity in Severity:
-        if severity not in wanted:
+    for category in DIFF_CATEGORIES:
+        if category not in wanted:
             continue
-        changes = diff.by_severity(severity)
+        changes = diff.by_category(category)
         if not changes:
             continue
-        lines += ["", f"{_TITLES[severity]} ({len(changes)})"]
+        lines += ["", f"{category.value[:1].upper()}{category.value[1:]} ({len(changes)})"]
         for change in changes:
-            lines.append(f"  {change.release or '-':<13} {change.subject}: {change.detail}")
+            lines.append(
+                f"  {change.release or '-':<13} {change.subject}: {change.detail} ({change.kind})"
+            )
     for note in diff.notes:
         lines += ["", f"note: {note}"]
     return "\n".join(lines) + "\n"
-
-
-_TITLES = {
-    Severity.BREAKING: "Breaking",
-    Severity.BEHAVIOUR: "Behaviour",
-    Severity.DETERMINISM: "Determinism",
-    Severity.ADDED: "Added",
-}
 
 
 # ----------------------------------------------------------------------------- SARIF
@@ -279,6 +278,7 @@ def _rules() -> tuple[Mapping[str, Any], ...]:
             "properties": {"categories": [category.value for category in rule.categories]},
         }
         for rule in RULES.values()
+        if "scan" in rule.commands  # the rules a finding can name
     )
 
 

@@ -59,7 +59,10 @@ class Use:
     editors count). ``catches`` are the exception names of the ``try`` handlers around
     the use (``""`` for a bare ``except``); ``guarded`` is true inside a ``try`` whose
     handlers catch ``ImportError`` or ``AttributeError`` (or any exception), or under an
-    ``if`` that tests ``hasattr``/``getattr``/a signature.
+    ``if`` that tests ``hasattr``/``getattr``/a signature. ``kept_guard`` names where the
+    file keeps a guard's answer about what the use names (``_pcie_ipc_available =
+    hasattr(flashinfer_comm, "PcieIpcAllReduceWorkspace")``), when the use is not under an
+    ``if`` that tests it: whether that answer skips the use is not read.
     """
 
     path: str
@@ -78,6 +81,7 @@ class Use:
     keyword: str | None = None
     guarded: bool = False
     catches: frozenset[str] = field(default_factory=frozenset)
+    kept_guard: str | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,10 @@ def _guards(catches: frozenset[str]) -> bool:
 
 #: What ``importlib.import_module`` is called as (``from importlib import import_module``).
 _IMPORT_MODULE = ("importlib.import_module", "import_module")
+#: How :meth:`_Reader._made` marks a container of FlashInfer objects of one kind.
+_CONTAINER = "[]"
+#: How many times a file is read again at most, to follow what earlier readings learned.
+_READINGS = 3
 #: The names a method's first parameter goes by.
 _SELVES = ("self", "cls")
 
@@ -120,13 +128,29 @@ _SELVES = ("self", "cls")
 class _Reader(ast.NodeVisitor):
     """Collects the uses of one parsed file."""
 
-    def __init__(self, path: str, members: dict[tuple[str, str], str] | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        members: dict[tuple[str, str], str] | None = None,
+        returns: dict[str, str] | None = None,
+        kept: dict[str, str] | None = None,
+    ) -> None:
         self.path = path
+        #: What a guard kept in a name asks about (``hasattr(flashinfer_comm, "X")`` kept in
+        #: ``_x_available``): the FlashInfer path -> the name that keeps the answer.
+        self.kept: dict[str, str] = dict(kept or {})
         #: (class, ``self.<attribute>``) -> the FlashInfer module or object stored there, from
         #: any method of the class: a first reading of the file learns them, and a second
         #: one, given them, follows reads that come before the store in the file.
         self.members: dict[tuple[str, str], str] = dict(members or {})
         self.learned = False
+        #: A function of the file -> the FlashInfer object it returns (``def
+        #: get_workspace(): ... return workspace``), learned the same way, so that
+        #: ``workspace = get_workspace(...)`` holds one too; and what this reading saw.
+        self.returns: dict[str, str] = dict(returns or {})
+        self.returned: dict[str, set[str]] = {}
+        #: The functions being read, innermost last, with the names each declares global.
+        self.functions: list[tuple[str, set[str]]] = []
         self.classes: list[str] = []
         self.aliases: dict[str, str] = {}
         #: Names bound by an import statement.
@@ -135,6 +159,9 @@ class _Reader(ast.NodeVisitor):
         self.guard_names: set[str] = set()
         self.modules: set[str] = set()
         self.instances: dict[str, str] = {}
+        #: Names (and ``self.x``) holding a list, tuple, set or dict of FlashInfer objects of
+        #: one kind -> that kind (``""`` once two kinds were put in).
+        self.containers: dict[str, str] = {}
         self.signatures: dict[str, str] = {}
         self.parameters: dict[str, str] = {}
         self.scope: list[str] = []
@@ -162,9 +189,19 @@ class _Reader(ast.NodeVisitor):
                 scope=".".join(self.scope) or "<module>",
                 guarded=_guards(catches) or self.if_guarded > 0,
                 catches=catches,
+                kept_guard=None if self.if_guarded else self._kept_guard(kind, target),
                 **extra,  # type: ignore[arg-type]
             )
         )
+
+    def _kept_guard(self, kind: str, target: str) -> str | None:
+        """The name keeping a guard's answer about ``target`` (or a path it lies under)."""
+        if kind == "guard":
+            return None
+        for path, holder in self.kept.items():
+            if target == path or target.startswith(f"{path}."):
+                return holder
+        return None
 
     def _module_of(self, target: str) -> str:
         parts = target.split(".")
@@ -183,7 +220,7 @@ class _Reader(ast.NodeVisitor):
             member = self._member(node)
             if member is not None:
                 return member
-            instance = self.instances.get(_text(node.value))
+            instance = self.instances.get(_text(node.value)) or self._element(node.value)
             if instance is not None:
                 return f"{instance}.{node.attr}"
             base = self.resolve(node.value)
@@ -231,14 +268,169 @@ class _Reader(ast.NodeVisitor):
             found = self._annotated(argument.annotation)
             if found is not None:
                 annotated[argument.arg] = found
-        saved = {name: self.instances.get(name) for name in annotated}
+        # What the body binds is its own: a name a function binds (an import, an instance,
+        # a probe's answer) means nothing in the next function, as Python scopes it.
+        saved = (
+            dict(self.aliases),
+            dict(self.instances),
+            dict(self.containers),
+            dict(self.signatures),
+            dict(self.parameters),
+            set(self.guard_names),
+            set(self.imported),
+        )
+        for argument in (
+            *arguments.posonlyargs,
+            *arguments.args,
+            *arguments.kwonlyargs,
+            *(a for a in (arguments.vararg, arguments.kwarg) if a is not None),
+        ):
+            # a parameter shadows whatever the name meant outside
+            self.aliases.pop(argument.arg, None)
+            self.instances.pop(argument.arg, None)
+            self.containers.pop(argument.arg, None)
         self.instances.update(annotated)
+        self.functions.append((node.name, set()))
         self._scoped(node)
-        for name, before in saved.items():  # the parameter's name means nothing outside
-            if before is None:
-                self.instances.pop(name, None)
-            else:
-                self.instances[name] = before
+        _, declared = self.functions.pop()
+        # a name the body declares global is the module's: what it holds outlives the call
+        globals_ = {
+            name: (self.aliases.get(name), self.instances.get(name), self.containers.get(name))
+            for name in declared
+        }
+        # what the body stored on an object (``self.workspace = ...``) outlives the call
+        kept = [
+            {key: value for key, value in mapping.items() if "." in key}
+            for mapping in (self.instances, self.containers, self.signatures, self.parameters)
+        ]
+        (
+            self.aliases,
+            self.instances,
+            self.containers,
+            self.signatures,
+            self.parameters,
+            self.guard_names,
+            self.imported,
+        ) = saved
+        for mapping, stored in zip(
+            (self.instances, self.containers, self.signatures, self.parameters), kept, strict=True
+        ):
+            mapping.update(stored)
+        for name, (alias, instance, container) in globals_.items():
+            for mapping, value in (
+                (self.aliases, alias),
+                (self.instances, instance),
+                (self.containers, container),
+            ):
+                if value is None:
+                    mapping.pop(name, None)
+                else:
+                    mapping[name] = value
+
+    def visit_Global(self, node: ast.Global) -> None:
+        if self.functions:
+            self.functions[-1][1].update(node.names)
+
+    def visit_Return(self, node: ast.Return) -> None:
+        if node.value is not None:
+            self.visit(node.value)
+        value = node.value
+        if not self.functions or value is None:
+            return
+        if isinstance(value, ast.Constant) and value.value is None:
+            return  # ``return None``: a function that may have nothing to give
+        made = self._made(value)
+        if made is not None:
+            self.returned.setdefault(self.functions[-1][0], set()).add(made)
+
+    def _made(self, value: ast.expr) -> str | None:
+        """The FlashInfer object ``value`` is: a name or attribute holding one, an element
+        of a container of them, a FlashInfer constructor's or factory's result, or the
+        result of a function of the file that returns one. A container of them is
+        ``_CONTAINER`` and the kind (``"[]flashinfer.BatchDecodeWithPagedKVCacheWrapper"``)."""
+        if isinstance(value, (ast.Name, ast.Attribute)):
+            held = self.instances.get(_text(value))
+            if held is None and self.containers.get(_text(value)):
+                return _CONTAINER + self.containers[_text(value)]
+            return held
+        if isinstance(value, ast.Subscript):
+            return self._element(value)
+        if isinstance(value, ast.Call):
+            function = value.func
+            if isinstance(function, ast.Name) and self.resolve(function) is None:
+                return self.returns.get(function.id)
+            return self.resolve(value.func)
+        if isinstance(value, (ast.List, ast.Tuple, ast.Set)):
+            return self._of_one_kind(value.elts)
+        if isinstance(value, ast.Dict):
+            return self._of_one_kind([v for v in value.values if v is not None])
+        if isinstance(value, (ast.ListComp, ast.SetComp)):
+            return self._of_one_kind([value.elt])
+        return None
+
+    def _of_one_kind(self, elements: list[ast.expr]) -> str | None:
+        """A container of these elements, when they are all one kind of FlashInfer object
+        (``None`` placeholders aside); None otherwise (nested containers included)."""
+        kinds = {self._made(element) for element in elements if not _is_none(element)}
+        if len(kinds) != 1:
+            return None
+        kind = kinds.pop()
+        return None if kind is None or kind.startswith(_CONTAINER) else _CONTAINER + kind
+
+    def _element(self, node: ast.expr) -> str | None:
+        """The FlashInfer object an element of a container is: ``wrappers[i]``,
+        ``by_id[key]``; None otherwise."""
+        if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Slice):
+            return self.containers.get(_text(node.value)) or None
+        return None
+
+    def _hold(self, target: ast.expr, made: str | None) -> None:
+        """Note what ``target`` holds after it is assigned ``made`` (see :meth:`_made`)."""
+        key = _text(target)
+        if made is not None and made.startswith(_CONTAINER):
+            self.containers[key] = made[len(_CONTAINER) :]
+        elif made is not None:
+            self.instances[key] = made
+
+    def _put(self, container: ast.expr, value: ast.expr) -> None:
+        """``container.append(value)`` (or ``add``, ``insert``): a container of its kind."""
+        made = self._made(value)
+        if made is None or made.startswith(_CONTAINER):
+            return
+        key = _text(container)
+        before = self.containers.get(key)
+        self.containers[key] = made if before in (None, made) else ""
+
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
+        self.visit(node.iter)
+        source, target = node.iter, node.target
+        if (
+            isinstance(source, ast.Call)
+            and _text(source.func) == "enumerate"
+            and source.args
+            and isinstance(target, ast.Tuple)
+            and len(target.elts) == 2
+        ):
+            source, target = source.args[0], target.elts[1]
+        elif (
+            isinstance(source, ast.Call)
+            and isinstance(source.func, ast.Attribute)
+            and source.func.attr == "values"
+            and not source.args
+        ):
+            source = source.func.value
+        for name in ast.walk(node.target):
+            if isinstance(name, ast.Name):
+                self.instances.pop(name.id, None)
+                self.containers.pop(name.id, None)
+        made = self._made(source)
+        if made is not None and made.startswith(_CONTAINER) and isinstance(target, ast.Name):
+            self.instances[target.id] = made[len(_CONTAINER) :]
+        self.visit(node.target)
+        for statement in (*node.body, *node.orelse):
+            self.visit(statement)
+
+    visit_AsyncFor = visit_For
 
     visit_FunctionDef = _function
     visit_AsyncFunctionDef = _function
@@ -339,11 +531,19 @@ class _Reader(ast.NodeVisitor):
         value = node.value
         if self._tests_a_guard(value):
             # ``wrapper_uses_fast_decode_plan = hasattr(wrapper.begin_forward, "func")``
-            self.guard_names.update(
+            holders = [
                 _text(target)
                 for target in node.targets
                 if isinstance(target, (ast.Name, ast.Attribute))
-            )
+            ]
+            self.guard_names.update(holders)
+            for call in ast.walk(value):
+                guard = self._guard_call(call) if isinstance(call, ast.Call) else None
+                if guard is not None and holders:
+                    path = ".".join(guard)
+                    if path not in self.kept:
+                        self.kept[path] = holders[0]
+                        self.learned = True
         if (
             isinstance(value, ast.Attribute)
             and value.attr == "parameters"
@@ -352,6 +552,9 @@ class _Reader(ast.NodeVisitor):
             probed = self._signature_of(value.value)
             if probed is not None:  # ``params = inspect.signature(f).parameters``
                 self.handled.add(id(value.value))
+                # the probe reads the callable's name: a use of it (what ``"x" in params``
+                # asks later is a signature use of its own)
+                self._add(value.value.args[0], "attribute", probed)
                 for target in node.targets:
                     self.parameters[_text(target)] = probed
         self.visit(node.value)
@@ -359,19 +562,46 @@ class _Reader(ast.NodeVisitor):
             self.visit(target)
         value = node.value
         imported = self._imported_module(value) if isinstance(value, ast.Call) else None
-        if isinstance(value, ast.Call) and imported is None:
-            made = self.resolve(value.func)
+        made = (
+            self._made(value)
+            if isinstance(value, (ast.Call, ast.Subscript)) and imported is None
+            else imported
+            if imported is not None
+            else self.resolve(value)
+            if isinstance(value, (ast.Name, ast.Attribute))
+            else None
+        )
+        held = self._made(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+        for target in node.targets if not _is_none(value) else ():
+            # A name bound anew means what this value is, not what it meant before; ``None``
+            # is the fallback of a failed import (``except ImportError: comm = None``), not
+            # another value the uses below could mean.
+            for name in ast.walk(target):
+                if isinstance(name, ast.Name):
+                    self.aliases.pop(name.id, None)
+                    self.instances.pop(name.id, None)
+                    self.containers.pop(name.id, None)
+        if isinstance(value, (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.ListComp, ast.SetComp)):
+            for target in node.targets:
+                if isinstance(target, (ast.Name, ast.Attribute)):
+                    self._hold(target, self._made(value))
+        elif isinstance(value, ast.Subscript):
+            for target in node.targets:
+                if isinstance(target, (ast.Name, ast.Attribute)):
+                    self._hold(target, made)
+        elif isinstance(value, ast.Call) and imported is None:
             probed = self._signature_of(value)
             for target in node.targets:
                 if isinstance(target, (ast.Name, ast.Attribute)):
-                    if made is not None:
-                        self.instances[_text(target)] = made
+                    self._hold(target, made)
                     if probed is not None:
                         self.signatures[_text(target)] = probed
         elif imported is not None or isinstance(value, (ast.Name, ast.Attribute)):
             # ``comm = importlib.import_module("flashinfer.comm")`` binds the module
-            found = imported if imported is not None else self.resolve(value)
+            found = made
             for target in node.targets:
+                if held is not None and isinstance(target, (ast.Name, ast.Attribute)):
+                    self._hold(target, held)  # ``wrapper = self.wrapper`` copies what it holds
                 if isinstance(target, ast.Name) and found is not None:
                     self.aliases[target.id] = found
                 key = self._member_key(target)
@@ -448,6 +678,14 @@ class _Reader(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         if id(node) in self.handled:
             return
+        func = node.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in ("append", "add", "insert")
+            and isinstance(func.value, (ast.Name, ast.Attribute))
+            and node.args
+        ):
+            self._put(func.value, node.args[-1])
         imported = self._imported_module(node)
         if imported is not None:
             parts = imported.split(".")
@@ -498,6 +736,10 @@ class _Reader(ast.NodeVisitor):
             self._add(node, "attribute", target)
 
 
+def _is_none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
 def _root_of(node: ast.expr) -> ast.expr:
     while isinstance(node, ast.Attribute):
         node = node.value
@@ -537,10 +779,17 @@ def read_uses(data: bytes, path: str) -> tuple[list[Use], Diagnostic | None]:
     reader = _Reader(path)
     try:
         reader.visit(tree)
-        if reader.learned:
+        for _ in range(_READINGS):
             # A module or object stored on ``self`` is read in methods above the one that
-            # stores it as well: read the file again knowing every such member.
-            reader = _Reader(path, reader.members)
+            # stores it as well, and a function returning a FlashInfer object may be called
+            # above its definition (or return what another such function returns): read
+            # the file again knowing them, until a reading learns nothing new.
+            returns = {
+                name: next(iter(made)) for name, made in reader.returned.items() if len(made) == 1
+            }
+            if not reader.learned and returns == reader.returns:
+                break
+            reader = _Reader(path, reader.members, returns, reader.kept)
             reader.visit(tree)
     except RecursionError:
         return [], Diagnostic(path, "nested too deeply to read")

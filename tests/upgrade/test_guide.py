@@ -1,42 +1,32 @@
-"""The upgrade guide's tables of rules and change kinds list every one, with its categories."""
+"""The upgrade guide's table of kinds is :data:`fi_compat.upgrade.RULES`, and the JSON
+schemas name exactly the kinds each command gives."""
 
 from __future__ import annotations
 
 import json
-import re
 from importlib import resources
-from pathlib import Path
 
-from fi_compat.upgrade import RULES
-
-GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "upgrade.md"
+from fi_compat.upgrade import RULES, Category
+from tests.support.kinds_table import GUIDE, render, table_in
 
 
-def _rows(name: str) -> dict[str, list[str]]:
-    text = GUIDE.read_text(encoding="utf-8")
-    block = text.split(f"<!-- {name}: start -->", 1)[1].split(f"<!-- {name}: end -->", 1)[0]
-    rows = {}
-    for line in block.strip().splitlines()[2:]:
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        rows[re.sub(r"`", "", cells[0])] = cells[1:]
-    return rows
-
-
-def test_the_guide_lists_every_rule_with_its_categories() -> None:
-    rows = _rows("scan-rules")
-    assert set(rows) == set(RULES)
-    for rule_id, rule in RULES.items():
-        listed = [part.strip() for part in rows[rule_id][0].split(",")]
-        assert listed == [category.value for category in rule.categories], rule_id
-
-
-def test_the_guide_lists_every_change_kind() -> None:
-    schema = json.loads(
-        resources.files("fi_compat.upgrade").joinpath("diff.schema.json").read_text("utf-8")
+def test_the_guide_lists_every_kind_as_rules_says() -> None:
+    assert table_in(GUIDE.read_text(encoding="utf-8")) == render(), (
+        "docs/guide/upgrade.md is stale: run python -m tests.support.kinds_table --write"
     )
-    kinds = schema["$defs"]["change"]["properties"]["kind"]["enum"]
-    severities = schema["$defs"]["change"]["properties"]["severity"]["enum"]
-    rows = _rows("diff-kinds")
-    assert set(rows) == set(kinds)
-    for kind, cells in rows.items():
-        assert {part.strip() for part in cells[0].split(",")} <= set(severities), kind
+
+
+def _schema(name: str) -> dict[str, object]:
+    text = resources.files("fi_compat.upgrade").joinpath(name).read_text("utf-8")
+    found: dict[str, object] = json.loads(text)
+    return found
+
+
+def test_the_schemas_name_the_kinds_each_command_gives() -> None:
+    diff = _schema("diff.schema.json")["$defs"]["change"]["properties"]  # type: ignore[index]
+    scan = _schema("scan.schema.json")["$defs"]["finding"]["properties"]  # type: ignore[index]
+    assert diff["kind"]["enum"] == [k for k, r in RULES.items() if "diff" in r.commands]
+    assert scan["rule"]["enum"] == [k for k, r in RULES.items() if "scan" in r.commands]
+    diff_categories = {c for r in RULES.values() if "diff" in r.commands for c in r.categories}
+    assert set(diff["category"]["enum"]) == {c.value for c in diff_categories}
+    assert set(scan["category"]["enum"]) == {c.value for c in Category}

@@ -18,7 +18,7 @@ import pytest
 
 from fi_compat.errors import FiCompatError, InvalidArgumentError
 from fi_compat.upgrade import (
-    Severity,
+    Category,
     diff_releases,
     render_diff,
     render_scan,
@@ -113,22 +113,22 @@ def test_render_diff_refuses_what_is_not_a_diff(diff: object) -> None:
 
 
 @pytest.mark.parametrize(
-    ("severities", "name"),
+    ("categories", "name"),
     [
-        ("breaking", "severities"),
-        (b"breaking", "severities"),
-        (3, "severities"),
-        (None, "severities"),
-        (["breaking"], "every item of severities"),
-        ([Severity.BREAKING, None], "every item of severities"),
+        ("breaks", "categories"),
+        (b"breaks", "categories"),
+        (3, "categories"),
+        (None, "categories"),
+        (["breaks"], "every item of categories"),
+        ([Category.BREAKS, None], "every item of categories"),
     ],
     ids=_id,
 )
-def test_render_diff_refuses_severities_that_are_not_severities(
-    severities: object, name: str
+def test_render_diff_refuses_categories_that_are_not_categories(
+    categories: object, name: str
 ) -> None:
     diff = diff_releases("0.6.5", "0.6.8")
-    _typed(lambda: render_diff(diff, severities=severities), name)  # type: ignore[arg-type]
+    _typed(lambda: render_diff(diff, categories=categories), name)  # type: ignore[arg-type]
 
 
 def test_nothing_of_flashinfer_or_torch_is_imported(tmp_path: Path) -> None:
@@ -139,7 +139,7 @@ def test_nothing_of_flashinfer_or_torch_is_imported(tmp_path: Path) -> None:
         f"""
         import json, sys
         from fi_compat.upgrade import (
-            Severity, diff_releases, render_diff, render_scan, scan_tree, to_sarif,
+            Category, diff_releases, render_diff, render_scan, scan_tree, to_sarif,
         )
         calls = [
             lambda: render_diff(diff_releases("0.6.8", "0.7.2.post1")),
@@ -149,7 +149,7 @@ def test_nothing_of_flashinfer_or_torch_is_imported(tmp_path: Path) -> None:
             lambda: render_scan(scan_tree({str(root)!r}, "0.5.3", "0.7.2.post1")),
             lambda: scan_tree(b"/tmp", "0.6.5", "0.7.2"),
             lambda: scan_tree({str(root)!r}, "0.6.5", "0.7.2", fi_compat="no"),
-            lambda: render_diff(diff_releases("0.6.5", "0.6.8"), severities="breaking"),
+            lambda: render_diff(diff_releases("0.6.5", "0.6.8"), categories="breaks"),
         ]
         outcomes = []
         for call in calls:

@@ -76,16 +76,16 @@ CASES = [
         ["caught"],
     ),
     (
-        "a name missing on both releases breaks",
+        "a name missing on both releases is no change of the bump",
         "import flashinfer.comm as fc\nfc.no_such_function()\n",
         "0.6.5",
         "0.7.2.post1",
         {},
         2,
-        "name-missing",
-        B,
+        "unchanged",
+        U,
         None,
-        ["missing on both", "AttributeError"],
+        ["missing on both", "raises AttributeError on both"],
     ),
     (
         "a new name is newly available",
@@ -398,7 +398,7 @@ CASES = [
         ["CUDA runtime", "never raises"],
     ),
     (
-        "a private submodule neither record holds is unverified, saying why",
+        "a name of a private module is unverified, saying why",
         "from flashinfer.mla._sparse_mla_sm120 import sparse_mla_sm120_decode_dsv4\n",
         "0.6.12",
         "0.7.2.post1",
@@ -407,7 +407,7 @@ CASES = [
         "unverified",
         Category.UNVERIFIED,
         None,
-        ["private module", "records leave out"],
+        ["a private module", "not the names it binds", "on 0.7.2.post1"],
     ),
     (
         "a use that meets the same on both",
@@ -490,7 +490,7 @@ def test_a_keyword_only_an_unproven_kwargs_takes_is_unverified() -> None:
 
 def test_every_rule_has_a_case_here() -> None:
     covered = {case[6] for case in CASES} | {"keyword-unverified"}
-    assert covered == set(RULES)
+    assert covered == {kind for kind, rule in RULES.items() if "scan" in rule.commands}
 
 
 @pytest.mark.parametrize("rule", sorted(RULES))
@@ -549,11 +549,12 @@ def test_a_module_s_dunders_are_never_a_missing_name(tmp_path: Path) -> None:
     assert [f.category for f in _at(findings, 4)] == [Category.BEHAVIOUR]
 
 
-def test_a_private_submodule_the_records_leave_out_is_never_a_break(tmp_path: Path) -> None:
-    """The records hold every module without a ``_private`` path segment: a private
-    submodule (SGLang 0.5.15 imports ``flashinfer.mla._sparse_mla_sm120``, which 0.7.2.post1
-    ships) is not known to be absent, so no verdict is made about it, and a public name
-    a recorded module lacks still breaks."""
+def test_a_private_module_is_known_to_ship_and_its_names_are_not(tmp_path: Path) -> None:
+    """The records hold which private modules a release ships, not their names: SGLang 0.5.15
+    imports ``flashinfer.mla._sparse_mla_sm120``, which 0.6.14 and later ship and 0.6.12 does
+    not (its ``flashinfer.mla`` is a plain module). A name in it is unverified where the
+    module ships on both; going down to a release without the module, the import breaks;
+    a public name that neither release's module binds fails alike on both."""
     source = (
         "from flashinfer.mla._sparse_mla_sm120 import sparse_mla_sm120_decode_dsv4\n"
         "import flashinfer.mla\n"
@@ -561,13 +562,19 @@ def test_a_private_submodule_the_records_leave_out_is_never_a_break(tmp_path: Pa
         "from flashinfer.mla import _sparse_mla_sm120\n"
         "from flashinfer.mla import no_such_public_name\n"
     )
-    findings = _scan(tmp_path, source, "0.6.12", "0.7.2.post1")
+    both = _scan(tmp_path, source, "0.7.2", "0.7.2.post1")
+    for line in (1, 3):
+        (only,) = _at(both, line)
+        assert only.category is Category.UNVERIFIED, line
+        assert "a private module" in only.message, line
+    assert _one(both, 4, "unchanged").category is Category.UNCHANGED
+    down = _scan(tmp_path, source, "0.7.2.post1", "0.6.12")
     for line in (1, 3, 4):
-        assert not [f for f in _at(findings, line) if f.category is Category.BREAKS], line
-        unverified = [f for f in _at(findings, line) if f.category is Category.UNVERIFIED]
-        assert unverified, line
-        assert all("private module" in f.message for f in unverified), line
-    assert _one(findings, 5, "name-missing").category is Category.BREAKS
+        (only,) = _at(down, line)
+        assert (only.category, only.rule) == (Category.BREAKS, "name-missing"), line
+        assert "flashinfer.mla._sparse_mla_sm120 (present on 0.7.2.post1" in only.message
+    assert _one(down, 5, "unchanged").category is Category.UNCHANGED  # missing on both
+    assert "raises ImportError on both" in _one(down, 5, "unchanged").message
 
 
 def test_what_a_function_returns_is_not_flashinfer_s_where_its_annotation_says_so(
@@ -696,8 +703,9 @@ def test_a_wrapper_reaches_a_function_through_an_annotated_parameter(tmp_path: P
     """SGLang hands its wrappers to ``call_begin_forward(self, wrapper:
     BatchDecodeWithPagedKVCacheWrapper, ...)``: the calls on the parameter are the
     wrapper's; a keyword neither release takes, under a guard the reading cannot evaluate
-    (the ``begin_forward`` SGLang swapped for fast_decode_plan), is unverified, not a
-    break; the parameter's name means nothing outside the function."""
+    (the ``begin_forward`` SGLang swapped for fast_decode_plan), is unverified, and one
+    unguarded fails alike on both (unchanged), neither a break; the parameter's name means
+    nothing outside the function."""
     source = """\
     from typing import Optional
     from flashinfer import BatchDecodeWithPagedKVCacheWrapper
@@ -721,14 +729,16 @@ def test_a_wrapper_reaches_a_function_through_an_annotated_parameter(tmp_path: P
     assert added.category is Category.AVAILABLE
     guarded = _one(findings, 11, "unverified")
     assert "global_override_indptr_cpu" in guarded.message
-    assert _one(findings, 12, "keyword-missing").category is B
+    unguarded = _one(findings, 12, "unchanged")  # taken on neither: fails on both alike
+    assert "raises TypeError on both" in unguarded.message
     assert not _at(findings, 15)
 
 
 def test_a_guard_s_answer_kept_in_a_name_guards_the_if_that_tests_it(tmp_path: Path) -> None:
     """SGLang 0.5.10 stores ``hasattr(wrapper.begin_forward, "func")`` in a variable and
     calls fast_decode_plan's keywords only under ``if`` that variable: guarded, as if the
-    ``hasattr`` were written in the test; an unrelated variable guards nothing."""
+    ``hasattr`` were written in the test; an unrelated variable guards nothing, but a use of
+    the name the kept answer is about is not said to break."""
     source = """\
     import flashinfer.comm as comm
     available = hasattr(comm, "PcieIpcAllReduceWorkspace")
@@ -741,5 +751,11 @@ def test_a_guard_s_answer_kept_in_a_name_guards_the_if_that_tests_it(tmp_path: P
     findings = _scan(tmp_path, source, "0.7.2.post1", "0.6.8")
     guarded = [f for f in _at(findings, 5) if f.rule == "name-missing"]
     assert [f.category for f in guarded] == [Category.BEHAVIOUR]
-    unguarded = [f for f in _at(findings, 7) if f.rule == "name-missing"]
-    assert [f.category for f in unguarded] == [B]
+    # an unrelated variable guards nothing, yet the file keeps hasattr's answer about the
+    # name: whether that answer keeps line 7 from running is not read, so no break is said
+    (kept,) = [f for f in _at(findings, 7) if f.rule != "unchanged"]
+    assert (kept.category, kept.rule) == (Category.UNVERIFIED, "unverified")
+    assert "keeps a guard's answer about it in available" in kept.message
+    unkept = source.replace("available = hasattr", "available = getattr")
+    plain = _scan(tmp_path, unkept, "0.7.2.post1", "0.6.8")
+    assert [f.category for f in _at(plain, 7) if f.rule == "name-missing"] == [B]

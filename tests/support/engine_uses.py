@@ -1,0 +1,281 @@
+"""An engine's FlashInfer uses, found by a reading independent of ``fi-compat scan``.
+
+The scan's tests measure its coverage against this inventory, so it shares none of the
+scan's code: it is a plain ``ast`` walk of each file that notes
+
+- every ``import flashinfer...`` and every name of ``from flashinfer... import ...``;
+- every call and attribute read through a name bound by those imports (or by
+  ``importlib.import_module("flashinfer...")``) in the scope Python looks it up in, and
+  through a ``self.<attr>`` that its class only ever assigns such a name;
+
+with the keywords and the count of positional arguments of each call, and the exception
+types of every ``try`` around it. It is deliberately simple (no flow, no types): whatever it
+finds, a scan must give a verdict or say why it cannot.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["EngineUse", "inventory"]
+
+
+@dataclass(frozen=True)
+class EngineUse:
+    """One use: where, what kind, of what, with which keywords, inside which handlers."""
+
+    path: str
+    line: int
+    kind: str  # "import", "call" or "attribute"
+    target: str
+    keywords: tuple[str, ...]
+    positional: int
+    unpacked: bool
+    caught: frozenset[str]
+    scope: str
+
+    def catches(self, *names: str) -> bool:
+        """Whether a ``try`` around the use has a handler for one of ``names`` (or for
+        ``Exception``/``BaseException``, or a bare ``except``)."""
+        return bool(self.caught & {*names, "Exception", "BaseException"})
+
+
+def _flashinfer(name: str | None) -> bool:
+    return name is not None and (name == "flashinfer" or name.startswith("flashinfer."))
+
+
+def _handled(handler: ast.ExceptHandler) -> set[str]:
+    if handler.type is None:
+        return {"BaseException"}
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return {ast.unparse(t).rpartition(".")[2] for t in types}
+
+
+_OTHER = ""  # a binding that is not FlashInfer's
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
+def _bound(node: ast.AST) -> Iterator[tuple[str, str]]:
+    """The names a statement or expression binds in its scope, each with the FlashInfer
+    path it binds to (``_OTHER`` for anything else)."""
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.asname:
+                yield alias.asname, alias.name if _flashinfer(alias.name) else _OTHER
+            else:
+                head = alias.name.partition(".")[0]
+                yield head, head if _flashinfer(alias.name) else _OTHER
+    elif isinstance(node, ast.ImportFrom):
+        source = node.module if not node.level else None
+        for alias in node.names:
+            if alias.name != "*":
+                path = f"{source}.{alias.name}" if _flashinfer(source) else _OTHER
+                yield alias.asname or alias.name, path
+    elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        yield node.name, _OTHER
+    elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.NamedExpr):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        value = node.value
+        module = (
+            value.args[0].value
+            if isinstance(value, ast.Call)
+            and ast.unparse(value.func) in ("importlib.import_module", "import_module")
+            and len(value.args) == 1
+            and isinstance(value.args[0], ast.Constant)
+            and isinstance(value.args[0].value, str)
+            and _flashinfer(value.args[0].value)
+            else _OTHER
+        )
+        for target in targets:
+            for name in ast.walk(target):
+                if isinstance(name, ast.Name):
+                    yield name.id, module if isinstance(target, ast.Name) else _OTHER
+    elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
+        for name in ast.walk(node.target):
+            if isinstance(name, ast.Name):
+                yield name.id, _OTHER
+    elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+        for name in ast.walk(node.optional_vars):
+            if isinstance(name, ast.Name):
+                yield name.id, _OTHER
+    elif isinstance(node, ast.ExceptHandler) and node.name:
+        yield node.name, _OTHER
+    elif isinstance(node, ast.arg):
+        yield node.arg, _OTHER
+
+
+class _File:
+    """One file: its scopes' bindings, each class's ``self.<attr>`` aliases, its uses."""
+
+    def __init__(self, path: str, tree: ast.Module) -> None:
+        self.path = path
+        self.tree = tree
+        self.parents: dict[ast.AST, ast.AST] = {}
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                self.parents[child] = node
+        #: scope node -> name -> the paths it is bound to there.
+        self.bindings: dict[ast.AST, dict[str, set[str]]] = {}
+        for node in ast.walk(tree):
+            scope = self.scope_of(node)
+            for name, path in _bound(node):
+                self.bindings.setdefault(scope, {}).setdefault(name, set()).add(path)
+        #: class node -> "self.attr" -> the paths assigned to it in the class's methods.
+        self.members: dict[ast.AST | None, dict[str, set[str]]] = {}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Assign | ast.AnnAssign):
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if (
+                    isinstance(target, ast.Attribute)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id == "self"
+                ):
+                    owner = self.class_of(node)
+                    if node.value is None or (
+                        isinstance(node.value, ast.Constant) and node.value.value is None
+                    ):
+                        continue  # ``self._comm = None``: not set yet
+                    path = self.resolve(node.value) or _OTHER
+                    self.members.setdefault(owner, {}).setdefault(ast.unparse(target), set()).add(
+                        path
+                    )
+
+    def scope_of(self, node: ast.AST) -> ast.AST:
+        """The function (or module) whose namespace ``node`` binds in: a def's own name and
+        its decorators belong to the enclosing scope, its arguments to itself."""
+        parent = self.parents.get(node)
+        if isinstance(node, ast.arg):
+            while parent is not None and not isinstance(parent, _SCOPES):
+                parent = self.parents.get(parent)
+            return parent or self.tree
+        while parent is not None:
+            if isinstance(parent, _SCOPES):
+                return parent
+            parent = self.parents.get(parent)
+        return self.tree
+
+    def class_of(self, node: ast.AST) -> ast.AST | None:
+        parent = self.parents.get(node)
+        while parent is not None and not isinstance(parent, ast.ClassDef):
+            parent = self.parents.get(parent)
+        return parent
+
+    def lookup(self, name: str, at: ast.AST) -> str | None:
+        """The FlashInfer path ``name`` means at node ``at``: the innermost function scope
+        binding it, else the module's (class bodies are skipped, as Python skips them)."""
+        scope: ast.AST | None = self.scope_of(at)
+        while scope is not None:
+            paths = self.bindings.get(scope, {}).get(name)
+            if paths is not None:
+                return next(iter(paths)) or None if len(paths) == 1 else None
+            if scope is self.tree:
+                return None
+            scope = self.scope_of(scope)
+        return None
+
+    def resolve(self, node: ast.expr) -> str | None:
+        """The FlashInfer path of a name or attribute chain rooted in a FlashInfer name or
+        in a ``self.<attr>`` its class only ever assigns one FlashInfer path."""
+        parts: list[str] = []
+        current = node
+        while isinstance(current, ast.Attribute):
+            if isinstance(current.value, ast.Name) and current.value.id == "self":
+                owner = self.class_of(current)
+                assigned = self.members.get(owner, {}).get(ast.unparse(current), set())
+                if len(assigned) == 1 and next(iter(assigned)):
+                    return ".".join([next(iter(assigned)), *reversed(parts)])
+                return None
+            parts.append(current.attr)
+            current = current.value
+        if isinstance(current, ast.Name):
+            path = self.lookup(current.id, current)
+            if path:
+                return ".".join([path, *reversed(parts)])
+        return None
+
+    def caught(self, node: ast.AST) -> frozenset[str]:
+        names: set[str] = set()
+        child, parent = node, self.parents.get(node)
+        while parent is not None:
+            if isinstance(parent, ast.Try) and child in parent.body:
+                for handler in parent.handlers:
+                    names |= _handled(handler)
+            child, parent = parent, self.parents.get(parent)
+        return frozenset(names)
+
+    def scope_name(self, node: ast.AST) -> str:
+        """``Class.function`` of the defs and classes around ``node``."""
+        names = []
+        parent = self.parents.get(node)
+        while parent is not None:
+            if isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.append(parent.name)
+            parent = self.parents.get(parent)
+        return ".".join(reversed(names)) or "<module>"
+
+    def uses(self) -> Iterator[EngineUse]:
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if _flashinfer(alias.name):
+                        yield self.use(node, "import", alias.name)
+            elif isinstance(node, ast.ImportFrom) and not node.level and _flashinfer(node.module):
+                for alias in node.names:
+                    if alias.name != "*":
+                        yield self.use(node, "import", f"{node.module}.{alias.name}")
+            elif isinstance(node, ast.Call):
+                target = self.resolve(node.func)
+                if target is not None:
+                    yield self.use(node, "call", target, node)
+            elif isinstance(node, ast.Attribute):
+                parent = self.parents.get(node)
+                outer = isinstance(parent, ast.Attribute) or (
+                    isinstance(parent, ast.Call) and parent.func is node
+                )
+                stored = isinstance(node.ctx, ast.Store | ast.Del)
+                target = None if outer or stored else self.resolve(node)
+                if target is not None:
+                    yield self.use(node, "attribute", target)
+
+    def use(
+        self, node: ast.stmt | ast.expr, kind: str, target: str, call: ast.Call | None = None
+    ) -> EngineUse:
+        keywords = tuple(k.arg for k in call.keywords if k.arg) if call else ()
+        unpacked = call is not None and (
+            any(k.arg is None for k in call.keywords)
+            or any(isinstance(a, ast.Starred) for a in call.args)
+        )
+        return EngineUse(
+            self.path,
+            node.lineno,
+            kind,
+            target,
+            keywords,
+            len(call.args) if call else 0,
+            unpacked,
+            self.caught(node),
+            self.scope_name(node),
+        )
+
+
+def inventory(root: Path) -> list[EngineUse]:
+    """Every use under ``root`` (paths relative to ``root``, as a scan of ``root`` gives
+    them), one per file, line, kind and target."""
+    uses: dict[tuple[str, int, str, str], EngineUse] = {}
+    for file in sorted(root.rglob("*.py")):
+        source = file.read_bytes()
+        if b"flashinfer" not in source:
+            continue
+        try:
+            tree = ast.parse(source, str(file))
+        except SyntaxError:
+            continue
+        reader = _File(file.relative_to(root).as_posix(), tree)
+        for use in reader.uses():
+            uses.setdefault((use.path, use.line, use.kind, use.target), use)
+    return sorted(uses.values(), key=lambda u: (u.path, u.line, u.target))
