@@ -26,13 +26,13 @@ griffe = pytest.importorskip("griffe", reason="griffe needs Python 3.11")
 
 #: griffe's breakage kind -> the diff's change kinds that say the same (or more).
 SAME = {
-    "PARAMETER_REMOVED": {"parameter-removed", "parameter-renamed"},
-    "PARAMETER_CHANGED_REQUIRED": {"parameter-required"},
-    "PARAMETER_ADDED_REQUIRED": {"parameter-required", "parameter-renamed"},
+    "PARAMETER_REMOVED": {"keyword-missing", "keyword-unverified", "parameter-renamed"},
+    "PARAMETER_CHANGED_REQUIRED": {"required-missing"},
+    "PARAMETER_ADDED_REQUIRED": {"required-missing", "parameter-renamed"},
     "PARAMETER_CHANGED_KIND": {"parameter-kind"},
-    "PARAMETER_CHANGED_DEFAULT": {"parameter-default", "parameter-required"},
-    "PARAMETER_MOVED": {"positional-order"},
-    "VARIADIC_ADDED": {"parameter-added"},
+    "PARAMETER_CHANGED_DEFAULT": {"default-changed", "required-missing"},
+    "PARAMETER_MOVED": {"positional-shift"},
+    "VARIADIC_ADDED": {"keyword-added"},
 }
 RELEASES = available_releases()
 
