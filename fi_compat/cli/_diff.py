@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     """Diff, print."""
     from fi_compat.errors import UnknownReleaseError
     from fi_compat.upgrade import diff_releases, render_diff
-    from fi_compat.upgrade._report import DIFF_CATEGORIES
+    from fi_compat.upgrade._diff import DIFF_CATEGORIES
 
     names = [name.strip() for name in str(args.category).split(",") if name.strip()]
     known = {category.key: category for category in DIFF_CATEGORIES}

@@ -9,7 +9,7 @@ only sources.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,12 +32,13 @@ from fi_compat.upgrade._facts import (
 from fi_compat.upgrade._history import History, history
 from fi_compat.upgrade._kinds import Category
 
-__all__ = ["Change", "Comparison", "ReleaseDiff", "diff_releases"]
+__all__ = ["DIFF_CATEGORIES", "Change", "Comparison", "ReleaseDiff", "diff_releases"]
 
 
 _ORDER = {category: index for index, category in enumerate(Category)}
-#: The categories a change can take (a diff neither judges uses nor lists the unchanged).
-_LISTED = (Category.BREAKS, Category.BEHAVIOUR, Category.DETERMINISM, Category.AVAILABLE)
+#: The categories a change can take, in the order a diff lists them (a diff neither judges
+#: uses nor lists the unchanged).
+DIFF_CATEGORIES = (Category.BREAKS, Category.BEHAVIOUR, Category.DETERMINISM, Category.AVAILABLE)
 _VAR = ("VAR_POSITIONAL", "VAR_KEYWORD")
 
 
@@ -127,7 +128,9 @@ class ReleaseDiff:
             "old": self.old,
             "new": self.new,
             "releases": list(self.releases),
-            "summary": {category.key: len(self.by_category(category)) for category in _LISTED},
+            "summary": {
+                category.key: len(self.by_category(category)) for category in DIFF_CATEGORIES
+            },
             "changes": [change.to_json() for change in self.changes],
             "notes": list(self.notes),
         }
@@ -143,6 +146,11 @@ def _plain(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_plain(item) for item in value]
     return value
+
+
+def _moved(before: Sequence[str], after: Sequence[str]) -> list[str]:
+    """The positional parameters on both sides that sit at another position in ``after``."""
+    return [name for name in before if name in after and before.index(name) != after.index(name)]
 
 
 def _owner(path: str) -> str:
@@ -288,8 +296,7 @@ class Comparison:
         before, after = positional(self.old, path), positional(self.new, path)
         if before is None or after is None or before == after:
             return None
-        shared = [name for name in before if name in after]
-        moved = [name for name in shared if before.index(name) != after.index(name)]
+        moved = _moved(before, after)
         detail = (
             f"positional parameters are now ({', '.join(after)}), no longer ({', '.join(before)})"
         )
@@ -674,10 +681,7 @@ class Comparison:
 
     def _positional(self, path: str) -> None:
         change = self.positional(path)
-        before, after = positional(self.old, path) or (), positional(self.new, path) or ()
-        if change is not None and any(
-            before.index(name) != after.index(name) for name in before if name in after
-        ):
+        if change is not None and _moved(change.old, change.new):
             self.changes.append(change)  # listed where a parameter moved
 
     def _method(self, key: Key, before: Any, after: Any) -> None:

@@ -12,7 +12,7 @@ from typing import Any, cast
 from fi_compat._arguments import describe, require_bool, require_instance, require_str
 from fi_compat._frozen import picklable
 from fi_compat.errors import InvalidArgumentError, explain
-from fi_compat.upgrade._diff import ReleaseDiff
+from fi_compat.upgrade._diff import DIFF_CATEGORIES, ReleaseDiff
 from fi_compat.upgrade._history import history
 from fi_compat.upgrade._judge import Finding, judge
 from fi_compat.upgrade._kinds import RULES, Category
@@ -93,7 +93,7 @@ class ScanResult:
             "new": self.new,
             "fi_compat": self.fi_compat,
             "files": self.files,
-            "summary": {category.name.lower(): self.count(category) for category in Category},
+            "summary": {category.key: self.count(category) for category in Category},
             "findings": [finding.to_json() for finding in self.findings],
             "diagnostics": [
                 {
@@ -216,10 +216,6 @@ def render_scan(result: ScanResult, *, show_unchanged: bool = False) -> str:
     unread = len(result.diagnostics)
     lines += ["", f"{counts}; {unread} {'file' if unread == 1 else 'files'} not scanned"]
     return "\n".join(lines) + "\n"
-
-
-#: The categories of a diff, in the order it lists them.
-DIFF_CATEGORIES = (Category.BREAKS, Category.BEHAVIOUR, Category.DETERMINISM, Category.AVAILABLE)
 
 
 def render_diff(diff: ReleaseDiff, *, categories: Iterable[Category] = DIFF_CATEGORIES) -> str:

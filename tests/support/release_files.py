@@ -384,17 +384,23 @@ class ReleaseFiles:
                 served = served or "__getattr__" in names
         return None if served else False
 
+    def _split(self, path: str, *, whole: bool) -> tuple[str, list[str]] | None:
+        """``path`` as its longest importable module prefix and the names after it (the
+        whole path may be the module only where ``whole``); None without such a prefix."""
+        parts = path.split(".")
+        for cut in range(len(parts) if whole else len(parts) - 1, 0, -1):
+            module = ".".join(parts[:cut])
+            if self.is_module(module):
+                return module, parts[cut:]
+        return None
+
     def resolves(self, path: str) -> bool | None:
         """Whether the dotted ``path`` (``flashinfer.comm.Mapping.rank``) resolves: the
         longest importable module prefix, then a name it binds, then members of classes."""
-        parts = path.split(".")
-        for cut in range(len(parts), 0, -1):
-            module = ".".join(parts[:cut])
-            if self.is_module(module):
-                break
-        else:
+        split = self._split(path, whole=True)
+        if split is None:
             return False
-        rest = parts[cut:]
+        module, rest = split
         if not rest:
             return True
         bound = self.binds(module, rest[0])
@@ -421,14 +427,10 @@ class ReleaseFiles:
     def parameters(self, path: str) -> Parameters | None:
         """The parameters a call of ``path`` meets: a function's, a method's, a class's
         ``__init__``; None where the files do not give one ``def``."""
-        parts = path.split(".")
-        for cut in range(len(parts) - 1, 0, -1):
-            module = ".".join(parts[:cut])
-            if self.is_module(module):
-                break
-        else:
+        split = self._split(path, whole=False)
+        if split is None:
             return None
-        rest = parts[cut:]
+        module, rest = split
         defined = self.definition(module, rest[0])
         if defined is None:
             return None
