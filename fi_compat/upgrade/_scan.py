@@ -194,6 +194,13 @@ class _Reader(ast.NodeVisitor):
             )
         )
 
+    def _forget(self, name: str) -> None:
+        """``name`` is bound anew (an assignment, a loop, a parameter): whatever FlashInfer
+        module, object or container it meant, it no longer does."""
+        self.aliases.pop(name, None)
+        self.instances.pop(name, None)
+        self.containers.pop(name, None)
+
     def _kept_guard(self, kind: str, target: str) -> str | None:
         """The name keeping a guard's answer about ``target`` (or a path it lies under)."""
         if kind == "guard":
@@ -285,10 +292,7 @@ class _Reader(ast.NodeVisitor):
             *arguments.kwonlyargs,
             *(a for a in (arguments.vararg, arguments.kwarg) if a is not None),
         ):
-            # a parameter shadows whatever the name meant outside
-            self.aliases.pop(argument.arg, None)
-            self.instances.pop(argument.arg, None)
-            self.containers.pop(argument.arg, None)
+            self._forget(argument.arg)  # a parameter shadows whatever it meant outside
         self.instances.update(annotated)
         self.functions.append((node.name, set()))
         self._scoped(node)
@@ -421,8 +425,7 @@ class _Reader(ast.NodeVisitor):
             source = source.func.value
         for name in ast.walk(node.target):
             if isinstance(name, ast.Name):
-                self.instances.pop(name.id, None)
-                self.containers.pop(name.id, None)
+                self._forget(name.id)
         made = self._made(source)
         if made is not None and made.startswith(_CONTAINER) and isinstance(target, ast.Name):
             self.instances[target.id] = made[len(_CONTAINER) :]
@@ -578,9 +581,7 @@ class _Reader(ast.NodeVisitor):
             # another value the uses below could mean.
             for name in ast.walk(target):
                 if isinstance(name, ast.Name):
-                    self.aliases.pop(name.id, None)
-                    self.instances.pop(name.id, None)
-                    self.containers.pop(name.id, None)
+                    self._forget(name.id)
         if isinstance(value, (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.ListComp, ast.SetComp)):
             for target in node.targets:
                 if isinstance(target, (ast.Name, ast.Attribute)):
