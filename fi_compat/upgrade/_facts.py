@@ -343,6 +343,7 @@ def _derived(facts: Facts, path: str) -> frozenset[str]:
     )
 
 
+@functools.cache
 def _subclass_members(facts: Facts, path: str) -> frozenset[str]:
     derived = _derived(facts, path)
     return frozenset(
