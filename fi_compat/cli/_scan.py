@@ -1,4 +1,5 @@
-"""``fi-compat scan PATH --from A --to B``: what a source tree meets between two releases.
+"""``fi-compat scan PATH [PATH ...] --from A --to B``: what source trees meet between two
+releases.
 
 A static scan: the tree is read, never imported. Exit status: 0 when nothing breaks, 1 when
 some use breaks on the new release (for CI), 2 for a bad command line (a path that does
@@ -39,7 +40,13 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "with --strict, a file could not be scanned), 2 bad command line, 141 stdout "
         "closed early (128 + SIGPIPE).",
     )
-    parser.add_argument("path", metavar="PATH", help="a source directory or file")
+    parser.add_argument(
+        "path",
+        metavar="PATH",
+        nargs="+",
+        help="a source directory or file; several are read together (an engine and the "
+        "kernel package it imports FlashInfer through)",
+    )
     parser.add_argument(
         "--from", dest="old", metavar="A", required=True, help="the release moved from"
     )
@@ -94,7 +101,13 @@ def run(args: argparse.Namespace) -> int:
             return 2
         new = found
     try:
-        result = scan_tree(str(args.path), str(args.old), new, fi_compat=bool(args.fi_compat))
+        paths = [str(path) for path in args.path]
+        result = scan_tree(
+            paths[0] if len(paths) == 1 else paths,
+            str(args.old),
+            new,
+            fi_compat=bool(args.fi_compat),
+        )
     except (InvalidArgumentError, UnknownReleaseError) as error:
         write_err(f"fi-compat scan: {error}")
         return 2

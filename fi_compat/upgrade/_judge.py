@@ -192,8 +192,10 @@ def _resolve(facts: Facts, target: str, module: str) -> _Resolved:
     for attribute in parts[depth + 1 :]:
         if kind in ("function", "method"):
             returned = facts.get(("returns", path))
-            owner_module = path.rpartition(".")[0] if kind == "function" else None
-            if returned is not None and owner_module is not None:
+            # the module a returned class is named in: the function's, or the method's class's
+            owner = path.rpartition(".")[0]
+            owner_module = owner if kind == "function" else owner.rpartition(".")[0]
+            if returned is not None and owner_module:
                 returned = str(returned).strip("'\"")
                 if facts.get(("name", owner_module, returned)) == "class":
                     # what the function returns: an instance of that class

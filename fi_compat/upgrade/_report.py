@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -16,7 +16,8 @@ from fi_compat.upgrade._diff import DIFF_CATEGORIES, ReleaseDiff
 from fi_compat.upgrade._history import history
 from fi_compat.upgrade._judge import Finding, judge
 from fi_compat.upgrade._kinds import RULES, Category
-from fi_compat.upgrade._scan import Diagnostic, scan_paths
+from fi_compat.upgrade._scan import Diagnostic
+from fi_compat.upgrade._tree import scan_paths
 
 __all__ = [
     "SARIF_SCHEMA",
@@ -50,7 +51,8 @@ class ScanResult:
     Attributes
     ----------
     root
-        The scanned directory or file, as given.
+        What the findings' paths are relative to: the scanned directory or file, as
+        given; for several, the deepest directory holding them all.
     old, new
         The two releases judged against (``new`` is the installed release's for
         ``--to installed``).
@@ -62,6 +64,8 @@ class ScanResult:
         Every judged use, by file, line and column.
     diagnostics
         Every file that could not be read or parsed, with why.
+    roots
+        Every directory or file scanned, as given (``(root,)`` for one).
     """
 
     root: str
@@ -71,6 +75,7 @@ class ScanResult:
     files: int
     findings: tuple[Finding, ...]
     diagnostics: tuple[Diagnostic, ...]
+    roots: tuple[str, ...] = ()
 
     @property
     def breaks(self) -> bool:
@@ -89,6 +94,7 @@ class ScanResult:
             "schema": 1,
             "tool": {"name": "fi-compat", "version": __version__},
             "root": self.root,
+            "roots": list(self.roots or (self.root,)),
             "old": self.old,
             "new": self.new,
             "fi_compat": self.fi_compat,
@@ -107,24 +113,44 @@ class ScanResult:
         }
 
 
-def _root(root: object) -> Path:
+def _path(name: str, root: object) -> Path:
     """``root`` as a path that exists, or the typed error saying why not."""
-    require_instance("root", root, (str, os.PathLike), "a str or os.PathLike")
+    require_instance(name, root, (str, os.PathLike), "a str or os.PathLike")
     try:
         path = Path(cast("str | os.PathLike[str]", root))
         found = path.exists()
     except (TypeError, ValueError, OSError) as error:  # bytes from __fspath__, a NUL byte
         raise InvalidArgumentError(
-            explain("root to be a path the system can look up", f"{describe(root)} ({error})")
+            explain(f"{name} to be a path the system can look up", f"{describe(root)} ({error})")
         ) from None
     if not found:
         raise InvalidArgumentError(
-            explain("root to name an existing directory or file", describe(str(path)))
+            explain(f"{name} to name an existing directory or file", describe(str(path)))
         )
     return path
 
 
-def scan_tree(root: str | Path, old: str, new: str, *, fi_compat: bool = False) -> ScanResult:
+def _roots(root: object) -> list[tuple[str, Path]]:
+    """``root`` (one path, or a non-empty list or tuple of them) as given and as paths."""
+    if isinstance(root, (str, os.PathLike)):
+        return [(str(root), _path("root", root))]
+    if not isinstance(root, (list, tuple)) or not root:
+        raise InvalidArgumentError(
+            explain(
+                "root to be a str or os.PathLike, or a non-empty list or tuple of them",
+                describe(root),
+            )
+        )
+    return [(str(item), _path("every item of root", item)) for item in root]
+
+
+def scan_tree(
+    root: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    old: str,
+    new: str,
+    *,
+    fi_compat: bool = False,
+) -> ScanResult:
     """Scan ``root`` for uses of FlashInfer and judge each against releases ``old`` and
     ``new``.
 
@@ -134,7 +160,9 @@ def scan_tree(root: str | Path, old: str, new: str, *, fi_compat: bool = False) 
     ----------
     root
         A directory (every ``*.py``/``*.pyi`` file under it, symbolic links to directories
-        not followed) or one file.
+        not followed) or one file; or a list or tuple of them (an engine and the kernel
+        package it imports FlashInfer through). Paths in the result are relative to the
+        one root, or to the deepest directory holding them all.
     old, new
         Recorded flashinfer-python releases.
     fi_compat
@@ -144,27 +172,29 @@ def scan_tree(root: str | Path, old: str, new: str, *, fi_compat: bool = False) 
     Raises
     ------
     InvalidArgumentError
-        ``root`` is not a str or path, or names nothing that exists; ``old`` or ``new`` is
-        not a non-empty str; ``fi_compat`` is not a bool.
+        ``root`` is not a str or path, or a non-empty list or tuple of them, or names
+        something that does not exist; ``old`` or ``new`` is not a non-empty str;
+        ``fi_compat`` is not a bool.
     UnknownReleaseError
         ``old`` or ``new`` has no record.
     """
-    path = _root(root)
+    given = _roots(root)
     require_str("old", old, nonempty=True)
     require_str("new", new, nonempty=True)
     require_bool("fi_compat", fi_compat)
     steps = history(old, new)
-    uses, diagnostics, files = scan_paths(path)
-    findings = judge(uses, steps, fi_compat=fi_compat)
+    scanned = scan_paths(*(path for _, path in given))
+    findings = judge(scanned.uses, steps, fi_compat=fi_compat)
     findings.sort(key=lambda f: (f.path, f.line, f.column, _CATEGORY_ORDER[f.category], f.rule))
     return ScanResult(
-        str(root),
+        given[0][0] if len(given) == 1 else str(scanned.base),
         steps.old.release,
         steps.new.release,
         fi_compat,
-        files,
+        scanned.files,
         tuple(findings),
-        tuple(sorted(diagnostics, key=lambda d: d.path)),
+        tuple(sorted(scanned.diagnostics, key=lambda d: d.path)),
+        tuple(name for name, _ in given),
     )
 
 
@@ -192,7 +222,7 @@ def render_scan(result: ScanResult, *, show_unchanged: bool = False) -> str:
         f"flashinfer {result.old} -> {result.new}"
         + (" (after the swap to fi_compat.comm)" if result.fi_compat else "")
         + f": {result.files} {'file' if result.files == 1 else 'files'} scanned under "
-        + result.root
+        + ", ".join(result.roots or (result.root,))
     ]
     current = None
     for finding in result.findings:

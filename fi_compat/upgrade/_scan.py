@@ -1,42 +1,38 @@
-"""Every use of FlashInfer in a source tree, read statically (nothing is imported or run).
+"""Every use of FlashInfer in one file, read statically (nothing is imported or run).
 
-:func:`scan_tree` walks a directory (or reads one file), and for each ``*.py`` file that
-mentions ``flashinfer`` parses it with :mod:`ast` and records each :class:`Use`: imports
-and their aliases, attribute chains, calls with their keywords, ``backend="..."`` strings
-passed to constructors, ``inspect.signature`` probes and ``hasattr``/``getattr`` guards.
-A file that cannot be read or parsed (unreadable, binary, not in its declared encoding,
-a syntax error, over :data:`MAX_BYTES`, a symbolic-link loop) becomes a :class:`Diagnostic`
-for that file; the walk goes on.
+:func:`read_module` parses one file's bytes with :mod:`ast` and records each :class:`Use`:
+imports and their aliases, attribute chains, calls with their keywords, ``backend="..."``
+strings passed to constructors, ``inspect.signature`` probes and ``hasattr``/``getattr``
+guards; and what the module binds from FlashInfer at its top level (:class:`Bound`), which
+the walk over the scanned trees (:mod:`fi_compat.upgrade._tree`) hands to the modules
+importing it. A file that cannot be decoded or parsed (binary, not in its declared encoding,
+a syntax error, nested too deeply) becomes a :class:`Diagnostic`.
 
-What the reading follows, and what it does not: names are resolved per file, from the
-imports anywhere in it (``import flashinfer.comm as fc``, ``from flashinfer.comm.mnnvl
-import TorchDistBackend``); an instance is followed from a plain assignment of a FlashInfer
-constructor's result to a name or ``self.<attr>`` (``w = BatchDecodeWithPagedKVCacheWrapper(
-...)``, then ``w.plan(...)``); a module stored on ``self`` into every method of its class
-(a second reading of the file, where the first found one); a parameter annotated with a
-FlashInfer class; ``importlib.import_module("flashinfer...")`` with a literal; a guard's
-answer kept in a name and tested by an ``if``. Values passed through containers,
-unannotated function arguments or other modules are not followed.
+What the reading follows, and what it does not: names are scoped as Python scopes them,
+from the imports of the file (``import flashinfer.comm as fc``, ``from flashinfer.comm.mnnvl
+import TorchDistBackend``) and the names other scanned modules pass on (``from
+engine.kernels import Wrapper``, relative imports included); an instance is followed from
+an assignment of a FlashInfer constructor's result to a name or ``self.<attr>``; a module
+stored on ``self`` into every method of its class (a further reading of the file, where the
+first found one); containers of FlashInfer objects of one kind; a function of the file that
+returns one; a parameter annotated with a FlashInfer class or defaulting to a FlashInfer
+name; ``importlib.import_module("flashinfer...")`` with a literal; a guard's answer kept in
+a name and tested by an ``if``. Unannotated arguments without such a default, and functions
+wrapping a FlashInfer function, are not followed.
 """
 
 from __future__ import annotations
 
 import ast
 import io
-import os
-import stat
 import tokenize
-from collections.abc import Iterator
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from fi_compat._surface import ATTENTION_FAMILIES
 
-__all__ = ["MAX_BYTES", "Diagnostic", "Use", "UseKind", "read_uses", "scan_paths"]
-
-#: A file larger than this is reported, not parsed (engines' largest sources are < 1 MB).
-MAX_BYTES = 8 * 1024 * 1024
+__all__ = ["Bound", "Diagnostic", "Reading", "Use", "UseKind", "read_module", "read_uses"]
 
 #: What a :class:`Use` is: an import, an attribute chain, a call, a backend string given
 #: to a constructor, an ``inspect.signature`` probe, or a ``hasattr``/``getattr`` guard.
@@ -44,7 +40,6 @@ UseKind = Literal["import", "attribute", "call", "backend", "signature", "guard"
 
 _ROOT = "flashinfer"
 _FAMILIES = frozenset(ATTENTION_FAMILIES)
-_MARKER = b"flashinfer"
 #: Handlers that catch what a missing name or module raises, by exception name.
 _CATCH_ALL = frozenset({"Exception", "BaseException", ""})
 
@@ -98,6 +93,32 @@ class Diagnostic:
     column: int | None = None
 
 
+class Bound(NamedTuple):
+    """What a module binds from FlashInfer at its top level, as another module importing
+    the name gets it: the FlashInfer path, the FlashInfer module it came from, and whether
+    the name holds an object built from it (``workspace = Workspace(...)``) rather than the
+    name itself."""
+
+    path: str
+    module: str
+    instance: bool = False
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One file read: its uses (or the diagnostic that stopped the reading), what it binds
+    from FlashInfer at its top level (for the modules that import it), every module it
+    imports whole (``import a.b``; a from-import's module and its names, which may be
+    submodules) and every name it imports from one (``"a.b.X"`` for ``from a.b import X``).
+    Module names are absolute."""
+
+    uses: list[Use]
+    diagnostic: Diagnostic | None = None
+    bound: dict[str, Bound] = field(default_factory=dict)
+    imports: frozenset[str] = frozenset()
+    names: frozenset[str] = frozenset()
+
+
 def _handler_names(handler: ast.ExceptHandler) -> set[str]:
     if handler.type is None:
         return {""}
@@ -134,8 +155,22 @@ class _Reader(ast.NodeVisitor):
         members: dict[tuple[str, str], str] | None = None,
         returns: dict[str, str] | None = None,
         kept: dict[str, str] | None = None,
+        *,
+        module: str = "",
+        package: bool = False,
+        exports: Mapping[str, Mapping[str, Bound]] | None = None,
     ) -> None:
         self.path = path
+        #: The file's dotted module name (``""`` when not known) and whether it is a
+        #: package's ``__init__``: where its relative imports start.
+        self.module = module
+        self.package = package
+        #: What the other scanned modules bind from FlashInfer at their top level, by module:
+        #: ``from <engine module> import X`` and ``<engine module>.X`` resolve through it.
+        self.exports: Mapping[str, Mapping[str, Bound]] = exports or {}
+        #: What this file imports, for the walk's next round (see :class:`Reading`).
+        self.imports: set[str] = set()
+        self.names: set[str] = set()
         #: What a guard kept in a name asks about (``hasattr(flashinfer_comm, "X")`` kept in
         #: ``_x_available``): the FlashInfer path -> the name that keeps the answer.
         self.kept: dict[str, str] = dict(kept or {})
@@ -231,7 +266,28 @@ class _Reader(ast.NodeVisitor):
             if instance is not None:
                 return f"{instance}.{node.attr}"
             base = self.resolve(node.value)
-            return None if base is None else f"{base}.{node.attr}"
+            if base is not None:
+                return f"{base}.{node.attr}"
+            return self._through(node) if self.exports else None
+        return None
+
+    def _through(self, node: ast.Attribute) -> str | None:
+        """The FlashInfer path a chain through a scanned module names (``kernels.
+        BatchDecodeWithPagedKVCacheWrapper`` after ``import engine.kernels as kernels``,
+        where that module imports the class from FlashInfer), or None."""
+        parts = [node.attr]
+        value = node.value
+        while isinstance(value, ast.Attribute):
+            parts.append(value.attr)
+            value = value.value
+        if not isinstance(value, ast.Name) or value.id not in self.aliases:
+            return None
+        parts.extend(reversed(self.aliases[value.id].split(".")))
+        parts.reverse()
+        for end in range(len(parts) - 1, 0, -1):
+            found = self.exports.get(".".join(parts[:end]), {}).get(parts[end])
+            if found is not None:
+                return ".".join((found.path, *parts[end + 1 :]))
         return None
 
     def _member_key(self, node: ast.AST) -> tuple[str, str] | None:
@@ -275,6 +331,18 @@ class _Reader(ast.NodeVisitor):
             found = self._annotated(argument.annotation)
             if found is not None:
                 annotated[argument.arg] = found
+        # a parameter defaulting to a FlashInfer class or function (``wrapper_cls=
+        # BatchDecodeWithPagedKVCacheWrapper``) is that name in the body, unless replaced
+        positional = (*arguments.posonlyargs, *arguments.args)
+        with_defaults = positional[len(positional) - len(arguments.defaults) :]
+        defaulted = {
+            argument.arg: self.resolve(default)
+            for argument, default in (
+                *zip(with_defaults, arguments.defaults, strict=True),
+                *zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True),
+            )
+            if default is not None and argument.arg not in annotated
+        }
         # What the body binds is its own: a name a function binds (an import, an instance,
         # a probe's answer) means nothing in the next function, as Python scopes it.
         saved = (
@@ -294,6 +362,7 @@ class _Reader(ast.NodeVisitor):
         ):
             self._forget(argument.arg)  # a parameter shadows whatever it meant outside
         self.instances.update(annotated)
+        self.aliases.update({name: path for name, path in defaulted.items() if path is not None})
         self.functions.append((node.name, set()))
         self._scoped(node)
         _, declared = self.functions.pop()
@@ -504,6 +573,7 @@ class _Reader(ast.NodeVisitor):
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
             name = alias.name
+            self.imports.add(name)
             if alias.asname is not None:
                 self.aliases[alias.asname] = name
                 self.imported.add(alias.asname)
@@ -515,18 +585,69 @@ class _Reader(ast.NodeVisitor):
                 self.modules.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
                 self._add(node, "import", name, module=name)
 
+    def _absolute(self, node: ast.ImportFrom) -> str | None:
+        """The module a from-import imports from; a relative one (``from ..ops import x``)
+        from the file's own module, None when that is unknown or the import climbs above
+        its top-level package."""
+        if not node.level:
+            return node.module or ""
+        if not self.module:
+            return None
+        parts = self.module.split(".")
+        package = parts if self.package else parts[:-1]
+        if node.level > len(package):
+            return None
+        base = package[: len(package) - node.level + 1]
+        return ".".join((*base, *([node.module] if node.module else [])))
+
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        module = node.module or ""
-        if node.level:
+        module = self._absolute(node)
+        if module is None:
             return
+        self.imports.add(module)
+        exported = self.exports.get(module, {})
         for alias in node.names:
             bound = alias.asname or alias.name
+            if alias.name == "*":
+                # what the module binds from FlashInfer, its public names
+                for name, found in exported.items():
+                    if not name.startswith("_"):
+                        self._bind(name, found)
+                continue
+            self.imports.add(f"{module}.{alias.name}")  # it may be a submodule
+            self.names.add(f"{module}.{alias.name}")
             self.aliases[bound] = f"{module}.{alias.name}"
             self.imported.add(bound)
-            if module.split(".")[0] == _ROOT and alias.name != "*":
+            if alias.name in exported:  # a scanned module's FlashInfer name, passed on
+                self._bind(bound, exported[alias.name])
+            elif module.split(".")[0] == _ROOT:
                 parts = module.split(".")
                 self.modules.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
                 self._add(node, "import", f"{module}.{alias.name}", module=module)
+
+    def _bind(self, name: str, found: Bound) -> None:
+        """``name`` is what another scanned module binds from FlashInfer (``found``)."""
+        self._forget(name)
+        self.imported.add(name)
+        if found.instance:
+            self.instances[name] = found.path
+        else:
+            self.aliases[name] = found.path
+        parts = found.module.split(".")
+        self.modules.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
+
+    def bound(self) -> dict[str, Bound]:
+        """What this module binds from FlashInfer at its top level (read once the whole
+        file has been: a function's names are its own), by name."""
+        found = {
+            name: Bound(path, self._module_of(path))
+            for name, path in self.aliases.items()
+            if path.split(".")[0] == _ROOT
+        }
+        for name, path in self.instances.items():
+            if name.isidentifier() and name not in found and path.split(".")[0] == _ROOT:
+                found[name] = Bound(path, self._module_of(path), instance=True)
+        return found
 
     # ------------------------------------------------------------------ assignments
 
@@ -762,22 +883,39 @@ def _decode(data: bytes) -> str:
 
 def read_uses(data: bytes, path: str) -> tuple[list[Use], Diagnostic | None]:
     """The uses in one file's bytes, or the diagnostic that stopped the reading."""
+    reading = read_module(data, path)
+    return reading.uses, reading.diagnostic
+
+
+def read_module(
+    data: bytes,
+    path: str,
+    module: str = "",
+    *,
+    package: bool = False,
+    exports: Mapping[str, Mapping[str, Bound]] | None = None,
+) -> Reading:
+    """One file's bytes read as module ``module`` (``package``: its ``__init__``), knowing
+    what other scanned modules bind from FlashInfer (``exports``, by module)."""
     if b"\0" in data:
-        return [], Diagnostic(path, "binary file (contains NUL bytes): not read")
+        return Reading([], Diagnostic(path, "binary file (contains NUL bytes): not read"))
     try:
         text = _decode(data)
     except (SyntaxError, UnicodeDecodeError, LookupError) as error:
         reason = error.reason if isinstance(error, UnicodeDecodeError) else str(error)
-        return [], Diagnostic(path, f"not decodable as its declared encoding: {reason}")
+        return Reading([], Diagnostic(path, f"not decodable as its declared encoding: {reason}"))
     try:
         tree = ast.parse(text, filename=path)
     except SyntaxError as error:
-        return [], Diagnostic(
-            path, f"syntax error: {error.msg}", error.lineno, (error.offset or 0) or None
+        return Reading(
+            [],
+            Diagnostic(
+                path, f"syntax error: {error.msg}", error.lineno, (error.offset or 0) or None
+            ),
         )
     except (ValueError, RecursionError, MemoryError) as error:
-        return [], Diagnostic(path, f"not parsable: {type(error).__name__}: {error}")
-    reader = _Reader(path)
+        return Reading([], Diagnostic(path, f"not parsable: {type(error).__name__}: {error}"))
+    reader = _Reader(path, module=module, package=package, exports=exports)
     try:
         reader.visit(tree)
         for _ in range(_READINGS):
@@ -790,71 +928,18 @@ def read_uses(data: bytes, path: str) -> tuple[list[Use], Diagnostic | None]:
             }
             if not reader.learned and returns == reader.returns:
                 break
-            reader = _Reader(path, reader.members, returns, reader.kept)
+            reader = _Reader(
+                path,
+                reader.members,
+                returns,
+                reader.kept,
+                module=module,
+                package=package,
+                exports=exports,
+            )
             reader.visit(tree)
     except RecursionError:
-        return [], Diagnostic(path, "nested too deeply to read")
-    return reader.uses, None
-
-
-def _files(root: Path) -> Iterator[tuple[Path, Diagnostic | None]]:
-    """Every ``*.py`` file under ``root`` (sorted; symbolic links to directories not
-    followed), or a diagnostic for each entry that cannot be listed."""
-    if not root.is_dir():
-        yield root, None
-        return
-    problems: list[OSError] = []
-    for directory, subdirectories, names in os.walk(root, onerror=problems.append):
-        subdirectories.sort()
-        base = Path(directory)
-        for name in sorted(names):
-            if name.endswith((".py", ".pyi")):
-                yield base / name, None
-        while problems:
-            error = problems.pop()
-            where = Path(error.filename) if error.filename else base
-            yield where, Diagnostic(_relative(where, root), f"not listed: {error.strerror}")
-
-
-def _relative(path: Path, root: Path) -> str:
-    try:
-        return path.relative_to(root).as_posix() if root.is_dir() else path.name
-    except ValueError:
-        return path.as_posix()
-
-
-def scan_paths(root: Path) -> tuple[list[Use], list[Diagnostic], int]:
-    """Uses and diagnostics under ``root`` (a directory or one file), and how many files
-    were read. Paths are relative to ``root`` (a file's own name when ``root`` is one)."""
-    uses: list[Use] = []
-    diagnostics: list[Diagnostic] = []
-    count = 0
-    for path, problem in _files(root):
-        if problem is not None:
-            diagnostics.append(problem)
-            continue
-        name = _relative(path, root)
-        count += 1
-        try:
-            info = path.stat()
-            if not stat.S_ISREG(info.st_mode):
-                diagnostics.append(Diagnostic(name, "not a regular file: not read"))
-                continue
-            if info.st_size > MAX_BYTES:
-                diagnostics.append(
-                    Diagnostic(name, f"{info.st_size} bytes, over the {MAX_BYTES}-byte limit")
-                )
-                continue
-            data = path.read_bytes()
-        except OSError as error:
-            diagnostics.append(Diagnostic(name, f"not readable: {error.strerror or error}"))
-            continue
-        if _MARKER not in data:
-            if b"\0" in data[:8192]:
-                diagnostics.append(Diagnostic(name, "binary file (contains NUL bytes): not read"))
-            continue
-        found, problem = read_uses(data, name)
-        uses.extend(found)
-        if problem is not None:
-            diagnostics.append(problem)
-    return uses, diagnostics, count
+        return Reading([], Diagnostic(path, "nested too deeply to read"))
+    return Reading(
+        reader.uses, None, reader.bound(), frozenset(reader.imports), frozenset(reader.names)
+    )

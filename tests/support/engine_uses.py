@@ -58,10 +58,37 @@ _OTHER = ""  # a binding that is not FlashInfer's
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
-def _bound(node: ast.AST) -> Iterator[tuple[str, str]]:
+#: Module -> name -> the FlashInfer path that module binds the name to at its top level.
+Passed = dict[str, dict[str, str]]
+
+
+def _source(node: ast.ImportFrom, module: str, package: bool) -> str | None:
+    """The absolute module a from-import reads (a relative one from ``module``)."""
+    if not node.level:
+        return node.module
+    parts = module.split(".") if module else []
+    if not package:
+        parts = parts[:-1]
+    if not parts or node.level > len(parts):
+        return None
+    parts = parts[: len(parts) - node.level + 1]
+    return ".".join([*parts, node.module] if node.module else parts)
+
+
+def _bound(node: ast.AST, passed: Passed, module: str, package: bool) -> Iterator[tuple[str, str]]:
     """The names a statement or expression binds in its scope, each with the FlashInfer
-    path it binds to (``_OTHER`` for anything else)."""
-    if isinstance(node, ast.Import):
+    path it binds to (``_OTHER`` for anything else); a name another module of the tree
+    binds to FlashInfer (``passed``) is that path."""
+    relative = isinstance(node, ast.ImportFrom) and node.level
+    if isinstance(node, ast.ImportFrom) and (relative or not _flashinfer(node.module)):
+        source = _source(node, module, package)
+        given = passed.get(source or "", {})
+        for alias in node.names:
+            if alias.name == "*":
+                yield from ((n, p) for n, p in given.items() if not n.startswith("_"))
+            else:
+                yield alias.asname or alias.name, given.get(alias.name, _OTHER)
+    elif isinstance(node, ast.Import):
         for alias in node.names:
             if alias.asname:
                 yield alias.asname, alias.name if _flashinfer(alias.name) else _OTHER
@@ -110,7 +137,14 @@ def _bound(node: ast.AST) -> Iterator[tuple[str, str]]:
 class _File:
     """One file: its scopes' bindings, each class's ``self.<attr>`` aliases, its uses."""
 
-    def __init__(self, path: str, tree: ast.Module) -> None:
+    def __init__(
+        self,
+        path: str,
+        tree: ast.Module,
+        passed: Passed | None = None,
+        module: str = "",
+        package: bool = False,
+    ) -> None:
         self.path = path
         self.tree = tree
         self.parents: dict[ast.AST, ast.AST] = {}
@@ -121,7 +155,7 @@ class _File:
         self.bindings: dict[ast.AST, dict[str, set[str]]] = {}
         for node in ast.walk(tree):
             scope = self.scope_of(node)
-            for name, path in _bound(node):
+            for name, path in _bound(node, passed or {}, module, package):
                 self.bindings.setdefault(scope, {}).setdefault(name, set()).add(path)
         #: class node -> "self.attr" -> the paths assigned to it in the class's methods.
         self.members: dict[ast.AST | None, dict[str, set[str]]] = {}
@@ -262,20 +296,52 @@ class _File:
             self.scope_name(node),
         )
 
+    def passes(self) -> dict[str, str]:
+        """The names this module binds at its top level to one FlashInfer path (other
+        bindings of the name, such as a fallback, aside)."""
+        found = {}
+        for name, paths in self.bindings.get(self.tree, {}).items():
+            flashinfer = {path for path in paths if path}
+            if len(flashinfer) == 1:
+                found[name] = flashinfer.pop()
+        return found
 
-def inventory(root: Path) -> list[EngineUse]:
+
+def _module(file: Path) -> tuple[str, bool]:
+    """The dotted module ``file`` is, from the ``__init__.py`` files above it."""
+    package = file.name == "__init__.py"
+    parts = [] if package else [file.stem]
+    directory = file.parent
+    while (directory / "__init__.py").exists():
+        parts.insert(0, directory.name)
+        directory = directory.parent
+    return ".".join(parts), package
+
+
+def inventory(root: Path, *, follow: bool = False) -> list[EngineUse]:
     """Every use under ``root`` (paths relative to ``root``, as a scan of ``root`` gives
-    them), one per file, line, kind and target."""
+    them), one per file, line, kind and target. With ``follow``, also the uses of names
+    a module of the tree binds to FlashInfer at its top level and another imports from it
+    (``from engine.kernels import X``, ``from .kernels import X``, through chains of them)."""
     uses: dict[tuple[str, int, str, str], EngineUse] = {}
-    for file in sorted(root.rglob("*.py")):
-        source = file.read_bytes()
-        if b"flashinfer" not in source:
-            continue
-        try:
-            tree = ast.parse(source, str(file))
-        except SyntaxError:
-            continue
-        reader = _File(file.relative_to(root).as_posix(), tree)
-        for use in reader.uses():
-            uses.setdefault((use.path, use.line, use.kind, use.target), use)
+    passed: Passed = {}
+    for _ in range(8 if follow else 1):
+        before = {module: dict(names) for module, names in passed.items()}
+        for file in sorted(root.rglob("*.py")):
+            source = file.read_bytes()
+            names = {name for given in passed.values() for name in given}
+            if b"flashinfer" not in source and not any(n.encode() in source for n in names):
+                continue
+            try:
+                tree = ast.parse(source, str(file))
+            except SyntaxError:
+                continue
+            module, package = _module(file)
+            reader = _File(file.relative_to(root).as_posix(), tree, before, module, package)
+            if follow and reader.passes():
+                passed[module] = reader.passes()
+            for use in reader.uses():
+                uses.setdefault((use.path, use.line, use.kind, use.target), use)
+        if passed == before:
+            break
     return sorted(uses.values(), key=lambda u: (u.path, u.line, u.target))

@@ -43,8 +43,11 @@ __all__ = [
     "UnseenEngine",
     "coverage",
     "false_breaks",
+    "pairs",
+    "scan",
     "silent_misses",
     "unpack",
+    "uses_of",
 ]
 
 NEWEST = "0.7.2.post1"
@@ -61,6 +64,9 @@ class UnseenEngine:
     python: str
     package: str
     pin: str
+    #: Engines of :data:`UNSEEN` it imports FlashInfer through, scanned along as roots of
+    #: their own (tokenspeed imports its wrappers from tokenspeed-kernel).
+    through: tuple[str, ...] = ()
 
 
 UNSEEN: dict[str, UnseenEngine] = {
@@ -71,19 +77,39 @@ UNSEEN: dict[str, UnseenEngine] = {
         UnseenEngine("lmdeploy==0.18.0", "3.11", "lmdeploy", "0.7.2"),
         UnseenEngine("tokenspeed-kernel==0.1.4", "3.11", "tokenspeed_kernel", "0.7.1rc2"),
         UnseenEngine("aphrodite-engine==0.24.1", "3.11", "aphrodite", "0.6.18"),
+        UnseenEngine(
+            "tokenspeed==0.1.1", "3.11", "tokenspeed", "0.7.1rc2", ("tokenspeed-kernel==0.1.4",)
+        ),
     )
 }
 
 
-def unpack(engine: UnseenEngine, into: Path) -> Path:
-    """The engine's package's ``*.py`` files unpacked under ``into`` (which is returned:
-    the root to scan, holding ``<package>/``)."""
-    wheel = ReleaseCache().download(engine.requirement, wheel_only=True, python=engine.python)
-    prefix = f"{engine.package}/"
-    with zipfile.ZipFile(wheel) as archive:
-        members = [n for n in archive.namelist() if n.startswith(prefix) and n.endswith(".py")]
-        archive.extractall(into, members)
-    return into
+def unpack(engine: UnseenEngine, into: Path) -> list[Path]:
+    """The engine's package's ``*.py`` files unpacked under ``into``, and the roots to scan:
+    ``[into]`` holding ``<package>/``; for an engine scanned with those it imports FlashInfer
+    through, one ``into/<package>`` root each, holding ``<package>/``."""
+    engines = [engine, *(UNSEEN[requirement] for requirement in engine.through)]
+    roots = []
+    for each in engines:
+        root = into / each.package if engine.through else into
+        wheel = ReleaseCache().download(each.requirement, wheel_only=True, python=each.python)
+        prefix = f"{each.package}/"
+        with zipfile.ZipFile(wheel) as archive:
+            members = [n for n in archive.namelist() if n.startswith(prefix) and n.endswith(".py")]
+            archive.extractall(root, members)
+        roots.append(root)
+    return roots
+
+
+def scan(engine: UnseenEngine, roots: list[Path], old: str, new: str) -> ScanResult:
+    """The engine scanned from ``old`` to ``new``, with what it imports FlashInfer through."""
+    return scan_tree(roots if engine.through else roots[0], old, new)
+
+
+def uses_of(engine: UnseenEngine, into: Path) -> list[EngineUse]:
+    """The independent inventory of what :func:`unpack` put under ``into`` (following names
+    passed from module to module for an engine scanned with others)."""
+    return inventory(into, follow=bool(engine.through))
 
 
 # ------------------------------------------------------------------------------ grading
@@ -285,11 +311,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for requirement in args.engines:
         engine = UNSEEN[requirement]
         with tempfile.TemporaryDirectory() as scratch:
-            root = unpack(engine, Path(scratch))
-            uses = inventory(root)
+            roots = unpack(engine, Path(scratch))
+            uses = uses_of(engine, Path(scratch))
             for old, new in pairs(engine):
                 started = time.perf_counter()
-                result = scan_tree(root, old, new)
+                result = scan(engine, roots, old, new)
                 seconds = time.perf_counter() - started
                 wrong = false_breaks(result, uses)
                 missed = silent_misses(result, uses)

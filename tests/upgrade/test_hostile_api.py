@@ -70,17 +70,31 @@ def _typed(call: Callable[[], object], name: str) -> None:
 
 @pytest.mark.parametrize(
     "root",
-    [None, 3, True, b"/tmp", bytearray(b"/tmp"), ["/tmp"], object(), _BytesPath(), "a\0b"],
+    [None, 3, True, b"/tmp", bytearray(b"/tmp"), [], (), {"/tmp"}, object(), _BytesPath(), "a\0b"],
     ids=_id,
 )
 def test_scan_tree_refuses_a_root_that_is_not_a_path(root: object) -> None:
     _typed(lambda: scan_tree(root, "0.6.5", "0.7.2.post1"), "root")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    "item", [None, 3, b"/tmp", ["/tmp"], _BytesPath(), "a\0b", "/nonexistent/root"], ids=_id
+)
+def test_scan_tree_refuses_each_of_several_roots_that_is_not_a_path(
+    tmp_path: Path, item: object
+) -> None:
+    root = _tree(tmp_path)
+    for roots in ([root, item], (item, root)):
+        _typed(
+            lambda: scan_tree(roots, "0.6.5", "0.7.2.post1"),  # type: ignore[arg-type]  # noqa: B023
+            "every item of root",
+        )
+
+
 def test_scan_tree_refuses_a_path_like_that_raises(tmp_path: Path) -> None:
     # A RuntimeError from __fspath__ is the caller's own error, passed on as it is.
     with pytest.raises(RuntimeError, match="no path for you"):
-        scan_tree(_RaisingPath(), "0.6.5", "0.7.2.post1")  # type: ignore[arg-type]
+        scan_tree(_RaisingPath(), "0.6.5", "0.7.2.post1")
 
 
 @pytest.mark.parametrize("value", NOT_BOOL, ids=_id)

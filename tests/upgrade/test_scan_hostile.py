@@ -17,7 +17,7 @@ import pytest
 from fi_compat.cli import main
 from fi_compat.errors import InvalidArgumentError, UnknownReleaseError
 from fi_compat.upgrade import scan_tree
-from fi_compat.upgrade._scan import MAX_BYTES
+from fi_compat.upgrade._tree import MAX_BYTES
 
 USE = "import flashinfer.comm\nflashinfer.comm.allreduce_fusion(x, workspace=w)\n"
 #: A use that breaks between 0.7.2.post1 and 0.6.5.
@@ -141,10 +141,20 @@ def test_files_that_never_mention_flashinfer_are_counted_not_parsed(tmp_path: Pa
 # ------------------------------------------------------------------------------ walls
 
 
-@pytest.mark.parametrize("root", [None, 3, b"/tmp", ["/tmp"], object()])
+@pytest.mark.parametrize(
+    "root",
+    [None, 3, b"/tmp", [], (), [b"/tmp"], ["/nonexistent-root", None], {"/tmp"}, object()],
+)
 def test_a_root_of_the_wrong_type_is_a_typed_error(root: object) -> None:
     with pytest.raises(InvalidArgumentError, match="root"):
         scan_tree(root, "0.6.5", "0.7.2.post1")  # type: ignore[arg-type]
+
+
+def test_every_root_of_several_is_checked_before_any_is_read(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("import flashinfer\n")
+    with pytest.raises(InvalidArgumentError, match="every item of root") as raised:
+        scan_tree([tmp_path, tmp_path / "missing"], "0.6.5", "0.7.2.post1")
+    assert "missing" in str(raised.value)
 
 
 def test_a_root_that_does_not_exist_is_a_typed_error(tmp_path: Path) -> None:

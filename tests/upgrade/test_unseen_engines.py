@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from fi_compat.upgrade import Category, Finding, ScanResult, scan_tree
-from tests.support.engine_uses import EngineUse, inventory
+from fi_compat.upgrade import Category, Finding, ScanResult
+from tests.support.engine_uses import EngineUse
 from tests.support.release_files import release_files
 from tests.support.unseen_engines import (
     NEWEST,
@@ -32,8 +32,10 @@ from tests.support.unseen_engines import (
     coverage,
     false_breaks,
     pairs,
+    scan,
     silent_misses,
     unpack,
+    uses_of,
 )
 from tools.releases import DownloadError, RegistryUnreachableError
 
@@ -45,16 +47,17 @@ def _scanned(requirement: str, factory: pytest.TempPathFactory) -> Scanned:
     """The engine's tree, its independent inventory and both scans, made once per process."""
     if requirement not in _SCANNED:
         found = UNSEEN[requirement]
+        into = factory.mktemp(found.package)
         try:
-            root = unpack(found, factory.mktemp(found.package))
+            roots = unpack(found, into)
             for release in {NEWEST, OLDEST, found.pin}:
                 release_files(release)
         except (RegistryUnreachableError, DownloadError) as error:  # pragma: no cover
             pytest.skip(
                 f"{requirement} or a FlashInfer wheel is not cached and not reachable: {error}"
             )
-        results = {pair: scan_tree(root, *pair) for pair in pairs(found)}
-        _SCANNED[requirement] = (root, inventory(root), results)
+        results = {pair: scan(found, roots, *pair) for pair in pairs(found)}
+        _SCANNED[requirement] = (into, uses_of(found, into), results)
     return _SCANNED[requirement]
 
 
