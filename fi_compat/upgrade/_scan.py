@@ -108,8 +108,8 @@ class Bound(NamedTuple):
 class Reading:
     """One file read: its uses (or the diagnostic that stopped the reading), what it binds
     from FlashInfer at its top level (for the modules that import it), every module it
-    imports whole (``import a.b``; a from-import's module and its names, which may be
-    submodules) and every name it imports from one (``"a.b.X"`` for ``from a.b import X``).
+    imports whole (``import a.b``, ``from a.b import *``, and ``a.b.X`` for ``from a.b
+    import X``, which may be a submodule) and every name it imports from one (``"a.b.X"``).
     Module names are absolute."""
 
     uses: list[Use]
@@ -604,18 +604,18 @@ class _Reader(ast.NodeVisitor):
         module = self._absolute(node)
         if module is None:
             return
-        self.imports.add(module)
         exported = self.exports.get(module, {})
         for alias in node.names:
             bound = alias.asname or alias.name
             if alias.name == "*":
+                self.imports.add(module)
                 # what the module binds from FlashInfer, its public names
                 for name, found in exported.items():
                     if not name.startswith("_"):
                         self._bind(name, found)
                 continue
             self.imports.add(f"{module}.{alias.name}")  # it may be a submodule
-            self.names.add(f"{module}.{alias.name}")
+            self.names.add(f"{module}.{alias.name}")  # or a name the module binds
             self.aliases[bound] = f"{module}.{alias.name}"
             self.imported.add(bound)
             if alias.name in exported:  # a scanned module's FlashInfer name, passed on

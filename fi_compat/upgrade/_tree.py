@@ -1,11 +1,11 @@
 """The files of the scanned trees, read as the modules they are.
 
 :func:`scan_paths` lists every ``*.py``/``*.pyi`` file under one or more roots (a
-directory or one file each), names each by its module (the directories above it that
-hold an ``__init__.py`` are its packages), and reads them with :func:`read_module` in
-rounds: first every file that mentions ``flashinfer``; then, knowing what each module
-binds from FlashInfer at its top level, every file that imports such a module, so that a
-name passed on by an engine's own package (``from engine.kernels import
+directory or one file each), names each by its module (the directories above it that hold
+an ``__init__.py``, and the directories inside them, are its packages), and reads them with
+:func:`read_module` in rounds: first every file that mentions ``flashinfer``; then, knowing
+what each module binds from FlashInfer at its top level, every file that imports such a
+name, so that a name passed on by an engine's own package (``from engine.kernels import
 BatchDecodeWithPagedKVCacheWrapper``, a relative ``from .kernels import ...``) is followed
 to FlashInfer, through as many modules as pass it on.
 """
@@ -81,7 +81,9 @@ def _relative(path: Path, root: Path, prefix: str) -> str:
 
 
 class _Modules:
-    """Dotted module names of files, from the ``__init__.py`` files above them."""
+    """Dotted module names of files: a directory holding an ``__init__.py`` is a package,
+    and so is a directory inside one (a namespace package: SGLang ships ``sglang/srt/``
+    without an ``__init__.py``); a directory above every package is not."""
 
     def __init__(self) -> None:
         self.packages: dict[Path, tuple[str, ...]] = {}
@@ -90,15 +92,14 @@ class _Modules:
         """The package ``directory`` is (``("engine", "kernels")``), ``()`` for none."""
         found = self.packages.get(directory)
         if found is None:
-            is_package = (directory / "__init__.py").is_file() or (
-                directory / "__init__.pyi"
-            ).is_file()
             parent = directory.parent
-            found = (
-                (*self._package(parent), directory.name)
-                if is_package and parent != directory
-                else ()
+            above = self._package(parent) if parent != directory else ()
+            is_package = (
+                bool(above)
+                or (directory / "__init__.py").is_file()
+                or (directory / "__init__.pyi").is_file()
             )
+            found = (*above, directory.name) if is_package and parent != directory else ()
             self.packages[directory] = found
         return found
 
@@ -176,7 +177,7 @@ def _prefix(root: Path, base: Path) -> str:
 def _mentions(names: set[str]) -> re.Pattern[bytes]:
     """What a file that could use one of ``names`` (or star-import them) must contain."""
     spelled = sorted({re.escape(name.encode()) for name in names}, key=len, reverse=True)
-    return re.compile(b"|".join((*spelled, rb"import\s*\*")))
+    return re.compile(rb"\b(?:" + b"|".join(spelled) + rb")\b|import\s*\*")
 
 
 def scan_paths(*roots: Path) -> Scanned:

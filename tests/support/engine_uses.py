@@ -308,14 +308,14 @@ class _File:
 
 
 def _module(file: Path) -> tuple[str, bool]:
-    """The dotted module ``file`` is, from the ``__init__.py`` files above it."""
+    """The dotted module ``file`` is: its path from the outermost directory above it that
+    holds an ``__init__.py`` (directories below that one count as packages, with or
+    without one of their own)."""
     package = file.name == "__init__.py"
-    parts = [] if package else [file.stem]
-    directory = file.parent
-    while (directory / "__init__.py").exists():
-        parts.insert(0, directory.name)
-        directory = directory.parent
-    return ".".join(parts), package
+    directories = list(file.parents)
+    marked = [i for i, d in enumerate(directories) if (d / "__init__.py").exists()]
+    parts = [d.name for d in reversed(directories[: marked[-1] + 1])] if marked else []
+    return ".".join(parts if package else [*parts, file.stem]), package
 
 
 def inventory(root: Path, *, follow: bool = False) -> list[EngineUse]:

@@ -169,3 +169,25 @@ def test_the_command_takes_several_paths(
     assert "scanned under engine\n" in capsys.readouterr().out
     assert main(["scan", "engine", "missing", "--from", OLD, "--to", NEW]) == 2
     assert "missing" in capsys.readouterr().err
+
+
+def test_modules_are_named_as_python_imports_them(tmp_path: Path) -> None:
+    """A directory inside a package is one without an ``__init__.py`` (SGLang's ``srt/``);
+    a directory above every package (a repository's ``python/``) is not part of the name."""
+    _write(
+        tmp_path,
+        {
+            "python/eng/__init__.py": "",
+            "python/eng/srt/layers/kern.py": "from flashinfer import top_k\n",
+            "python/eng/srt/models/model.py": f"""\
+                from eng.srt.layers.kern import top_k
+                from python.eng.srt.layers.kern import top_k as wrong
+                {CALL}
+                wrong(x, 2, deterministic=True)
+                """,
+        },
+    )
+    result = scan_tree(tmp_path, OLD, NEW)
+    assert _breaks(result.findings, "python/eng/srt/models/model.py") == [
+        (3, "keyword-missing", "flashinfer.top_k")
+    ]
