@@ -167,11 +167,13 @@ def _sources(
 
 
 def _prefix(root: Path, base: Path) -> str:
-    directory = root if root.is_dir() else root.parent
+    """Where ``root`` (a file root: its directory) lies under ``base`` (``""`` for there)."""
+    directory = (root if root.is_dir() else root.parent).resolve()
     try:
-        return directory.resolve().relative_to(base).as_posix().removeprefix(".")
+        relative = directory.relative_to(base).as_posix()
     except ValueError:
-        return directory.resolve().as_posix()
+        return directory.as_posix()
+    return "" if relative == "." else relative
 
 
 def _mentions(names: set[str]) -> re.Pattern[bytes]:

@@ -191,3 +191,10 @@ def test_modules_are_named_as_python_imports_them(tmp_path: Path) -> None:
     assert _breaks(result.findings, "python/eng/srt/models/model.py") == [
         (3, "keyword-missing", "flashinfer.top_k")
     ]
+
+
+def test_a_hidden_directory_keeps_its_name_among_several_roots(trees: Path) -> None:
+    hidden = trees / ".vendored"
+    _write(hidden, {"kern2/__init__.py": "from flashinfer import top_k\n"})
+    result = scan_tree([trees / "engine", hidden], OLD, NEW)
+    assert any(f.path == ".vendored/kern2/__init__.py" for f in result.findings)
