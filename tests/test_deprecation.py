@@ -70,3 +70,28 @@ def test_renamed_keyword_leaves_the_signature_and_other_calls_alone() -> None:
     assert function(1, other=2) == 3
     with pytest.warns(DeprecationWarning, match="9.9"):
         assert function(old=1, other=2) == 3  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("old", "engine", "field"),
+    [
+        ("SGLANG_0_5_23_RULES", "sglang", "rules"),
+        ("SGLANG_0_5_23_FUSION_ARCHITECTURES", "sglang", "architectures"),
+        ("sglang_0_5_23_backend", "sglang", "backend"),
+        ("sglang_0_5_23_refusal", "sglang", "refusal"),
+        ("VLLM_0_33_0_RULES", "vllm", "rules"),
+        ("vllm_0_33_0_backend", "vllm", "backend"),
+        ("vllm_0_33_0_refusal", "vllm", "refusal"),
+    ],
+)
+def test_policy_names_with_a_release_in_them_warn_and_are_the_data(
+    old: str, engine: str, field: str
+) -> None:
+    from fi_compat import policy
+
+    assert old not in policy.__all__
+    assert old not in dir(policy)
+    with pytest.warns(DeprecationWarning, match=rf"policy\.{old}.*engine_rules.*0\.4\.0") as caught:
+        found = getattr(policy, old)
+    assert found is getattr(policy.engine_rules(engine), field)
+    assert caught[0].filename == __file__

@@ -1,7 +1,8 @@
 """The engine rule sets against the engines' own decisions.
 
-``SGLANG_0_5_23_RULES`` and ``VLLM_0_33_0_RULES`` are checked row by row against tables
-whose rows were derived by reading and running the engines' decision functions:
+``engine_rules("sglang", "0.5.23")`` and ``engine_rules("vllm", "0.33.0")`` are checked row
+by row against tables whose rows were derived by reading and running the engines' decision
+functions:
 
 - SGLang 0.5.23: ``_flashinfer_allreduce_fusion_auto_enable``,
   ``_enforce_disable_allreduce_fusion`` and ``_deterministic_allreduce_fusion_disable``
@@ -29,6 +30,7 @@ import dataclasses
 import functools
 import itertools
 import random
+import re
 import sys
 import types
 import zipfile
@@ -41,9 +43,6 @@ from fi_compat.cli import main
 from fi_compat.errors import DeploymentRefusedError, FiCompatError, PolicyInputError
 from fi_compat.policy import (
     DEFAULT_RULES,
-    SGLANG_0_5_23_FUSION_ARCHITECTURES,
-    SGLANG_0_5_23_RULES,
-    VLLM_0_33_0_RULES,
     Deployment,
     FusionChoice,
     FusionRule,
@@ -51,9 +50,15 @@ from fi_compat.policy import (
     RuleEffect,
     RuleId,
     decide_fusion,
+    engine_rules,
 )
 from tests.support.engine_wheels import ENGINES, engine_wheel
 from tools.releases import RegistryUnreachableError
+
+SGLANG = engine_rules("sglang", "0.5.23")
+VLLM = engine_rules("vllm", "0.33.0")
+SGLANG_0_5_23_RULES = SGLANG.rules
+VLLM_0_33_0_RULES = VLLM.rules
 
 ENABLE, DISABLE, UNSET, ENFORCE = (
     FusionChoice.ENABLE,
@@ -277,7 +282,7 @@ def test_the_sglang_allow_list_is_the_one_fi_compat_keeps() -> None:
 
     # One home: the list is written once (the wheel-backed test below compares it with
     # SGLang 0.5.23's own where the wheel is at hand).
-    assert SGLANG_0_5_23_FUSION_ARCHITECTURES is FUSION_ARCHITECTURES
+    assert SGLANG.architectures is FUSION_ARCHITECTURES
 
 
 # --------------------------------------------------------------------------- hostile input
@@ -611,3 +616,56 @@ def test_vllm_rows_against_vllm_0_33_0_code(
     row: tuple[Any, ...], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert _vllm_engine(row, _wheel("vllm"), monkeypatch) == row[-2]
+
+
+# ------------------------------------------------------------------ rule sets as data
+
+
+def test_engine_rules_are_keyed_by_engine_and_release() -> None:
+    from fi_compat.policy import ENGINE_RULES, EngineRules
+
+    assert set(ENGINE_RULES) == {("sglang", "0.5.23"), ("vllm", "0.33.0")}
+    for (engine, release), entry in ENGINE_RULES.items():
+        assert isinstance(entry, EngineRules)
+        assert (entry.engine, entry.release) == (engine, release)
+        assert entry is engine_rules(engine) is engine_rules(engine, release)
+        assert entry.rules.backend is entry.backend
+        assert release in entry.rules.name
+        # every rule cites the engine code it follows
+        assert {rule.rule_id for rule in entry.rules} <= set(entry.sources)
+    assert SGLANG.architectures is not None
+    assert VLLM.architectures is None
+    with pytest.raises(TypeError):
+        ENGINE_RULES["x", "1"] = SGLANG  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("engine", "release", "match"),
+    [
+        ("tensorrt-llm", None, r"expected engine to be a modelled engine \(sglang, vllm\)"),
+        ("SGLang", None, "modelled engine"),
+        ("", None, "modelled engine"),
+        ("sglang", "0.5.22", r"modelled release of sglang \(0.5.23\); found '0.5.22'"),
+        ("vllm", "", "modelled release of vllm"),
+        (None, None, "expected engine to be a str"),
+        (b"sglang", None, "expected engine to be a str"),
+        ("sglang", 0.5, "expected release to be a str"),
+        ("sglang", ("0.5.23",), "expected release to be a str"),
+    ],
+)
+def test_engine_rules_refuses_what_is_not_modelled(
+    engine: object, release: object, match: str
+) -> None:
+    with pytest.raises(PolicyInputError, match=match):
+        engine_rules(engine, release)  # type: ignore[arg-type]
+
+
+def test_no_public_name_carries_an_engine_release_number() -> None:
+    from tests.support import public_api
+
+    # every name the snapshot lists: modules, classes, functions, constants and members
+    named = re.findall(
+        r"^\s*(?:(?:module|class|def) )?([\w.]+)", public_api.SNAPSHOT.read_text(), re.M
+    )
+    assert "fi_compat.policy.engine_rules" in named
+    assert not [name for name in named if re.search(r"\d+_\d+_\d+", name)]

@@ -14,8 +14,7 @@ from typing import Any
 
 from fi_compat.policy import (
     DEFAULT_RULES,
-    SGLANG_0_5_23_RULES,
-    VLLM_0_33_0_RULES,
+    ENGINE_RULES,
     Deployment,
     DeploymentRefusedError,
     FusionChoice,
@@ -24,10 +23,14 @@ from fi_compat.policy import (
     FusionRuleSet,
     PolicyInputError,
     decide_fusion,
+    engine_rules,
     parse_compute_capability,
 )
 
-_ENGINES: dict[str, FusionRuleSet] = {"sglang": SGLANG_0_5_23_RULES, "vllm": VLLM_0_33_0_RULES}
+#: ``--engine NAME``: each modelled engine's newest rule set.
+_ENGINES: dict[str, FusionRuleSet] = {
+    engine: engine_rules(engine).rules for engine, _ in ENGINE_RULES
+}
 
 #: The flags only one engine reads: their destination -> (the engine, the flag as spelled).
 _ENGINE_ONLY: dict[str, tuple[str, str]] = {

@@ -13,6 +13,10 @@ This package imports neither torch nor flashinfer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+from fi_compat._deprecation import moved_attribute
 from fi_compat.errors import DeploymentRefusedError, PolicyInputError
 from fi_compat.policy._deployment import (
     FUSION_ARCHITECTURES,
@@ -25,6 +29,7 @@ from fi_compat.policy._deployment import (
     is_h20_device,
     parse_compute_capability,
 )
+from fi_compat.policy._engines import ENGINE_RULES, EngineRules, engine_rules
 from fi_compat.policy._layers import (
     DEFAULT_MAX_FUSION_TOKENS,
     DummyRunShape,
@@ -40,26 +45,18 @@ from fi_compat.policy._rules import (
     FusionRuleSet,
     decide_fusion,
 )
-from fi_compat.policy._sglang import (
-    SGLANG_0_5_23_FUSION_ARCHITECTURES,
-    SGLANG_0_5_23_RULES,
-    sglang_0_5_23_backend,
-    sglang_0_5_23_refusal,
-)
-from fi_compat.policy._vllm import VLLM_0_33_0_RULES, vllm_0_33_0_backend, vllm_0_33_0_refusal
 
 __all__ = [
     "DEFAULT_MAX_FUSION_TOKENS",
     "DEFAULT_RULES",
+    "ENGINE_RULES",
     "FUSION_ARCHITECTURES",
     "FUSION_BACKENDS",
     "FUSION_COMPUTE_CAPABILITY_MAJORS",
-    "SGLANG_0_5_23_FUSION_ARCHITECTURES",
-    "SGLANG_0_5_23_RULES",
-    "VLLM_0_33_0_RULES",
     "Deployment",
     "DeploymentRefusedError",
     "DummyRunShape",
+    "EngineRules",
     "FusionChoice",
     "FusionDecision",
     "FusionRule",
@@ -71,15 +68,42 @@ __all__ = [
     "align_dummy_run_num_tokens",
     "align_dummy_run_shape",
     "decide_fusion",
+    "engine_rules",
     "is_h20_device",
     "parse_compute_capability",
-    "sglang_0_5_23_backend",
-    "sglang_0_5_23_refusal",
     "should_fuse_mlp_allreduce_with_next_layer",
-    "vllm_0_33_0_backend",
-    "vllm_0_33_0_refusal",
 ]
 
 
 def __dir__() -> list[str]:
     return list(__all__)
+
+
+#: The names with an engine's release in them, before the rule sets became data keyed
+#: by engine and release: name -> (engine, release, the EngineRules field it is).
+_RELEASE_NAMED = {
+    "SGLANG_0_5_23_RULES": ("sglang", "0.5.23", "rules"),
+    "SGLANG_0_5_23_FUSION_ARCHITECTURES": ("sglang", "0.5.23", "architectures"),
+    "sglang_0_5_23_backend": ("sglang", "0.5.23", "backend"),
+    "sglang_0_5_23_refusal": ("sglang", "0.5.23", "refusal"),
+    "VLLM_0_33_0_RULES": ("vllm", "0.33.0", "rules"),
+    "vllm_0_33_0_backend": ("vllm", "0.33.0", "backend"),
+    "vllm_0_33_0_refusal": ("vllm", "0.33.0", "refusal"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    return moved_attribute(
+        __name__,
+        {
+            old: (f"use engine_rules({engine!r}, {release!r}).{field}", _loader(old))
+            for old, (engine, release, field) in _RELEASE_NAMED.items()
+        },
+        name,
+        until="0.4.0",
+    )
+
+
+def _loader(old: str) -> Callable[[], Any]:
+    engine, release, field = _RELEASE_NAMED[old]
+    return lambda: getattr(ENGINE_RULES[engine, release], field)

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fi_compat.policy import _sglang, _vllm
 from fi_compat.policy._deployment import Deployment, FusionChoice, RuleId
+from fi_compat.policy._engines import engine_rules
 from fi_compat.policy._rules import DEFAULT_RULES, ENABLE_FLAG, FusionRule, FusionRuleSet
 
 __all__ = ["ENGINES", "Case", "Column", "EngineCases"]
@@ -33,7 +33,7 @@ class Case:
 
 @dataclass(frozen=True)
 class Column:
-    """One rule set a table decides every case with, and the name it is exported as.
+    """One rule set a table decides every case with, and how a user names it.
 
     ``sources`` cite, per deciding rule (and :attr:`RuleId.AUTO_ENABLE`), the code the rule
     follows; empty for :data:`DEFAULT_RULES`, whose cells cite what the reason cites.
@@ -113,7 +113,11 @@ _DEFAULT = Column("DEFAULT_RULES", DEFAULT_RULES, {})
 _SGLANG = EngineCases(
     engine="sglang",
     columns=(
-        Column("SGLANG_0_5_23_RULES", _sglang.SGLANG_0_5_23_RULES, _sglang._SOURCES),
+        Column(
+            'engine_rules("sglang").rules',
+            engine_rules("sglang").rules,
+            engine_rules("sglang").sources,
+        ),
         _DEFAULT,
     ),
     cases=(
@@ -155,7 +159,9 @@ _SGLANG = EngineCases(
 _VLLM = EngineCases(
     engine="vllm",
     columns=(
-        Column("VLLM_0_33_0_RULES", _vllm.VLLM_0_33_0_RULES, _vllm._SOURCES),
+        Column(
+            'engine_rules("vllm").rules', engine_rules("vllm").rules, engine_rules("vllm").sources
+        ),
         _DEFAULT,
     ),
     cases=(

@@ -29,18 +29,16 @@ from fi_compat.policy._deployment import (
 )
 from fi_compat.policy._rules import FusionRule, FusionRuleSet
 
-__all__ = [
-    "SGLANG_0_5_23_FUSION_ARCHITECTURES",
-    "SGLANG_0_5_23_RULES",
-    "sglang_0_5_23_backend",
-    "sglang_0_5_23_refusal",
-]
+__all__ = ["ARCHITECTURES", "RELEASE", "RULES", "SOURCES", "backend_for", "refusal_for"]
+
+#: The SGLang release these rules follow.
+RELEASE = "0.5.23"
 
 BACKEND_FLAG = "--flashinfer-allreduce-fusion-backend"
 ENFORCE_FLAG = "--enforce-disable-flashinfer-allreduce-fusion"
 
 # arg_groups/overrides.py: `_FLASHINFER_ALLREDUCE_FUSION_ARCHS` in 0.5.23.
-SGLANG_0_5_23_FUSION_ARCHITECTURES: frozenset[str] = FUSION_ARCHITECTURES
+ARCHITECTURES: frozenset[str] = FUSION_ARCHITECTURES
 """SGLang 0.5.23's ``_FLASHINFER_ALLREDUCE_FUSION_ARCHS`` (``arg_groups/overrides.py``).
 The same list as :data:`FUSION_ARCHITECTURES`, which already follows it (one home). The
 MiMo architectures are auto-enabled apart from it, with the ``cutedsl`` backend.
@@ -81,7 +79,7 @@ def _requested(d: Deployment) -> str | None:
 def _auto_enable_conditions_fail(d: Deployment) -> list[str]:
     """The conditions of `_flashinfer_allreduce_fusion_auto_enable` that fail."""
     failed: list[str] = []
-    if d.architecture not in SGLANG_0_5_23_FUSION_ARCHITECTURES and not _is_mimo(d):
+    if d.architecture not in ARCHITECTURES and not _is_mimo(d):
         failed.append("architecture")
     if _is_mimo(d) and not (
         _is_sm100(d)
@@ -146,7 +144,7 @@ def _resolve(backend: str, d: Deployment) -> tuple[str | None, str | None]:
     return backend, None
 
 
-def sglang_0_5_23_refusal(deployment: Deployment) -> str | None:
+def refusal_for(deployment: Deployment) -> str | None:
     """SGLang 0.5.23's start-up error for ``deployment``, or None when it starts.
 
     The backend SGLang configures (user flags, auto-enable, enforce-disable and the
@@ -163,7 +161,7 @@ def sglang_0_5_23_refusal(deployment: Deployment) -> str | None:
     return _resolve(backend, deployment)[1]
 
 
-def sglang_0_5_23_backend(deployment: Deployment) -> str | None:
+def backend_for(deployment: Deployment) -> str | None:
     """The backend SGLang 0.5.23 runs for ``deployment``, or None when none is configured.
 
     ``auto`` resolves as ``_resolve_backend`` does: ``mnnvl`` on SM100-class GPUs,
@@ -201,10 +199,10 @@ def _mimo_failure_list(d: Deployment) -> list[str]:
 
 _SOURCE_AUTO = "arg_groups/overrides.py `_flashinfer_allreduce_fusion_auto_enable`"
 
-SGLANG_0_5_23_RULES = FusionRuleSet(
+RULES = FusionRuleSet(
     name="SGLang 0.5.23",
     enable_flag=BACKEND_FLAG,
-    backend=sglang_0_5_23_backend,
+    backend=backend_for,
     rules=(
         # arg_groups/overrides.py `_enforce_disable_allreduce_fusion`.
         FusionRule(
@@ -228,9 +226,9 @@ SGLANG_0_5_23_RULES = FusionRuleSet(
         FusionRule(
             rule_id=RuleId.BACKEND_REFUSED,
             effect=RuleEffect.VETO,
-            applies=lambda d: sglang_0_5_23_refusal(d) is not None,
+            applies=lambda d: refusal_for(d) is not None,
             explain=lambda d: (
-                f"SGLang 0.5.23 refuses to start: {sglang_0_5_23_refusal(d)} "
+                f"SGLang 0.5.23 refuses to start: {refusal_for(d)} "
                 f"(_resolve_backend in layers/flashinfer_comm_fusion.py, for "
                 f"{_requested_flag(d) if _requested(d) else 'the auto-enabled backend'})"
             ),
@@ -287,9 +285,7 @@ SGLANG_0_5_23_RULES = FusionRuleSet(
         FusionRule(
             rule_id=RuleId.ARCHITECTURE_NOT_ALLOWED,
             effect=RuleEffect.BLOCK_AUTO_ENABLE,
-            applies=lambda d: (
-                d.architecture not in SGLANG_0_5_23_FUSION_ARCHITECTURES and not _is_mimo(d)
-            ),
+            applies=lambda d: d.architecture not in ARCHITECTURES and not _is_mimo(d),
             explain=lambda d: (
                 f"{d.architecture} is neither on SGLang 0.5.23's "
                 "_FLASHINFER_ALLREDUCE_FUSION_ARCHS nor a MiMo V2 model"
@@ -348,12 +344,12 @@ the CUDA toolkit versions behind ``is_sm90_supported`` / ``is_sm100_supported``.
 .. versionadded:: 0.3.0
 """
 
-# The SGLang 0.5.23 code each rule of SGLANG_0_5_23_RULES follows (paths under
+# The SGLang 0.5.23 code each rule of RULES follows (paths under
 # `python/sglang/srt/`), and the code behind an auto-enabled decision: what the migration
 # guide's generated table cites (fi_compat/policy/_cases.py).
 _OVERRIDES = "arg_groups/overrides.py"
 _ADD_NORM = "layers/layer_boundary/residual/add_norm.py `flashinfer_ar_fusion_applies`"
-_SOURCES: dict[RuleId, str] = {
+SOURCES: dict[RuleId, str] = {
     RuleId.ENFORCE_DISABLE: f"{_OVERRIDES} `_enforce_disable_allreduce_fusion`",
     RuleId.DETERMINISTIC_INFERENCE: f"{_OVERRIDES} `_deterministic_allreduce_fusion_disable`",
     RuleId.BACKEND_REFUSED: "layers/flashinfer_comm_fusion.py `_resolve_backend`",

@@ -22,7 +22,10 @@ from __future__ import annotations
 from fi_compat.policy._deployment import Deployment, FusionChoice, RuleEffect, RuleId
 from fi_compat.policy._rules import FusionRule, FusionRuleSet
 
-__all__ = ["VLLM_0_33_0_RULES", "vllm_0_33_0_backend", "vllm_0_33_0_refusal"]
+__all__ = ["RELEASE", "RULES", "SOURCES", "backend_for", "refusal_for"]
+
+#: The vLLM release these rules follow.
+RELEASE = "0.33.0"
 
 FUSE_FLAG = "compilation_config.pass_config.fuse_allreduce_rms"
 BACKEND_ENV = "VLLM_FLASHINFER_ALLREDUCE_BACKEND"
@@ -72,7 +75,7 @@ def _pass_configured(d: Deployment) -> bool:
     return d.tp_size > 1 and _default_gpu(d)
 
 
-def vllm_0_33_0_refusal(deployment: Deployment) -> str | None:
+def refusal_for(deployment: Deployment) -> str | None:
     """vLLM 0.33.0's start-up error for ``deployment``, or None when it starts.
 
     Reached only when the fusion pass is configured and gets as far as its workspace
@@ -96,7 +99,7 @@ def vllm_0_33_0_refusal(deployment: Deployment) -> str | None:
     return None
 
 
-def vllm_0_33_0_backend(deployment: Deployment) -> str | None:
+def backend_for(deployment: Deployment) -> str | None:
     """The backend vLLM 0.33.0 asks for (``_resolve_fi_ar_backend``), or None for none.
 
     ``VLLM_FLASHINFER_ALLREDUCE_BACKEND`` (:attr:`Deployment.fusion_backend`) when it is
@@ -114,10 +117,10 @@ def vllm_0_33_0_backend(deployment: Deployment) -> str | None:
     return None
 
 
-VLLM_0_33_0_RULES = FusionRuleSet(
+RULES = FusionRuleSet(
     name="vLLM 0.33.0",
     enable_flag=f"{FUSE_FLAG}=True",
-    backend=vllm_0_33_0_backend,
+    backend=backend_for,
     rules=(
         # fi-compat's API only: vLLM has no enforce-disable flag.
         FusionRule(
@@ -146,8 +149,8 @@ VLLM_0_33_0_RULES = FusionRuleSet(
         FusionRule(
             rule_id=RuleId.BACKEND_REFUSED,
             effect=RuleEffect.VETO,
-            applies=lambda d: vllm_0_33_0_refusal(d) is not None,
-            explain=lambda d: f"vLLM 0.33.0 refuses to start: {vllm_0_33_0_refusal(d)}",
+            applies=lambda d: refusal_for(d) is not None,
+            explain=lambda d: f"vLLM 0.33.0 refuses to start: {refusal_for(d)}",
             priority=2,
             refuses=True,
         ),
@@ -245,14 +248,14 @@ run time.
 .. versionadded:: 0.3.0
 """
 
-# The vLLM 0.33.0 code each rule of VLLM_0_33_0_RULES follows (paths under `vllm/`), and
+# The vLLM 0.33.0 code each rule of RULES follows (paths under `vllm/`), and
 # the code behind an auto-enabled decision: what the migration guide's generated table
 # cites (fi_compat/policy/_cases.py).
 _DEFAULT = "config/vllm.py `enable_allreduce_rms_fusion`"
 _PASS = "compilation/passes/fusion/allreduce_rms_fusion.py `AllReduceFusionPass.__init__`"
 _WORKSPACE = "distributed/device_communicators/flashinfer_all_reduce.py"
 _USER_SET = "config/vllm.py `_apply_optimization_level_defaults` keeps a value the user set"
-_SOURCES: dict[RuleId, str] = {
+SOURCES: dict[RuleId, str] = {
     RuleId.ENFORCE_DISABLE: "fi-compat's own: vLLM has no such flag",
     RuleId.DETERMINISTIC_INFERENCE: (
         f"fi-compat's determinism switch, where vLLM's {_DEFAULT} keeps an explicit "
