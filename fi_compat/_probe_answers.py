@@ -8,17 +8,15 @@ from types import MappingProxyType
 from fi_compat._signature import Status, Support, exact_text
 
 
-def _unknown(keywords: tuple[str, ...], reason: str) -> dict[str, Support]:
+def unknown(keywords: tuple[str, ...], reason: str) -> dict[str, Support]:
     return dict.fromkeys(keywords, Support(Status.UNKNOWN, reason))
 
 
-def _all_unknown(
-    names: Mapping[str, tuple[str, ...]], reason: str
-) -> dict[str, dict[str, Support]]:
-    return {owner: _unknown(keywords, reason) for owner, keywords in names.items()}
+def all_unknown(names: Mapping[str, tuple[str, ...]], reason: str) -> dict[str, dict[str, Support]]:
+    return {owner: unknown(keywords, reason) for owner, keywords in names.items()}
 
 
-def _checked(support: Support) -> Support:
+def checked(support: Support) -> Support:
     """The answer as plain data: a real :class:`Status` and an exact ``str`` reason."""
     reason = exact_text(support.reason)
     if not isinstance(support.status, Status) or reason is None:
@@ -26,9 +24,9 @@ def _checked(support: Support) -> Support:
     return Support(support.status, reason)
 
 
-def _unsupported(keywords: tuple[str, ...], reason: str) -> dict[str, Support]:
+def unsupported(keywords: tuple[str, ...], reason: str) -> dict[str, Support]:
     return dict.fromkeys(keywords, Support(Status.UNSUPPORTED, reason))
 
 
-def _freeze(nested: Mapping[str, Mapping[str, Support]]) -> Mapping[str, Mapping[str, Support]]:
+def freeze(nested: Mapping[str, Mapping[str, Support]]) -> Mapping[str, Mapping[str, Support]]:
     return MappingProxyType({key: MappingProxyType(dict(value)) for key, value in nested.items()})

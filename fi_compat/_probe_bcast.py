@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from fi_compat._forwarding import calls_named
-from fi_compat._probe_guard import _attempt
+from fi_compat._probe_guard import attempt
 from fi_compat._signature import Status, Support, parse_def
 from fi_compat._surface import TORCH_DIST_BACKEND
 
@@ -23,12 +23,12 @@ def _calls_get_global_rank(func: Any) -> bool:
     return calls_named(parse_def(func), "get_global_rank")
 
 
-def _bcast_root(cls: type) -> Support:
+def probe_bcast_root(cls: type) -> Support:
     """Does ``cls.bcast(data, root)`` translate a group-local root into a global rank?"""
-    bcast, error = _attempt(getattr, cls, "bcast")
+    bcast, error = attempt(getattr, cls, "bcast")
     calls = None
     if error is None:
-        calls, error = _attempt(_calls_get_global_rank, bcast)
+        calls, error = attempt(_calls_get_global_rank, bcast)
     if error is not None or calls is None:
         return Support(Status.UNKNOWN, f"cannot read {TORCH_DIST_BACKEND.key}.bcast: {error}")
     if calls:

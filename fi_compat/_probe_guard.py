@@ -14,7 +14,7 @@ from fi_compat._signature import describe_error
 _T = TypeVar("_T")
 
 
-def _attempt(func: Callable[..., _T], *args: Any) -> tuple[_T | None, str | None]:
+def attempt(func: Callable[..., _T], *args: Any) -> tuple[_T | None, str | None]:
     """``(func(*args), None)``, or ``(None, description)`` for anything but Ctrl-C."""
     try:
         return func(*args), None
@@ -24,7 +24,7 @@ def _attempt(func: Callable[..., _T], *args: Any) -> tuple[_T | None, str | None
         return None, describe_error(error)
 
 
-def _getattr(obj: object, name: str) -> tuple[Any, str | None]:
+def guarded_getattr(obj: object, name: str) -> tuple[Any, str | None]:
     """``(value, None)``; ``(None, None)`` when absent; ``(None, description)`` when reading
     the attribute raised something other than ``AttributeError`` (a lazy ``__getattr__``
     raising ``ModuleNotFoundError``, a property raising ``SystemExit``, ...)."""
@@ -38,11 +38,11 @@ def _getattr(obj: object, name: str) -> tuple[Any, str | None]:
         return None, describe_error(error)
 
 
-def _member(obj: object, name: str, test: Callable[[Any], bool]) -> tuple[Any, bool, str | None]:
+def member(obj: object, name: str, test: Callable[[Any], bool]) -> tuple[Any, bool, str | None]:
     """``(value, test(value), None)`` for ``obj.<name>``; ``(None, False, description)``
     when reading it or testing it raised; ``(None, False, None)`` when it is absent."""
-    value, error = _getattr(obj, name)
+    value, error = guarded_getattr(obj, name)
     if error is not None:
         return None, False, error
-    passed, error = _attempt(test, value)
+    passed, error = attempt(test, value)
     return value, bool(passed), error

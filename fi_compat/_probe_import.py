@@ -15,14 +15,14 @@ from typing import Any
 
 from packaging.version import Version
 
-from fi_compat._probe_guard import _attempt, _getattr
+from fi_compat._probe_guard import attempt, guarded_getattr
 from fi_compat._signature import describe_error, exact_text
 from fi_compat._surface import DISTRIBUTIONS, FLASHINFER
 
 _SOURCE_BUILD_VERSION = Version("0.0.0")
 
 
-def _import_module(name: str) -> tuple[Any, BaseException | None]:
+def import_module(name: str) -> tuple[Any, BaseException | None]:
     try:
         module: Any = importlib.import_module(name)
     except KeyboardInterrupt:
@@ -34,30 +34,30 @@ def _import_module(name: str) -> tuple[Any, BaseException | None]:
     return module, None
 
 
-def _import(name: str) -> tuple[Any, str | None]:
-    module, error = _import_module(name)
+def import_guarded(name: str) -> tuple[Any, str | None]:
+    module, error = import_module(name)
     return module, None if error is None else describe_error(error)
 
 
-def _parse_version(raw: str | None) -> tuple[Version | None, bool]:
+def parse_version(raw: str | None) -> tuple[Version | None, bool]:
     if raw is None:
         return None, False
     # InvalidVersion, and ValueError for a release number too long to convert to int.
-    parsed, error = _attempt(Version, raw)
+    parsed, error = attempt(Version, raw)
     if parsed is None or error is not None:
         return None, True
     return parsed, parsed.release == _SOURCE_BUILD_VERSION.release or parsed.local is not None
 
 
-def _distribution_version() -> str | None:
+def distribution_version() -> str | None:
     for dist in DISTRIBUTIONS:
-        version, _ = _attempt(importlib.metadata.version, dist)  # not found, or broken metadata
+        version, _ = attempt(importlib.metadata.version, dist)  # not found, or broken metadata
         if exact_text(version) is not None:
             return exact_text(version)
     return None
 
 
-def _installed() -> bool:
+def is_installed() -> bool:
     try:
         if FLASHINFER in sys.modules:
             # None there is the documented way to block an import: treat it as absent.
@@ -73,12 +73,12 @@ def _first(items: Any) -> Any:
     return next(iter(items), None)  # never list(): __path__ may be endless
 
 
-def _location(module: Any) -> str | None:
-    paths, error = _getattr(module, "__path__")
+def location_of(module: Any) -> str | None:
+    paths, error = guarded_getattr(module, "__path__")
     if paths is not None and error is None:
-        entry, _ = _attempt(_first, paths)
-        path, _ = _attempt(os.fspath, entry) if entry is not None else (None, None)
+        entry, _ = attempt(_first, paths)
+        path, _ = attempt(os.fspath, entry) if entry is not None else (None, None)
         if exact_text(path):
             return exact_text(path)
-    file, _ = _getattr(module, "__file__")
+    file, _ = guarded_getattr(module, "__file__")
     return exact_text(file)

@@ -11,19 +11,19 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from fi_compat._arguments import require_instance
-from fi_compat._probe_guard import _getattr, _member
-from fi_compat._probe_import import _import_module
+from fi_compat._probe_guard import guarded_getattr, member
+from fi_compat._probe_import import import_module
 from fi_compat._signature import describe_error
 from fi_compat._surface import COMM, FLASHINFER, Home, Symbol
 
 
 def _absent(module_name: str, error: BaseException) -> bool:
     """``error`` says that ``module_name`` itself does not exist."""
-    name, failed = _getattr(error, "name")
+    name, failed = guarded_getattr(error, "name")
     return isinstance(error, ModuleNotFoundError) and failed is None and name == module_name
 
 
-def _find(
+def find(
     symbol: Symbol, test: Callable[[Any], bool], imported: Mapping[str, Any]
 ) -> tuple[Any, Home | None, list[str]]:
     """``(value, home, failures)``: ``symbol`` at the first of its homes where it is present
@@ -39,12 +39,12 @@ def _find(
         if module is None:
             module = sys.modules.get(home.module)
         if module is None:
-            module, import_error = _import_module(home.module)
+            module, import_error = import_module(home.module)
             if import_error is not None and not _absent(home.module, import_error):
                 failures.append(f"import {home.module} failed: {describe_error(import_error)}")
         if module is None:
             continue
-        value, passed, error = _member(module, home.name, test)
+        value, passed, error = member(module, home.name, test)
         if error is not None:
             failures.append(f"reading {home.dotted} raised {error}")
         elif passed:
@@ -52,7 +52,7 @@ def _find(
     return None, None, failures
 
 
-def _nowhere(symbol: Symbol) -> str:
+def nowhere(symbol: Symbol) -> str:
     """``"flashinfer.comm has no <name>"``: where ``symbol`` was looked for in vain."""
     modules = tuple(dict.fromkeys(home.module for home in symbol.homes))
     names = " or ".join(symbol.names)
@@ -69,7 +69,7 @@ _MRO = type.__dict__["__mro__"]
 _NAMESPACE = type.__dict__["__dict__"]
 
 
-def _static_member(cls: type, name: str) -> Any:
+def static_member(cls: type, name: str) -> Any:
     """``name`` as defined on ``cls`` or a base, read from the class namespaces directly.
 
     Unlike ``inspect.getattr_static`` this never goes through ``cls.__dict__``, which a
@@ -99,5 +99,5 @@ def locate(symbol: Symbol) -> Any:
     require_instance(
         "symbol", symbol, Symbol, "a Symbol of fi_compat._surface", fix="pass e.g. LEGACY_FACTORY"
     )
-    value, home, _ = _find(symbol, _present, {})
+    value, home, _ = find(symbol, _present, {})
     return value if home is not None else None

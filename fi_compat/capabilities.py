@@ -29,18 +29,18 @@ from fi_compat._log import get_logger
 
 # The probe's steps, one module per job. Every helper the probe below calls is looked up in
 # this module's namespace at call time, so tests patching ``capabilities.<name>`` (such as
-# ``_find``, ``_distribution_version``, ``inspect_callable``) still patch the probe.
-from fi_compat._probe_answers import _all_unknown, _checked, _freeze, _unknown, _unsupported
-from fi_compat._probe_bcast import _bcast_root
-from fi_compat._probe_guard import _attempt, _getattr
+# ``find``, ``distribution_version``, ``inspect_callable``) still patch the probe.
+from fi_compat._probe_answers import all_unknown, checked, freeze, unknown, unsupported
+from fi_compat._probe_bcast import probe_bcast_root
+from fi_compat._probe_guard import attempt, guarded_getattr
 from fi_compat._probe_import import (
-    _distribution_version,
-    _import,
-    _installed,
-    _location,
-    _parse_version,
+    distribution_version,
+    import_guarded,
+    is_installed,
+    location_of,
+    parse_version,
 )
-from fi_compat._probe_lookup import _find, _nowhere, _static_member
+from fi_compat._probe_lookup import find, nowhere, static_member
 from fi_compat._signature import (
     Shape,
     Status,
@@ -272,20 +272,20 @@ class Capabilities:
 
 
 def _probe_flashinfer() -> tuple[FlashInferInfo, Any]:
-    installed = _installed()
-    module, error = _import(FLASHINFER) if installed else (None, None)
-    raw, _ = _getattr(module, "__version__") if module is not None else (None, None)
+    installed = is_installed()
+    module, error = import_guarded(FLASHINFER) if installed else (None, None)
+    raw, _ = guarded_getattr(module, "__version__") if module is not None else (None, None)
     version = exact_text(raw)
     if version is None:
-        version = _distribution_version()
-    parsed, source_build = _parse_version(version)
+        version = distribution_version()
+    parsed, source_build = parse_version(version)
     info = FlashInferInfo(
         installed=installed,
         version=version,
         parsed_version=parsed,
         source_build=source_build,
         import_error=error,
-        location=_location(module) if module is not None else None,
+        location=location_of(module) if module is not None else None,
     )
     return info, module
 
@@ -305,12 +305,12 @@ def _torch_version(torch: Any) -> str | None:
 def _probe_torch() -> TorchInfo:
     torch = sys.modules.get("torch")
     if torch is None:
-        version, _ = _attempt(importlib.metadata.version, "torch")
+        version, _ = attempt(importlib.metadata.version, "torch")
         return TorchInfo(version=exact_text(version), cuda_available=None, cuda_version=None)
     return TorchInfo(
-        version=_attempt(_torch_version, torch)[0],
-        cuda_available=_attempt(_cuda_available, torch)[0],
-        cuda_version=_attempt(_torch_cuda_version, torch)[0],
+        version=attempt(_torch_version, torch)[0],
+        cuda_available=attempt(_cuda_available, torch)[0],
+        cuda_version=attempt(_torch_cuda_version, torch)[0],
     )
 
 
@@ -318,7 +318,7 @@ def _shape_and_answers(
     name: str, func: Any, keywords: tuple[str, ...], owner: type | None
 ) -> tuple[Shape, dict[str, Support]]:
     shape = inspect_callable(name, func, owner=owner)
-    answers = {keyword: _checked(support) for keyword, support in supports(shape, keywords).items()}
+    answers = {keyword: checked(support) for keyword, support in supports(shape, keywords).items()}
     return shape, answers
 
 
@@ -326,21 +326,21 @@ def _inspect(
     name: str, func: Any, keywords: tuple[str, ...], owner: type | None = None
 ) -> tuple[Shape, dict[str, Support]]:
     """What ``func`` accepts; whatever the signature reader raises becomes ``unknown``."""
-    result, error = _attempt(_shape_and_answers, name, func, keywords, owner)
+    result, error = attempt(_shape_and_answers, name, func, keywords, owner)
     if result is not None:
         return result
     reason = f"cannot read the signature of {name}: {error}"
     shape = Shape(name=name, keywords=None, open_ended=True, via=(name,), error=error)
-    return shape, _unknown(keywords, reason)
+    return shape, unknown(keywords, reason)
 
 
 def _find_torch_dist_backend(comm: Any) -> tuple[str | None, Support]:
-    cls, home, failures = _find(TORCH_DIST_BACKEND, inspect.isclass, {COMM: comm})
+    cls, home, failures = find(TORCH_DIST_BACKEND, inspect.isclass, {COMM: comm})
     if home is not None:
-        return home.dotted, _bcast_root(cls)
+        return home.dotted, probe_bcast_root(cls)
     if failures:
         return None, Support(Status.UNKNOWN, "; ".join(failures))
-    return None, Support(Status.UNSUPPORTED, _nowhere(TORCH_DIST_BACKEND))
+    return None, Support(Status.UNSUPPORTED, nowhere(TORCH_DIST_BACKEND))
 
 
 def _probe_comm_callable(
@@ -348,11 +348,11 @@ def _probe_comm_callable(
 ) -> tuple[bool, dict[str, Support], Shape | None]:
     """(present, answers, shape) for one symbol of :data:`COMM_PROBES`."""
     keywords = symbol.keywords
-    func, home, failures = _find(symbol, callable, {COMM: comm})
+    func, home, failures = find(symbol, callable, {COMM: comm})
     if home is None:
         if failures:
-            return False, _unknown(keywords, "; ".join(failures)), None
-        return False, _unsupported(keywords, _nowhere(symbol)), None
+            return False, unknown(keywords, "; ".join(failures)), None
+        return False, unsupported(keywords, nowhere(symbol)), None
     shape, answers = _inspect(home.dotted, func, keywords)
     return True, answers, shape
 
@@ -364,7 +364,7 @@ def _unavailable_comm(error: str, reason: str, bcast: str) -> CommCapabilities:
         unified_api=False,
         legacy_api=False,
         shapes=MappingProxyType({}),
-        kwargs=_freeze(_all_unknown(COMM_PROBES, reason)),
+        kwargs=freeze(all_unknown(COMM_PROBES, reason)),
         torch_dist_backend=None,
         bcast_root_is_group_local=Support(Status.UNKNOWN, bcast),
     )
@@ -376,7 +376,7 @@ def _probe_comm(flashinfer: FlashInferInfo) -> CommCapabilities:
             f"flashinfer unavailable: {flashinfer.import_error or 'flashinfer is not installed'}"
         )
         return _unavailable_comm(reason, reason, "flashinfer unavailable")
-    comm, error = _import(COMM)
+    comm, error = import_guarded(COMM)
     if comm is None:
         error = error or "import flashinfer.comm failed"
         return _unavailable_comm(
@@ -398,7 +398,7 @@ def _probe_comm(flashinfer: FlashInferInfo) -> CommCapabilities:
         unified_api=all(present[name] for name in _UNIFIED_API),
         legacy_api=all(present[name] for name in _LEGACY_API),
         shapes=MappingProxyType(shapes),
-        kwargs=_freeze(kwargs),
+        kwargs=freeze(kwargs),
         torch_dist_backend=backend,
         bcast_root_is_group_local=bcast_root,
     )
@@ -407,21 +407,21 @@ def _probe_comm(flashinfer: FlashInferInfo) -> CommCapabilities:
 def _probe_wrapper(module: Any, wrapper: Symbol, shapes: dict[str, Shape]) -> dict[str, Support]:
     """The ``plan`` answers of one wrapper; adds its shapes to ``shapes``."""
     plan_keywords = wrapper.methods[PLAN]
-    cls, home, failures = _find(wrapper, inspect.isclass, {FLASHINFER: module})
+    cls, home, failures = find(wrapper, inspect.isclass, {FLASHINFER: module})
     if home is None:
         if failures:
-            return _unknown(plan_keywords, "; ".join(failures))
-        return _unsupported(plan_keywords, _nowhere(wrapper))
+            return unknown(plan_keywords, "; ".join(failures))
+        return unsupported(plan_keywords, nowhere(wrapper))
     answers: dict[str, Support] = {}
     for method, keywords in wrapper.methods.items():
         name = f"{wrapper.key}.{method}"
-        func, error = _attempt(_static_member, cls, method)
+        func, error = attempt(static_member, cls, method)
         if error is not None or func is None:
             if method == PLAN:
                 answers = (
-                    _unknown(keywords, f"reading {name} raised {error}")
+                    unknown(keywords, f"reading {name} raised {error}")
                     if error is not None
-                    else _unsupported(keywords, f"{wrapper.key} has no {PLAN}")
+                    else unsupported(keywords, f"{wrapper.key} has no {PLAN}")
                 )
             continue
         shape, method_answers = _inspect(name, func, keywords, owner=cls)
@@ -440,7 +440,7 @@ def _probe_attention(
         key = f"{wrapper.key}.{PLAN}"
         if module is None:
             reason = f"flashinfer unavailable: {flashinfer.import_error or 'not installed'}"
-            answers[key] = _unknown(wrapper.methods[PLAN], reason)
+            answers[key] = unknown(wrapper.methods[PLAN], reason)
         else:
             answers[key] = _probe_wrapper(module, wrapper, shapes)
     return answers, shapes
@@ -448,11 +448,11 @@ def _probe_attention(
 
 def _placeholder(reason: str, *, in_progress: bool) -> Capabilities:
     """An answer that knows nothing: every item ``unknown`` because of ``reason``."""
-    attention = _all_unknown(ATTENTION_PROBES, reason)
+    attention = all_unknown(ATTENTION_PROBES, reason)
     return Capabilities(
         fi_compat_version=__version__,
         flashinfer=FlashInferInfo(
-            installed=_installed(),
+            installed=is_installed(),
             version=None,
             parsed_version=None,
             source_build=False,
@@ -462,7 +462,7 @@ def _placeholder(reason: str, *, in_progress: bool) -> Capabilities:
         ),
         torch=TorchInfo(version=None, cuda_available=None, cuda_version=None),
         comm=_unavailable_comm(reason, reason, reason),
-        attention=_freeze(attention),
+        attention=freeze(attention),
         attention_shapes=MappingProxyType({}),
     )
 
@@ -476,7 +476,7 @@ def _probe() -> Capabilities:
         flashinfer=flashinfer,
         torch=_probe_torch(),
         comm=comm,
-        attention=_freeze(attention),
+        attention=freeze(attention),
         attention_shapes=MappingProxyType(attention_shapes),
     )
 

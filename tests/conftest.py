@@ -99,7 +99,7 @@ def no_flashinfer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
     """Make ``flashinfer`` look absent, whatever is installed."""
     saved_modules = _drop_flashinfer_modules()
     monkeypatch.setitem(sys.modules, "flashinfer", None)
-    monkeypatch.setattr(capabilities, "_distribution_version", lambda: None)
+    monkeypatch.setattr(capabilities, "distribution_version", lambda: None)
     capabilities.clear_cache()
     yield
     monkeypatch.undo()

@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 from fi_compat._forwarding import ALL, analyse
 from fi_compat._records import parse_record
 from fi_compat._signature import Status, inspect_callable
-from fi_compat.testing._generator import _module_source as generated_module
-from fi_compat.testing._registry import _collect
+from fi_compat.testing._generator import module_source as generated_module
+from fi_compat.testing._registry import collect
 from tools.recorder import record_release
 
 S, U, N = "supported", "unknown", "unsupported"
@@ -577,7 +577,7 @@ CASES: list[tuple[str, str, str, str, str, str]] = [
 ]
 
 
-def _module_source(helpers: str, plan: str, impl: str) -> str:
+def module_source(helpers: str, plan: str, impl: str) -> str:
     methods = "\n\n".join(
         textwrap.indent(textwrap.dedent(text).strip(), "    ")
         for text in (
@@ -627,14 +627,14 @@ def _recorded(tmp_path: Path, source: str) -> dict[str, str]:
 def test_live_and_recorded_agree(
     tmp_path: Path, helpers: str, plan: str, impl: str, fixed: str, disable: str
 ) -> None:
-    source = _module_source(helpers, plan, impl)
+    source = module_source(helpers, plan, impl)
     expected = {"fixed_split_size": fixed, "disable_split_kv": disable}
     assert _live(tmp_path, source) == expected
     assert _recorded(tmp_path, source) == expected
 
 
 def test_reason_names_the_construct_and_line(tmp_path: Path) -> None:
-    source = _module_source("", {c[0]: c[2] for c in CASES}["pop"], KW_ONLY_IMPL)
+    source = module_source("", {c[0]: c[2] for c in CASES}["pop"], KW_ONLY_IMPL)
     path = tmp_path / "reason_case.py"
     path.write_text(source, encoding="utf-8")
     cls = _import(path).BatchDecodeWithPagedKVCacheWrapper
@@ -653,7 +653,7 @@ def test_module_function_target_is_followed_live(tmp_path: Path) -> None:
     # Live only: a recorded release answers "unknown" for a non-method target (the
     # loader follows methods of the same class only), which is safe.
     helpers = "def _impl(indptr, *, fixed_split_size=None):\n    return None\n"
-    source = _module_source(helpers, _plan("return _impl(indptr, **kwargs)"), KW_ONLY_IMPL)
+    source = module_source(helpers, _plan("return _impl(indptr, **kwargs)"), KW_ONLY_IMPL)
     assert _live(tmp_path, source) == {"fixed_split_size": S, "disable_split_kv": N}
     assert _recorded(tmp_path, source) == {"fixed_split_size": U, "disable_split_kv": U}
 
@@ -698,7 +698,7 @@ def test_keyboard_interrupt_is_not_swallowed() -> None:
 
 
 def test_fake_forwarder_reproduces_recorded_drops(tmp_path: Path) -> None:
-    source = _module_source("", {c[0]: c[2] for c in CASES}["pop"], KW_ONLY_IMPL)
+    source = module_source("", {c[0]: c[2] for c in CASES}["pop"], KW_ONLY_IMPL)
     package = tmp_path / "tree" / "flashinfer"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text(f"from .decode import {WRAPPER}\n", encoding="utf-8")
@@ -708,7 +708,7 @@ def test_fake_forwarder_reproduces_recorded_drops(tmp_path: Path) -> None:
     assert plan is not None
     assert plan.forwards_kwargs_drops == ("fixed_split_size",)
     generated = generated_module(
-        record, _collect(record), str(tmp_path), "flashinfer.decode", cuda_runtime=True
+        record, collect(record), str(tmp_path), "flashinfer.decode", cuda_runtime=True
     )
     path = tmp_path / "fake_decode.py"
     path.write_text(generated, encoding="utf-8")

@@ -49,7 +49,10 @@ def test_the_kinds_are_the_workspace_kinds() -> None:
 
 def test_every_measured_family_and_backend_has_a_name() -> None:
     pairs = {
-        (f, b) for entry in _reach._data().values() for f in entry for b in entry[f]["backends"]
+        (f, b)
+        for entry in _reach.reach_data().values()
+        for f in entry
+        for b in entry[f]["backends"]
     }
     assert {(f, b) for f, b in _reach.measured_pairs()} == pairs
     assert f"deterministic:{PAGED}:auto" in DETERMINISTIC

@@ -122,7 +122,7 @@ def test_locate_refuses_anything_but_a_symbol_before_looking(
     bad: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     looked: list[object] = []
-    monkeypatch.setattr(capabilities, "_find", lambda *args: looked.append(args))
+    monkeypatch.setattr(capabilities, "find", lambda *args: looked.append(args))
     with pytest.raises(InvalidArgumentError, match="symbol"):
         _probe_lookup.locate(bad)  # type: ignore[arg-type]
     assert looked == []

@@ -5,14 +5,14 @@ from __future__ import annotations
 import ast
 
 from fi_compat._forwarding.results import ALL, Doubt
-from fi_compat._forwarding.syntax import _constant_key, _mentions, _snippet
-from fi_compat._forwarding.walk import _Walk
+from fi_compat._forwarding.syntax import constant_key, mentions_carrier, snippet
+from fi_compat._forwarding.walk import Walk
 
 #: How many helper calls deep a copy is followed.
 MAX_HELPER_DEPTH = 4
 
 
-class _Carriers(_Walk):
+class Carriers(Walk):
     """Which names carry the dict, and what each copy on the way may drop."""
 
     def _compute_carriers(self) -> None:
@@ -92,9 +92,9 @@ class _Carriers(_Walk):
         for key, value in list(zip(expr.keys, expr.values, strict=True))[first + 1 :]:
             if key is None and self._copy(value, carriers) is not None:
                 continue
-            constant = _constant_key(key) if key is not None else None
+            constant = constant_key(key) if key is not None else None
             keyword = constant if constant is not None else ALL
-            found.append(self._make(keyword, expr, f"{_snippet(expr)} (a later entry)"))
+            found.append(self._make(keyword, expr, f"{snippet(expr)} (a later entry)"))
         return tuple(found)
 
     def _copy_dict_call(self, expr: ast.Call, carriers: set[str]) -> tuple[Doubt, ...] | None:
@@ -116,7 +116,7 @@ class _Carriers(_Walk):
         if not isinstance(expr.func, ast.Name) or self.depth >= MAX_HELPER_DEPTH:
             return None
         name = expr.func.id
-        if name in self.params or name in self.bindings or not _mentions(expr, carriers):
+        if name in self.params or name in self.bindings or not mentions_carrier(expr, carriers):
             return None
         mentions = [
             sub for sub in ast.walk(expr) if isinstance(sub, ast.Name) and sub.id in carriers

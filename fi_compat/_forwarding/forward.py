@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from fi_compat._forwarding.paths import _Paths
+from fi_compat._forwarding.paths import Paths
 from fi_compat._forwarding.results import (
     ALL,
     Analysis,
@@ -15,8 +15,8 @@ from fi_compat._forwarding.results import (
     Ref,
     Resolver,
 )
-from fi_compat._forwarding.syntax import _snippet
-from fi_compat._forwarding.uses import _Uses
+from fi_compat._forwarding.syntax import snippet
+from fi_compat._forwarding.uses import Uses
 
 
 def analyse(
@@ -45,7 +45,7 @@ def analyse(
     return _Function(node, param, resolver, where, method, {}, 0).forward()
 
 
-class _Function(_Uses, _Paths):
+class _Function(Uses, Paths):
     """The whole analysis of one function: every stage, in the order :meth:`forward` runs them."""
 
     # ---------------------------------------------------------------- forwards
@@ -149,10 +149,10 @@ class _Function(_Uses, _Paths):
         for call in calls:
             splats = [kw for kw in call.keywords if kw.arg is None]
             if len(splats) > 1:
-                self._doubt(ALL, call, f"{_snippet(call)} (more than one **)")
+                self._doubt(ALL, call, f"{snippet(call)} (more than one **)")
             for kw in call.keywords:
                 if kw.arg is not None:
-                    self._doubt(kw.arg, call, f"{kw.arg}= passed as well to {_snippet(call.func)}")
+                    self._doubt(kw.arg, call, f"{kw.arg}= passed as well to {snippet(call.func)}")
             starred = any(isinstance(arg, ast.Starred) for arg in call.args)
             plain = sum(not isinstance(arg, ast.Starred) for arg in call.args)
             forwards.append(ForwardCall(call.lineno, plain, starred))

@@ -5,22 +5,22 @@ from __future__ import annotations
 import ast
 from typing import cast
 
-from fi_compat._forwarding.carriers import _Carriers
-from fi_compat._forwarding.syntax import _SCOPES
+from fi_compat._forwarding.carriers import Carriers
+from fi_compat._forwarding.syntax import SCOPES
 
 _TRY: tuple[type[ast.stmt], ...] = tuple(
     kind for kind in (ast.Try, getattr(ast, "TryStar", None)) if kind is not None
 )
 
 
-class _Paths(_Carriers):
+class Paths(Carriers):
     """Whether the forward (or, for a helper, a returned copy) is reached on every path."""
 
     def _definite(self, node: ast.AST, wanted: set[int]) -> bool:
         """Does evaluating ``node`` surely evaluate one of the ``wanted`` nodes?"""
         if id(node) in wanted:
             return True
-        if isinstance(node, _SCOPES):
+        if isinstance(node, SCOPES):
             return False
         if isinstance(node, ast.IfExp):
             return self._definite(node.test, wanted)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from fi_compat._forwarding.results import FunctionNode, MethodKind
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _SNIPPET = 60
 
 
@@ -38,29 +38,29 @@ def method_kind(node: FunctionNode) -> MethodKind | None:
     return "class" if "classmethod" in names else "instance"
 
 
-def _snippet(node: ast.AST) -> str:
+def snippet(node: ast.AST) -> str:
     text = ast.unparse(node)
     return text if len(text) <= _SNIPPET else text[: _SNIPPET - 3] + "..."
 
 
-def _constant_key(node: ast.expr) -> str | None:
+def constant_key(node: ast.expr) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
-def _parameters(node: FunctionNode | ast.Lambda) -> list[ast.arg]:
+def parameters_of(node: FunctionNode | ast.Lambda) -> list[ast.arg]:
     args = node.args
     found = [*args.posonlyargs, *args.args, *args.kwonlyargs]
     found += [arg for arg in (args.vararg, args.kwarg) if arg is not None]
     return found
 
 
-def _mentions(call: ast.Call, carriers: set[str]) -> bool:
+def mentions_carrier(call: ast.Call, carriers: set[str]) -> bool:
     """Does a direct argument of ``call`` name a carrier (cheap pre-check)?"""
     values = [*call.args, *(keyword.value for keyword in call.keywords)]
     return any(isinstance(value, ast.Name) and value.id in carriers for value in values)
 
 
-def _splatted(node: ast.expr, parent: ast.AST | None) -> bool:
+def splatted(node: ast.expr, parent: ast.AST | None) -> bool:
     """``**node`` in a call or a dict display: its items are copied, it is not kept."""
     if isinstance(parent, ast.keyword):
         return parent.arg is None
@@ -70,7 +70,7 @@ def _splatted(node: ast.expr, parent: ast.AST | None) -> bool:
     return False
 
 
-def _only_read(node: ast.expr, parent: ast.AST | None) -> bool:
+def only_read(node: ast.expr, parent: ast.AST | None) -> bool:
     """``k in c``, ``if c``, ``not c``, ``for k in c``, ``return c``: nothing can change it."""
     if isinstance(parent, ast.Compare | ast.Expr | ast.Return):
         return True
@@ -83,7 +83,7 @@ def _only_read(node: ast.expr, parent: ast.AST | None) -> bool:
     return False
 
 
-def _bound_names(node: ast.AST) -> Iterator[str]:
+def bound_names(node: ast.AST) -> Iterator[str]:
     """Names a node binds (any scope inside the function counts: conservative)."""
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
         yield node.id

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import ast
 
-from fi_compat._forwarding.carriers import _Carriers
+from fi_compat._forwarding.carriers import Carriers
 from fi_compat._forwarding.results import ALL
-from fi_compat._forwarding.syntax import _constant_key, _only_read, _snippet, _splatted
+from fi_compat._forwarding.syntax import constant_key, only_read, snippet, splatted
 
 #: ``dict`` methods that only read (or, for ``setdefault``, only add a missing key).
 _READS = frozenset(
@@ -18,7 +18,7 @@ _REFLECTIVE = frozenset({"locals", "vars", "eval", "exec"})
 _PURE = frozenset({"len", "isinstance", "bool", "sorted", "list", "tuple", "set", "frozenset"})
 
 
-class _Uses(_Carriers):
+class Uses(Carriers):
     """The doubts every read of a carrier raises."""
 
     def _scan_uses(self) -> None:
@@ -50,7 +50,7 @@ class _Uses(_Carriers):
             self._method_use(node, parent)
         elif isinstance(parent, ast.Subscript) and parent.value is node:
             self._item_use(node, parent)
-        elif _splatted(node, parent) or _only_read(node, parent):
+        elif splatted(node, parent) or only_read(node, parent):
             return
         elif isinstance(parent, ast.Call | ast.keyword):
             call = parent if isinstance(parent, ast.Call) else self.parents.get(id(parent))
@@ -59,7 +59,7 @@ class _Uses(_Carriers):
             elif self._pure_builtin(call) and call.func is not node:
                 return
             elif self._copy(call, self.carriers) is None:
-                self._doubt(ALL, call, f"{node.id} passed to {_snippet(call.func)}(...)")
+                self._doubt(ALL, call, f"{node.id} passed to {snippet(call.func)}(...)")
             elif isinstance(call.func, ast.Name) and call.func.id != "dict":
                 self._alias_use(node, call)  # a helper may hand back the very same dict
         elif isinstance(parent, ast.Assign | ast.AnnAssign) and parent.value is node:
@@ -78,10 +78,10 @@ class _Uses(_Carriers):
             targets = consumer.targets if isinstance(consumer, ast.Assign) else [consumer.target]
             if all(isinstance(t, ast.Name) and t.id in self.carriers for t in targets):
                 return
-        elif isinstance(consumer, ast.Expr | ast.Return) or _splatted(value, consumer):
+        elif isinstance(consumer, ast.Expr | ast.Return) or splatted(value, consumer):
             return
         where = consumer or node
-        self._doubt(ALL, where, f"{node.id} is aliased by {_snippet(where)}")
+        self._doubt(ALL, where, f"{node.id} is aliased by {snippet(where)}")
 
     def _method_use(self, node: ast.Name, attribute: ast.Attribute) -> None:
         call = self.parents.get(id(attribute))
@@ -91,7 +91,7 @@ class _Uses(_Carriers):
         if attribute.attr in _READS:
             return
         if attribute.attr == "pop" and call.args:
-            key = _constant_key(call.args[0])
+            key = constant_key(call.args[0])
             self._doubt(key if key is not None else ALL, call)
             return
         self._doubt(ALL, call)
@@ -99,7 +99,7 @@ class _Uses(_Carriers):
     def _item_use(self, node: ast.Name, subscript: ast.Subscript) -> None:
         if isinstance(subscript.ctx, ast.Load):
             return
-        key = _constant_key(subscript.slice)
+        key = constant_key(subscript.slice)
         if isinstance(subscript.ctx, ast.Store) and self._add_only(node, subscript):
             return
         statement = self.parents.get(id(subscript))

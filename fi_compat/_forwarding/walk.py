@@ -10,13 +10,13 @@ import ast
 from dataclasses import dataclass, field
 
 from fi_compat._forwarding.results import ALL, Doubt, FunctionNode, MethodKind, Resolver
-from fi_compat._forwarding.syntax import _SCOPES, _bound_names, _parameters, _snippet
+from fi_compat._forwarding.syntax import SCOPES, bound_names, parameters_of, snippet
 
 _HelperCache = dict[tuple[int, str], "tuple[Doubt, ...] | None"]
 
 
 @dataclass
-class _Walk:
+class Walk:
     """One function's body, walked once: parents, bindings, and the doubts found so far."""
 
     node: FunctionNode
@@ -37,7 +37,7 @@ class _Walk:
     nodes: list[ast.AST] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.params = {arg.arg for arg in _parameters(self.node)}
+        self.params = {arg.arg for arg in parameters_of(self.node)}
         todo: list[ast.AST] = list(self.node.body)
         for stmt in todo:
             self.parents[id(stmt)] = self.node
@@ -48,7 +48,7 @@ class _Walk:
                 self.parents[id(child)] = parent
                 todo.append(child)
         for sub in self.nodes:
-            for name in _bound_names(sub):
+            for name in bound_names(sub):
                 self.bindings.setdefault(name, []).append(sub)
 
     # ---------------------------------------------------------------- the walk
@@ -66,13 +66,13 @@ class _Walk:
     def _nested(self, node: ast.AST) -> bool:
         current = self.parents.get(id(node))
         while current is not None and current is not self.node:
-            if isinstance(current, _SCOPES):
+            if isinstance(current, SCOPES):
                 return True
             current = self.parents.get(id(current))
         return False
 
     def _make(self, keyword: str, node: ast.AST, what: str | None = None) -> Doubt:
-        text = what or _snippet(node)
+        text = what or snippet(node)
         effect = "may drop it" if keyword != ALL else "may drop or replace any keyword"
         return Doubt(keyword, f"{text} at line {self._line(node)} of {self.where} {effect}")
 

@@ -235,11 +235,11 @@ def available_releases() -> list[str]:
 
     .. versionadded:: 0.2.0
     """
-    return list(_available())
+    return list(shipped_releases())
 
 
 @functools.cache
-def _available() -> tuple[str, ...]:
+def shipped_releases() -> tuple[str, ...]:
     """The shipped releases, listed once per process (the package's files do not change
     while it runs, and every fake asks on entry)."""
     names = [
@@ -250,8 +250,8 @@ def _available() -> tuple[str, ...]:
     return tuple(sorted(names, key=_sort_key))
 
 
-def _canonical(version: str) -> str:
-    available = _available()
+def canonical_release(version: str) -> str:
+    available = shipped_releases()
     if version in available:
         return version
     try:
@@ -309,7 +309,7 @@ def load_release(release: str) -> ReleaseRecord:
     UnknownReleaseError
         No signature file ships for that release (a ``LookupError``).
     """
-    return _load(_canonical(release))
+    return _load(canonical_release(release))
 
 
 def introduced_in(module: str, name: str) -> str | None:

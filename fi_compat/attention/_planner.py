@@ -34,14 +34,14 @@ from fi_compat.attention._planner_checks import (
 from fi_compat.attention._settings import Settings
 from fi_compat.attention._spans import (
     KvSpan,
-    _cross_decoder,
-    _cross_encoder,
-    _full,
-    _window_decode,
-    _window_prefill,
     check_lens,
     check_ragged,
     check_window,
+    cross_decoder,
+    cross_encoder,
+    whole_span,
+    window_decode,
+    window_prefill,
 )
 from fi_compat.attention._vouch import (
     backend_of,
@@ -84,10 +84,10 @@ def _span_fn(layout: Layout, window_left: int | None) -> Callable[..., tuple[KvS
             seq_lens: Tensor, prefix_lens: Tensor | None, encoder_lens: Tensor | None, ragged: bool
         ) -> tuple[KvSpan, ...]:
             if prefix_lens is None:
-                return _window_decode(seq_lens, window_left), _full(seq_lens)
+                return window_decode(seq_lens, window_left), whole_span(seq_lens)
             full = prefix_lens if ragged else seq_lens
-            window_span = _window_prefill(seq_lens, prefix_lens, window_left, ragged)
-            return window_span, _full(full)
+            window_span = window_prefill(seq_lens, prefix_lens, window_left, ragged)
+            return window_span, whole_span(full)
 
         return window
     if layout is Layout.CROSS_ATTENTION:
@@ -104,7 +104,7 @@ def _span_fn(layout: Layout, window_left: int | None) -> Callable[..., tuple[KvS
                     )
                 )
             own = prefix_lens if ragged and prefix_lens is not None else seq_lens
-            return _cross_decoder(own, encoder_lens), _cross_encoder(encoder_lens)
+            return cross_decoder(own, encoder_lens), cross_encoder(encoder_lens)
 
         return cross
 
@@ -112,7 +112,7 @@ def _span_fn(layout: Layout, window_left: int | None) -> Callable[..., tuple[KvS
         seq_lens: Tensor, prefix_lens: Tensor | None, encoder_lens: Tensor | None, ragged: bool
     ) -> tuple[KvSpan, ...]:
         own = prefix_lens if ragged and prefix_lens is not None else seq_lens
-        return (_full(own),)
+        return (whole_span(own),)
 
     return single
 

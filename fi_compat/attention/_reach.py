@@ -119,7 +119,7 @@ class FamilyReach:
 
 
 @functools.lru_cache(maxsize=1)
-def _data() -> Mapping[str, Any]:
+def reach_data() -> Mapping[str, Any]:
     text = resources.files("fi_compat.attention").joinpath("reach.json").read_text("utf-8")
     loaded = json.loads(text)
     if not isinstance(loaded, dict) or loaded.get("schema") != SCHEMA:
@@ -134,7 +134,7 @@ def _data() -> Mapping[str, Any]:
 
 @functools.lru_cache(maxsize=1)
 def _measured() -> tuple[str, ...]:
-    return tuple(sorted(_data(), key=Version))
+    return tuple(sorted(reach_data(), key=Version))
 
 
 def measured_releases() -> list[str]:
@@ -150,7 +150,7 @@ def measured_releases() -> list[str]:
 
 @functools.lru_cache(maxsize=64)
 def _release(release: str) -> Mapping[str, FamilyReach]:
-    raw = _data().get(release)
+    raw = reach_data().get(release)
     if raw is None:
         return MappingProxyType({})
     families = {}
@@ -176,7 +176,7 @@ def measured_pairs() -> tuple[tuple[str, str], ...]:
     report's order (:data:`fi_compat._surface.ATTENTION_FAMILIES`, then the decode fast
     plan), each family's backends sorted by name."""
     seen: dict[str, set[str]] = {}
-    for entry in _data().values():
+    for entry in reach_data().values():
         for family, facts in entry.items():
             seen.setdefault(family, set()).update(facts["backends"])
     order = [*_surface.ATTENTION_FAMILIES, FAST_DECODE_PLAN]

@@ -113,18 +113,16 @@ def check_ragged(value: object) -> None:
 # after checking its own arguments once. The public ones check, then call them.
 
 
-def _full(kv_lens: Tensor) -> KvSpan:
+def whole_span(kv_lens: Tensor) -> KvSpan:
     return KvSpan(kv_lens, None)
 
 
-def _window_decode(seq_lens: Tensor, window_left: int) -> KvSpan:
+def window_decode(seq_lens: Tensor, window_left: int) -> KvSpan:
     kv_lens = seq_lens.clamp(max=window_left + 1)
     return KvSpan(kv_lens, seq_lens - kv_lens)
 
 
-def _window_prefill(
-    seq_lens: Tensor, prefix_lens: Tensor, window_left: int, ragged: bool
-) -> KvSpan:
+def window_prefill(seq_lens: Tensor, prefix_lens: Tensor, window_left: int, ragged: bool) -> KvSpan:
     if ragged:
         kv_start = (prefix_lens - window_left).clamp(min=0)
         return KvSpan(prefix_lens - kv_start, kv_start)
@@ -132,11 +130,11 @@ def _window_prefill(
     return KvSpan(kv_lens, seq_lens - kv_lens)
 
 
-def _cross_decoder(kv_lens: Tensor, encoder_lens: Tensor) -> KvSpan:
+def cross_decoder(kv_lens: Tensor, encoder_lens: Tensor) -> KvSpan:
     return KvSpan(kv_lens, encoder_lens)
 
 
-def _cross_encoder(encoder_lens: Tensor) -> KvSpan:
+def cross_encoder(encoder_lens: Tensor) -> KvSpan:
     return KvSpan(encoder_lens, None)
 
 
@@ -151,7 +149,7 @@ def full_span(kv_lens: Tensor) -> KvSpan:
         ``kv_lens`` is not a 1-D integer tensor.
     """
     check_lens("kv_lens", kv_lens)
-    return _full(kv_lens)
+    return whole_span(kv_lens)
 
 
 def window_decode_span(seq_lens: Tensor, window_left: int) -> KvSpan:
@@ -170,7 +168,7 @@ def window_decode_span(seq_lens: Tensor, window_left: int) -> KvSpan:
     """
     check_lens("seq_lens", seq_lens)
     check_window(window_left)
-    return _window_decode(seq_lens, window_left)
+    return window_decode(seq_lens, window_left)
 
 
 def window_prefill_span(
@@ -206,7 +204,7 @@ def window_prefill_span(
     check_lens("prefix_lens", prefix_lens, seq_lens)
     check_window(window_left)
     check_ragged(ragged)
-    return _window_prefill(seq_lens, prefix_lens, window_left, ragged)
+    return window_prefill(seq_lens, prefix_lens, window_left, ragged)
 
 
 def cross_attention_decoder_span(kv_lens: Tensor, encoder_lens: Tensor) -> KvSpan:
@@ -225,7 +223,7 @@ def cross_attention_decoder_span(kv_lens: Tensor, encoder_lens: Tensor) -> KvSpa
     """
     check_lens("kv_lens", kv_lens)
     check_lens("encoder_lens", encoder_lens, kv_lens, "kv_lens")
-    return _cross_decoder(kv_lens, encoder_lens)
+    return cross_decoder(kv_lens, encoder_lens)
 
 
 def cross_attention_encoder_span(encoder_lens: Tensor) -> KvSpan:
@@ -239,4 +237,4 @@ def cross_attention_encoder_span(encoder_lens: Tensor) -> KvSpan:
         ``encoder_lens`` is not a 1-D integer tensor.
     """
     check_lens("encoder_lens", encoder_lens)
-    return _cross_encoder(encoder_lens)
+    return cross_encoder(encoder_lens)

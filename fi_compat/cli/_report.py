@@ -52,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.set_defaults(func=run)
 
 
-def _import_torch_quietly() -> None:
+def import_torch_quietly() -> None:
     # Loading torch first lets the report say whether CUDA is available; a broken torch
     # is simply reported as such by the probe.
     try:
@@ -75,7 +75,7 @@ def _flush_c_stdio() -> None:
 
 
 @contextlib.contextmanager
-def _stdout_to_stderr() -> Iterator[None]:
+def stdout_to_stderr() -> Iterator[None]:
     """Send ``sys.stdout`` and file descriptor 1 to stderr for the duration."""
     saved_stream = sys.stdout
     with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -117,8 +117,8 @@ def run(args: argparse.Namespace) -> int:
     except UnknownRequirementError as error:
         write_err(f"fi-compat report: {error}")
         return 2
-    with _stdout_to_stderr():
-        _import_torch_quietly()
+    with stdout_to_stderr():
+        import_torch_quietly()
         capabilities = get_capabilities()
     lacking = missing(capabilities, names)
     if args.json:

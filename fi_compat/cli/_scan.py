@@ -76,10 +76,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 def _installed() -> tuple[str | None, str]:
     """The installed FlashInfer's release as the probe reports it, or None and why not."""
     from fi_compat.capabilities import get_capabilities
-    from fi_compat.cli._report import _import_torch_quietly, _stdout_to_stderr
+    from fi_compat.cli._report import import_torch_quietly, stdout_to_stderr
 
-    with _stdout_to_stderr():
-        _import_torch_quietly()
+    with stdout_to_stderr():
+        import_torch_quietly()
         found = get_capabilities().flashinfer
     if not found.installed:
         return None, "no FlashInfer is installed here"

@@ -31,17 +31,17 @@ from fi_compat._deprecation import renamed_keyword
 from fi_compat._records import load_release
 from fi_compat._surface import COMM, FLASHINFER
 from fi_compat.testing._fake_kernel import KernelPlan
-from fi_compat.testing._install import _Finder, _take_build
+from fi_compat.testing._install import Finder, take_build
 from fi_compat.testing._objects import (
-    _KITS,
-    _LOCK,
     CUDART_MESSAGE,
+    KITS,
+    LOCK,
     Call,
     Default,
     FakeFlashInfer,
     StandIn,
 )
-from fi_compat.testing._runtime import _INSTALLED, _PENDING, _SERVING
+from fi_compat.testing._runtime import INSTALLED, PENDING, SERVING
 
 __all__ = [
     "CUDART_MESSAGE",
@@ -137,7 +137,7 @@ def fake_flashinfer(
             errors[module] = planned
     record = load_release(release)
     token = uuid.uuid4().hex
-    build = _take_build(record, cuda_runtime=cuda_runtime, planned=frozenset(errors))
+    build = take_build(record, cuda_runtime=cuda_runtime, planned=frozenset(errors))
     kit = FakeFlashInfer(
         record,
         build.directory,
@@ -148,15 +148,15 @@ def fake_flashinfer(
         _workspace_classes=build.workspace_classes,
         _factory_options=build.factory_options,
     )
-    finder = _Finder(build)
-    with _LOCK:
-        _INSTALLED[str(build.directory)] = token
+    finder = Finder(build)
+    with LOCK:
+        INSTALLED[str(build.directory)] = token
         if build.modules is not None:
-            _SERVING[token] = build.modules.serving
+            SERVING[token] = build.modules.serving
         displaced = {name: module for name, module in sys.modules.items() if _ours(name)}
         for name in displaced:
             del sys.modules[name]
-        _KITS[token] = kit
+        KITS[token] = kit
         if installed:
             sys.meta_path.insert(0, finder)
         else:
@@ -172,16 +172,16 @@ def fake_flashinfer(
         _clear_capabilities()
         yield kit
     finally:
-        with _LOCK:
+        with LOCK:
             with contextlib.suppress(ValueError):
                 sys.meta_path.remove(finder)
             for name in [name for name in sys.modules if _ours(name)]:
                 del sys.modules[name]
             sys.modules.update(displaced)
-            _KITS.pop(token, None)
-            _SERVING.pop(token, None)
-            for key in [key for key in _PENDING if key[0] == token]:
-                del _PENDING[key]
-            del _INSTALLED[str(build.directory)]
+            KITS.pop(token, None)
+            SERVING.pop(token, None)
+            for key in [key for key in PENDING if key[0] == token]:
+                del PENDING[key]
+            del INSTALLED[str(build.directory)]
             build.in_use = False
         _clear_capabilities()

@@ -31,9 +31,9 @@ from fi_compat._surface import (
     symbol_named,
 )
 from fi_compat.testing._helpers import helper
-from fi_compat.testing._modules import _Modules, _Outline, _Plan
+from fi_compat.testing._modules import Modules, Outline, Plan
 from fi_compat.testing._objects import CUDART_MESSAGE
-from fi_compat.testing._registry import _Entry, _enum_base, _inside, _Registry
+from fi_compat.testing._registry import Entry, Registry, enum_base_of, inside
 
 #: The older name of an attention wrapper's ``plan`` (an alias of it in most classes; the
 #: planning method itself of the shared-prefix cascade wrapper).
@@ -199,9 +199,9 @@ class _Writer:
 
     def __init__(
         self,
-        registry: _Registry,
+        registry: Registry,
         module: str,
-        modules: _Modules | None = None,
+        modules: Modules | None = None,
         *,
         defer: bool = False,
         later: bool = False,
@@ -210,7 +210,7 @@ class _Writer:
         self.module = module
         self.modules = modules
         #: What the module binds beyond the registry (nothing without ``modules``).
-        self.outline = modules.outline(module) if modules is not None else _Outline(module)
+        self.outline = modules.outline(module) if modules is not None else Outline(module)
         #: Bind :attr:`outline`'s names in the module's later part (:meth:`later_source`),
         #: run on first access to one of them, not in the module itself.
         self.defer = defer
@@ -218,11 +218,11 @@ class _Writer:
         self.later = later
         self.defaults_name = "_fi_later_defaults" if later else "_fi_defaults"
         #: How the module binds :attr:`outline`'s names (read only where they are written).
-        self.plan = _Plan(self.outline)
+        self.plan = Plan(self.outline)
         if modules is not None and not defer:
             self.plan = modules.plan(module)
         #: The objects the registry and :attr:`plan` bind here, by each name they bind.
-        self.local: dict[str, _Entry] = {}
+        self.local: dict[str, Entry] = {}
         for entry in [*registry.in_module(module), *self.plan.defined]:
             names = entry.bindings.get(module, set()) | entry.lazy.get(module, set())
             if entry.defined_in == module:
@@ -241,7 +241,7 @@ class _Writer:
         self.by_name = registry.classes_by_name()
         self.enums = registry.enums_by_name()
 
-    def _reference(self, entry: _Entry) -> str:
+    def _reference(self, entry: Entry) -> str:
         """How this module's code names ``entry``: its name, or an import of it."""
         if entry.defined_in == self.module:
             return entry.name
@@ -263,13 +263,13 @@ class _Writer:
                 found = self.enums.get(node.value.id)
             if (
                 found is not None
-                and _enum_base(found) is not None
+                and enum_base_of(found) is not None
                 and node.attr in (found.members or {})
             ):
                 return f"{self._reference(found)}.{node.attr}"
         return f"_fi_runtime.Default({source!r})"
 
-    def _named(self, name: str) -> tuple[bool, _Entry | None]:
+    def _named(self, name: str) -> tuple[bool, Entry | None]:
         """What ``name`` is in this module's namespace, as the release binds it: (True, the
         object, or None when it is not one the fake generates); (False, None) when the
         record does not tell (a module only the registry knows)."""
@@ -361,7 +361,7 @@ class _Writer:
 
     # -- objects -------------------------------------------------------------------------
 
-    def _function_body(self, entry: _Entry, func: FunctionRecord) -> list[str]:
+    def _function_body(self, entry: Entry, func: FunctionRecord) -> list[str]:
         names = {entry.name} | {n for names in entry.bindings.values() for n in names}
         symbols = [symbol_named(name) for name in sorted(names)]
 
@@ -389,7 +389,7 @@ class _Writer:
             return [f"return _fi_runtime._compute(_fi_token, {computed.key!r}, __values)"]
         return ["return None"]
 
-    def _method_body(self, entry: _Entry, owner: ClassRecord, func: FunctionRecord) -> list[str]:
+    def _method_body(self, entry: Entry, owner: ClassRecord, func: FunctionRecord) -> list[str]:
         forward = _forward_source(owner, func)
         if forward is not None:
             return forward
@@ -432,9 +432,9 @@ class _Writer:
             ]
         return ["return None"]
 
-    def _class(self, entry: _Entry) -> list[str]:
+    def _class(self, entry: Entry) -> list[str]:
         owner = entry.cls or ClassRecord(entry.name, entry.defined_in, (), {})
-        enum_base = _enum_base(entry)
+        enum_base = enum_base_of(entry)
         if enum_base is not None:
             lines = [f"class {entry.name}({enum_base}):"]
         else:
@@ -489,7 +489,7 @@ class _Writer:
         return lines
 
     def _method(
-        self, entry: _Entry, owner: ClassRecord, method_name: str, method: FunctionRecord
+        self, entry: Entry, owner: ClassRecord, method_name: str, method: FunctionRecord
     ) -> list[str]:
         kind = _method_kind(method)
         call_name = f"{entry.name}.{method_name}"
@@ -522,9 +522,9 @@ class _Writer:
             decorator=decorator,
         )
 
-    def _bases(self, entry: _Entry, owner: ClassRecord) -> list[_Entry]:
+    def _bases(self, entry: Entry, owner: ClassRecord) -> list[Entry]:
         """The recorded base classes of ``entry`` that the fake has."""
-        found: list[_Entry] = []
+        found: list[Entry] = []
         for base in owner.bases:
             text = base.partition("[")[0]
             if entry.defined_in == self.module and text.isidentifier():
@@ -548,14 +548,14 @@ class _Writer:
                 found.append(chosen)
         return found
 
-    def _emit(self, entry: _Entry, chunk: list[str], start: int) -> None:
+    def _emit(self, entry: Entry, chunk: list[str], start: int) -> None:
         if len(self.defaults) > start:
             defaults = ", ".join(self.defaults[start:])
             self.lines.append(f"{self.defaults_name}.extend(({defaults},))")
         self.lines += [*chunk, ""]
         self.written.add(entry.handle)
 
-    def _write_class(self, entry: _Entry, visiting: set[str]) -> None:
+    def _write_class(self, entry: Entry, visiting: set[str]) -> None:
         if entry.handle in self.written or entry.handle in visiting:
             return
         visiting.add(entry.handle)
@@ -566,7 +566,7 @@ class _Writer:
         start = len(self.defaults)
         self._emit(entry, self._class(entry), start)
 
-    def _write_function(self, entry: _Entry) -> None:
+    def _write_function(self, entry: Entry) -> None:
         start = len(self.defaults)
         func = entry.function
         if func is None:
@@ -644,13 +644,13 @@ class _Writer:
             bound |= set(table.get(self.module, {}))
         return (bound & children) - submodules
 
-    def _objects(self, here: Sequence[_Entry]) -> None:
+    def _objects(self, here: Sequence[Entry]) -> None:
         """Write the objects of ``here``: enums, classes (bases first), functions, values."""
         for entry in here:  # enums first: defaults may name their members
-            if _enum_base(entry) is not None:
+            if enum_base_of(entry) is not None:
                 self._emit(entry, self._class(entry), len(self.defaults))
         for entry in here:
-            if entry.kind in ("class", "enum") and _enum_base(entry) is None:
+            if entry.kind in ("class", "enum") and enum_base_of(entry) is None:
                 self._write_class(entry, set())
         for entry in here:
             if entry.kind == "function":
@@ -736,12 +736,12 @@ def _header(directory: str) -> list[str]:
     ]
 
 
-def _module_names(record: ReleaseRecord, registry: _Registry, *, cuda_runtime: bool) -> set[str]:
+def module_names(record: ReleaseRecord, registry: Registry, *, cuda_runtime: bool) -> set[str]:
     """Every module of the fake package: every module the release records, those the
     registry's objects are defined or bound in, parent packages included (and the module
     whose ``cudart`` asserts, in a process imitated without a loaded CUDA runtime)."""
     modules = {FLASHINFER} | ({COMM} if record.comm_exists else set())
-    modules |= {name for name in record.names if _inside(name)}
+    modules |= {name for name in record.names if inside(name)}
     if record.comm_exists and not cuda_runtime:
         modules.add(CUDART_MODULE)
     for entry in registry.entries.values():
@@ -757,15 +757,15 @@ def _module_names(record: ReleaseRecord, registry: _Registry, *, cuda_runtime: b
     return modules
 
 
-def _module_source(
+def module_source(
     record: ReleaseRecord,
-    registry: _Registry,
+    registry: Registry,
     directory: str,
     name: str,
     *,
     cuda_runtime: bool,
     planned: frozenset[str] = frozenset(),
-    modules: _Modules | None = None,
+    modules: Modules | None = None,
     defer: bool = False,
 ) -> str:
     """The source text of one module of the fake package (one of :func:`_module_names`);
@@ -775,8 +775,8 @@ def _module_source(
     touch), those names are bound by its later part (:func:`_later_source`), run on first
     access to one of them: entering a fake then runs only what the registry models."""
     if modules is None:
-        names = _module_names(record, registry, cuda_runtime=cuda_runtime)
-        modules = _Modules(record, registry, frozenset(names))
+        names = module_names(record, registry, cuda_runtime=cuda_runtime)
+        modules = Modules(record, registry, frozenset(names))
     cudart = name == CUDART_MODULE and record.comm_exists and not cuda_runtime
     head = _header(directory)
     if name in planned:
@@ -808,7 +808,7 @@ def _module_source(
     return source
 
 
-def _later_source(registry: _Registry, name: str, modules: _Modules) -> str:
+def later_source_of(registry: Registry, name: str, modules: Modules) -> str:
     """The later part of module ``name`` written with ``defer`` (see :func:`_module_source`
     and :meth:`_Writer.later_source`)."""
     return _Writer(registry, name, modules, later=True).later_source()

@@ -31,16 +31,16 @@ from packaging.version import Version
 
 from fi_compat._records import ReleaseRecord, module_introduced_in
 from fi_compat._surface import COMM, CUDART_MODULE, FLASHINFER
-from fi_compat.testing._generator import _later_source, _module_names, _module_source
-from fi_compat.testing._modules import _Modules
-from fi_compat.testing._objects import _LOCK
+from fi_compat.testing._generator import later_source_of, module_names, module_source
+from fi_compat.testing._modules import Modules
+from fi_compat.testing._objects import LOCK
 from fi_compat.testing._registry import (
-    _collect,
-    _eager_modules,
-    _factory_options,
-    _workspace_classes,
+    collect,
+    eager_modules,
+    factory_options_of,
+    workspace_classes_of,
 )
-from fi_compat.testing._runtime import _later_path
+from fi_compat.testing._runtime import later_path
 
 
 @dataclass
@@ -65,17 +65,17 @@ class _Build:
     render_later: Callable[[str], str] | None = None
     code: dict[str, CodeType] = field(default_factory=dict)
     #: The build's reading of the release's recorded modules (what a ``__getattr__`` serves).
-    modules: _Modules | None = None
+    modules: Modules | None = None
 
     def later_code(self, name: str) -> CodeType | None:
         """The compiled later part of module ``name``, written on first use (beside the
         module's file, so that ``inspect.getsource`` reads it); None without one."""
         key = f"{name}:later"
-        with _LOCK:
+        with LOCK:
             code = self.code.get(key)
             file = self.paths.get(name)
             if code is None and file is not None and self.render_later is not None:
-                later = Path(_later_path(str(file)))
+                later = Path(later_path(str(file)))
                 text = self.render_later(name)
                 later.write_text(text, encoding="utf-8")
                 code = compile(text, str(later), "exec", dont_inherit=True)
@@ -85,7 +85,7 @@ class _Build:
     def path(self, name: str) -> Path | None:
         """The file of module ``name``, written now if it was deferred; None if the fake
         has no such module."""
-        with _LOCK:
+        with LOCK:
             if name in self.deferred and self.render is not None:
                 self.paths.update(_write(self.directory, {name: self.render(name)}, self.packages))
                 self.deferred.discard(name)
@@ -98,28 +98,28 @@ class _Build:
 _BUILDS: dict[tuple[str, bool, frozenset[str]], list[_Build]] = {}
 
 
-def _take_build(record: ReleaseRecord, *, cuda_runtime: bool, planned: frozenset[str]) -> _Build:
+def take_build(record: ReleaseRecord, *, cuda_runtime: bool, planned: frozenset[str]) -> _Build:
     """A package for ``record`` that no live fake uses, written now if there is none."""
     key = (record.release, cuda_runtime, planned)
-    with _LOCK:
+    with LOCK:
         builds = _BUILDS.setdefault(key, [])
         for build in builds:
             if not build.in_use and build.record is record:
                 build.in_use = True
                 return build
-    registry = _collect(record)
+    registry = collect(record)
     directory = Path(tempfile.mkdtemp(prefix=f"fake-flashinfer-{record.release}-"))
-    names = _module_names(record, registry, cuda_runtime=cuda_runtime)
+    names = module_names(record, registry, cuda_runtime=cuda_runtime)
     packages = {name.rpartition(".")[0] for name in names if "." in name} | {FLASHINFER}
-    eager = {name for name in _eager_modules(registry) if name in names}
-    modules = _Modules(record, registry, frozenset(names))
+    eager = {name for name in eager_modules(registry) if name in names}
+    modules = Modules(record, registry, frozenset(names))
     # Written now: what a fake imports on entry (with its parent packages) and the special
     # modules; any other module (most of a release's ~2000) when it is first imported.
     now = eager | {FLASHINFER, COMM, CUDART_MODULE, *planned}
     now |= {parent for name in now for parent in _parents(name)}
 
     def render(name: str) -> str:
-        return _module_source(
+        return module_source(
             record,
             registry,
             str(directory),
@@ -134,15 +134,15 @@ def _take_build(record: ReleaseRecord, *, cuda_runtime: bool, planned: frozenset
         )
 
     def render_later(name: str) -> str:
-        return _later_source(registry, name, modules)
+        return later_source_of(registry, name, modules)
 
     build = _Build(
         record,
         directory,
         _write(directory, {name: render(name) for name in sorted(names & now)}, packages),
         packages,
-        _workspace_classes(registry),
-        _factory_options(record),
+        workspace_classes_of(registry),
+        factory_options_of(record),
         eager=tuple(sorted(eager)),
         in_use=True,
         deferred=set(names - now),
@@ -150,7 +150,7 @@ def _take_build(record: ReleaseRecord, *, cuda_runtime: bool, planned: frozenset
         render_later=render_later,
         modules=modules,
     )
-    with _LOCK:
+    with LOCK:
         builds.append(build)
     return build
 
@@ -165,7 +165,7 @@ def _parents(name: str) -> list[str]:
 @atexit.register
 def _remove_builds() -> None:
     """Remove every generated package (at interpreter exit)."""
-    with _LOCK:
+    with LOCK:
         directories = [build.directory for builds in _BUILDS.values() for build in builds]
     for directory in directories:
         shutil.rmtree(directory, ignore_errors=True)
@@ -207,7 +207,7 @@ class _Loader(importlib.machinery.SourceFileLoader):
         return code
 
 
-class _Finder(importlib.abc.MetaPathFinder):
+class Finder(importlib.abc.MetaPathFinder):
     """Serves ``flashinfer`` and its submodules from the generated files only."""
 
     def __init__(self, build: _Build) -> None:

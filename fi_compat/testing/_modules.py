@@ -32,9 +32,9 @@ from typing import Literal
 
 from fi_compat._records import ModuleRecord, NameRecord, ReleaseRecord
 from fi_compat._surface import FLASHINFER
-from fi_compat.testing._registry import _Entry, _inside, _Registry
+from fi_compat.testing._registry import Entry, Registry, inside
 
-__all__ = ["MODULE_ATTRIBUTES", "_Modules", "_Outline", "_Plan"]
+__all__ = ["MODULE_ATTRIBUTES", "Modules", "Outline", "Plan"]
 
 #: Names a module's record may list that the fake does not bind from the record: what Python
 #: sets on every module, and what generated code writes itself (``__all__`` from
@@ -65,7 +65,7 @@ _VERSION = "__version__"
 
 
 @dataclass
-class _Outline:
+class Outline:
     """What a module binds beyond the registry, read from its names alone (no name record
     is built): enough to write a module whose other objects are made on first use.
 
@@ -105,7 +105,7 @@ class _Outline:
 
 
 @dataclass
-class _Plan:
+class Plan:
     """How the fake binds each name of :attr:`outline`.
 
     Attributes
@@ -123,8 +123,8 @@ class _Plan:
         module itself.
     """
 
-    outline: _Outline
-    defined: list[_Entry] = field(default_factory=list)
+    outline: Outline
+    defined: list[Entry] = field(default_factory=list)
     aliases: dict[str, str] = field(default_factory=dict)
     lazy: dict[str, tuple[str, str | None]] = field(default_factory=dict)
 
@@ -134,19 +134,19 @@ class _Plan:
         return self.outline.module
 
 
-class _Modules:
+class Modules:
     """The recorded modules of one fake: each module's :class:`_Outline` and :class:`_Plan`,
     made on first use (a build renders a module once) and kept for the build, and the
     answers of :meth:`serving`, kept for the build too."""
 
-    def __init__(self, record: ReleaseRecord, registry: _Registry, modules: frozenset[str]) -> None:
+    def __init__(self, record: ReleaseRecord, registry: Registry, modules: frozenset[str]) -> None:
         self.record = record
         self.registry = registry
         self.modules = modules
-        self._outlines: dict[str, _Outline] = {}
-        self._plans: dict[str, _Plan] = {}
+        self._outlines: dict[str, Outline] = {}
+        self._plans: dict[str, Plan] = {}
         self._served: dict[tuple[str, str], tuple[str, str | None] | None] = {}
-        self._looked_up: dict[tuple[str, str], _Entry | None] = {}
+        self._looked_up: dict[tuple[str, str], Entry | None] = {}
         #: Each package -> the last parts of its submodules' names.
         self.children: dict[str, set[str]] = {}
         for name in modules:
@@ -158,7 +158,7 @@ class _Modules:
 
     # -- one module ------------------------------------------------------------------------
 
-    def outline(self, module: str) -> _Outline:
+    def outline(self, module: str) -> Outline:
         """What ``module`` binds beyond the registry, from its names alone."""
         with self._lock:
             found = self._outlines.get(module)
@@ -166,7 +166,7 @@ class _Modules:
                 found = self._outlines[module] = self._make_outline(module)
             return found
 
-    def plan(self, module: str) -> _Plan:
+    def plan(self, module: str) -> Plan:
         """How ``module`` binds the names its record lists and the registry does not bind."""
         with self._lock:
             found = self._plans.get(module)
@@ -174,12 +174,12 @@ class _Modules:
                 found = self._plans[module] = self._make_plan(module)
             return found
 
-    def _make_outline(self, module: str) -> _Outline:
+    def _make_outline(self, module: str) -> Outline:
         recorded = self._module(module)
         if recorded is None:
-            return _Outline(module)
+            return Outline(module)
         if recorded.unreadable is not None:
-            return _Outline(module, unreadable=recorded.unreadable)
+            return Outline(module, unreadable=recorded.unreadable)
         listed = recorded.all_names
         if listed is None and "__all__" in recorded.names:
             # An __all__ the source does not spell as a literal: its public names.
@@ -202,7 +202,7 @@ class _Modules:
             names.add(name)
             if shape is not None and shape[0] == "module" and home == f"{module}.{name}":
                 submodules.add(name)
-        return _Outline(
+        return Outline(
             module,
             frozenset(names),
             frozenset(submodules),
@@ -213,9 +213,9 @@ class _Modules:
             version=self.record.release if version else None,
         )
 
-    def _make_plan(self, module: str) -> _Plan:
+    def _make_plan(self, module: str) -> Plan:
         outline = self.outline(module)
-        plan = _Plan(outline)
+        plan = Plan(outline)
         recorded = self._module(module)
         if recorded is None or not outline.names:
             return plan
@@ -237,7 +237,7 @@ class _Modules:
         taken |= set(registry.lazy_module_names.get(module, {}))
         return taken
 
-    def _bind(self, plan: _Plan, name: str, recorded: ModuleRecord, own_names: set[str]) -> None:
+    def _bind(self, plan: Plan, name: str, recorded: ModuleRecord, own_names: set[str]) -> None:
         """Add ``name`` of ``recorded`` to ``plan``: defined there, taken from another
         module on first access, or from outside the release (``own_names``: the names of the
         objects defined there so far)."""
@@ -251,10 +251,10 @@ class _Modules:
             else:
                 # A module outside the release is the module itself where that imports
                 # nothing new (os, typing); a private module the fake lacks is a StandIn.
-                outside = None if _inside(home) else home
+                outside = None if inside(home) else home
                 plan.defined.append(self._outside(name, module, outside, is_module=True))
             return
-        if home is None or not _inside(home):
+        if home is None or not inside(home):
             plan.defined.append(self._outside(name, module, home, is_module=False))
             return
         if home != module:
@@ -278,15 +278,15 @@ class _Modules:
         if own != name:
             plan.aliases[name] = own
 
-    def _outside(self, name: str, module: str, home: str | None, *, is_module: bool) -> _Entry:
+    def _outside(self, name: str, module: str, home: str | None, *, is_module: bool) -> Entry:
         entry = self._entry(name, module, "value")
         entry.outside = home
         entry.outside_module = is_module
         return entry
 
-    def _entry(self, name: str, module: str, kind: str) -> _Entry:
+    def _entry(self, name: str, module: str, kind: str) -> Entry:
         self._handles += 1
-        return _Entry(f"_fi_m{self._handles}", name, module, kind, bindings={module: {name}})
+        return Entry(f"_fi_m{self._handles}", name, module, kind, bindings={module: {name}})
 
     def _home_of(
         self, module: str, name: str, home: str, found: NameRecord
@@ -323,7 +323,7 @@ class _Modules:
 
     # -- names in a namespace ----------------------------------------------------------------
 
-    def lookup(self, module: str, name: str) -> _Entry | None:
+    def lookup(self, module: str, name: str) -> Entry | None:
         """The object ``name`` is in ``module``'s namespace, as an entry naming where the fake
         holds it (for a base class or an enum a default names); None when the record does
         not tell (or the name is the module's own definition: the writer has it)."""
@@ -333,7 +333,7 @@ class _Modules:
                 self._looked_up[key] = self._look_up(module, name)
             return self._looked_up[key]
 
-    def _look_up(self, module: str, name: str) -> _Entry | None:
+    def _look_up(self, module: str, name: str) -> Entry | None:
         target = self.plan(module).lazy.get(name)
         if target is None:
             return None

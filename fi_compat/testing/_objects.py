@@ -37,9 +37,9 @@ process without a loaded CUDA runtime.
 
 
 #: Guards the call logs and the tables of live fakes and generated packages.
-_LOCK = threading.RLock()
+LOCK = threading.RLock()
 #: Live fakes by token, so that generated modules can find their kit.
-_KITS: dict[str, FakeFlashInfer] = {}
+KITS: dict[str, FakeFlashInfer] = {}
 
 
 class Default:
@@ -178,7 +178,7 @@ class FakeFlashInfer:
 
     def clear_calls(self) -> None:
         """Forget the recorded calls and kernel plans."""
-        with _LOCK:
+        with LOCK:
             self.calls.clear()
             self.kernel_plans.clear()
 
@@ -209,14 +209,14 @@ class FakeFlashInfer:
                 continue
             arguments[key] = value
         call = Call(name, arguments, instance)
-        with _LOCK:
+        with LOCK:
             self.calls.append(call)
         return call
 
 
-def _kit(token: str) -> FakeFlashInfer:
+def kit_for(token: str) -> FakeFlashInfer:
     """The live fake for ``token`` (called by generated code)."""
-    kit = _KITS.get(token)
+    kit = KITS.get(token)
     if kit is None:
         raise FakeUninstalledError(
             "expected a call into an installed fake flashinfer; found one into a fake whose "
@@ -226,17 +226,17 @@ def _kit(token: str) -> FakeFlashInfer:
     return kit
 
 
-def _actual(value: Any) -> Any:
+def actual(value: Any) -> Any:
     """A recorded default as its literal value; anything else as is."""
     return value.value() if isinstance(value, Default) else value
 
 
-def _arguments(values: Mapping[str, Any], bound: str | None = "self") -> dict[str, Any]:
+def call_arguments(values: Mapping[str, Any], bound: str | None = "self") -> dict[str, Any]:
     """A call's parameters with recorded defaults as their values, ``self`` left out."""
-    return {key: _actual(value) for key, value in values.items() if key != bound}
+    return {key: actual(value) for key, value in values.items() if key != bound}
 
 
-def _assign(obj: Any, values: Mapping[str, Any]) -> None:
+def assign(obj: Any, values: Mapping[str, Any]) -> None:
     for name, value in values.items():
         try:
             setattr(obj, name, value)

@@ -141,9 +141,9 @@ def pytest_report_header(config: pytest.Config) -> str:
     state = config.stash[_STATE]
     selection = state.selection
     if selection.kind == "installed":
-        from fi_compat._probe_import import _distribution_version
+        from fi_compat._probe_import import distribution_version
 
-        version = _distribution_version() or "not installed"
+        version = distribution_version() or "not installed"
         return f"flashinfer releases: installed flashinfer-python {version} (real; {state.source})"
     recorded = matches_of_marker(())
     picked = _shorten(select(recorded, selection))

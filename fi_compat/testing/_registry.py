@@ -28,11 +28,11 @@ from fi_compat._surface import (
     UNIFIED_FACTORY,
     symbol_named,
 )
-from fi_compat.testing._workspaces import _Strategy
+from fi_compat.testing._workspaces import Strategy
 
 
 @dataclass
-class _Entry:
+class Entry:
     """One object of the fake: what it is, where the release defines it, where it is bound."""
 
     handle: str
@@ -89,15 +89,15 @@ def _merge_classes(old: ClassRecord | None, new: ClassRecord | None) -> ClassRec
     )
 
 
-class _Registry:
+class Registry:
     def __init__(self) -> None:
-        self.entries: dict[tuple[str, str], _Entry] = {}
+        self.entries: dict[tuple[str, str], Entry] = {}
         #: Modules a module-kind name binds: module -> {public name: target module}.
         self.module_names: dict[str, dict[str, str]] = {}
         #: The same, bound on first access (see :attr:`_Entry.lazy`).
         self.lazy_module_names: dict[str, dict[str, str]] = {}
-        self._index: dict[str, list[_Entry]] | None = None
-        self._classes: dict[str, list[_Entry]] | None = None
+        self._index: dict[str, list[Entry]] | None = None
+        self._classes: dict[str, list[Entry]] | None = None
 
     def add(
         self,
@@ -108,12 +108,12 @@ class _Registry:
         function: FunctionRecord | None = None,
         cls: ClassRecord | None = None,
         members: Mapping[str, Any] | None = None,
-    ) -> _Entry:
+    ) -> Entry:
         self._index = self._classes = None
         key = (defined_in, name)
         entry = self.entries.get(key)
         if entry is None:
-            entry = _Entry(f"_fi_{len(self.entries)}", name, defined_in, kind)
+            entry = Entry(f"_fi_{len(self.entries)}", name, defined_in, kind)
             self.entries[key] = entry
             entry.bindings.setdefault(defined_in, set()).add(name)
         elif _STRONGER[kind] > _STRONGER[entry.kind]:
@@ -123,25 +123,25 @@ class _Registry:
         entry.members = entry.members if entry.members is not None else members
         return entry
 
-    def bind(self, entry: _Entry, module: str, name: str, *, lazy: bool = False) -> None:
+    def bind(self, entry: Entry, module: str, name: str, *, lazy: bool = False) -> None:
         self._index = self._classes = None
         (entry.lazy if lazy else entry.bindings).setdefault(module, set()).add(name)
 
-    def in_module(self, module: str) -> list[_Entry]:
+    def in_module(self, module: str) -> list[Entry]:
         """The entries ``module`` defines or binds (eagerly or lazily), in registry order
         (computed once for all modules, until the next :meth:`add` or :meth:`bind`)."""
         if self._index is None:
-            index: dict[str, list[_Entry]] = {}
+            index: dict[str, list[Entry]] = {}
             for entry in self.entries.values():
                 for name in {entry.defined_in, *entry.bindings, *entry.lazy}:
                     index.setdefault(name, []).append(entry)
             self._index = index
         return self._index.get(module, [])
 
-    def classes_by_name(self) -> dict[str, list[_Entry]]:
+    def classes_by_name(self) -> dict[str, list[Entry]]:
         """Each name a class or enum is defined or bound under -> those entries."""
         if self._classes is None:
-            found: dict[str, list[_Entry]] = {}
+            found: dict[str, list[Entry]] = {}
             for entry in self.entries.values():
                 if entry.kind in ("class", "enum"):
                     bound = {n for names in entry.bindings.values() for n in names}
@@ -150,16 +150,16 @@ class _Registry:
             self._classes = found
         return self._classes
 
-    def enums_by_name(self) -> dict[str, _Entry]:
+    def enums_by_name(self) -> dict[str, Entry]:
         """Each name an enum (``enum.Enum``) is defined or bound under -> its entry."""
         return {
             name: entries[0]
             for name, entries in self.classes_by_name().items()
-            if _enum_base(entries[0]) is not None
+            if enum_base_of(entries[0]) is not None
         }
 
 
-def _inside(module: str | None) -> bool:
+def inside(module: str | None) -> bool:
     return module is not None and (module == FLASHINFER or module.startswith(FLASHINFER + "."))
 
 
@@ -168,9 +168,9 @@ def _workspace_backends(record: ReleaseRecord) -> dict[str, str]:
     return workspace_kinds(record)
 
 
-def _collect(record: ReleaseRecord) -> _Registry:
+def collect(record: ReleaseRecord) -> Registry:
     """Every object of the fake, from the record."""
-    registry = _Registry()
+    registry = Registry()
     decode = _decode_families(record)
     families = [(name, record.attention_family(name)) for name in record.attention_families]
     for name, wrapper in [*sorted(record.attention.items()), *families]:
@@ -230,7 +230,7 @@ def _decode_families(record: ReleaseRecord) -> set[str]:
     return found
 
 
-def _add_strategy_enum(registry: _Registry) -> None:
+def _add_strategy_enum(registry: Registry) -> None:
     """The MNNVL strategy enum its workspace's ``strategy=`` defaults to, when no recorded
     module lists it (``flashinfer.comm`` does not export it): defined next to the
     workspace, with the members every release from 0.6.0 gives it."""
@@ -257,20 +257,20 @@ def _add_strategy_enum(registry: _Registry) -> None:
             if name in known:
                 continue
             record = ClassRecord(name, entry.defined_in, ("Enum",), {})
-            members = {member.name: member.value for member in _Strategy}
+            members = {member.name: member.value for member in Strategy}
             registry.add(entry.defined_in, name, "enum", cls=record, members=members)
             known.add(name)
 
 
 def _add_name(
-    registry: _Registry, module: str, name: str, found: Any, *, lazy: bool = False
+    registry: Registry, module: str, name: str, found: Any, *, lazy: bool = False
 ) -> None:
     kind, defined_in = found.kind, found.defined_in
-    if kind == "module" and _inside(defined_in):
+    if kind == "module" and inside(defined_in):
         names = registry.lazy_module_names if lazy else registry.module_names
         names.setdefault(module, {})[name] = defined_in
         return
-    if not _inside(defined_in):
+    if not inside(defined_in):
         # From outside the release: the object itself where that imports nothing new.
         entry = registry.add(module, name, "value")
         entry.outside = defined_in
@@ -297,7 +297,7 @@ _ENUM_BASES = {
 }
 
 
-def _enum_base(entry: _Entry) -> str | None:
+def enum_base_of(entry: Entry) -> str | None:
     """The :mod:`enum` class a recorded enum derives from; None for a class that only
     holds constants (``AllReduceFusionPattern``: the record calls both kinds "enum")."""
     if entry.kind != "enum" or entry.cls is None:
@@ -311,7 +311,7 @@ def _enum_base(entry: _Entry) -> str | None:
     return None
 
 
-def _eager_modules(registry: _Registry) -> set[str]:
+def eager_modules(registry: Registry) -> set[str]:
     """The modules a fake imports on entry: those binding or defining an object that some
     module binds eagerly, and the targets of eager module names; a module reached only
     through a lazy binding (:attr:`_Entry.lazy`) is imported when engine code reaches it."""
@@ -324,7 +324,7 @@ def _eager_modules(registry: _Registry) -> set[str]:
     return modules
 
 
-def _workspace_classes(registry: _Registry) -> dict[str, tuple[str, str]]:
+def workspace_classes_of(registry: Registry) -> dict[str, tuple[str, str]]:
     """Backend -> (module, name) of its workspace class."""
     return {
         entry.workspace: (entry.defined_in, entry.name)
@@ -333,7 +333,7 @@ def _workspace_classes(registry: _Registry) -> dict[str, tuple[str, str]]:
     }
 
 
-def _factory_options(record: ReleaseRecord) -> tuple[str, ...]:
+def factory_options_of(record: ReleaseRecord) -> tuple[str, ...]:
     """The factory's keyword-only parameters (0.7.2.post1: the MNNVL CuTe DSL options)."""
     factory = record.comm_function(UNIFIED_FACTORY.key)
     if factory is None:

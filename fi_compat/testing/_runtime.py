@@ -32,25 +32,22 @@ from fi_compat.testing._gates import (
     PRIMS_TS_TENSOR_CORES,
 )
 from fi_compat.testing._helpers import compute
-from fi_compat.testing._objects import (
-    _KITS,
-    _LOCK,
-    Call,
-    Default,
-    StandIn,
-    _arguments,
-    _assign,
-    _kit,
-)
-from fi_compat.testing._workspaces import (
-    _checkpoint,
-    _destroy_workspace,
-    _init_workspace,
-    _new_workspace,
-    _required_bytes,
-    _sufficient,
-    _WorkspaceState,
-)
+
+# What generated code calls keeps the runtime's underscored spelling (``_fi_runtime._kit``):
+# a generated module reads these names, never a user.
+from fi_compat.testing._objects import KITS as _KITS
+from fi_compat.testing._objects import LOCK as _LOCK
+from fi_compat.testing._objects import Call, Default, StandIn
+from fi_compat.testing._objects import assign as _assign
+from fi_compat.testing._objects import call_arguments as _arguments
+from fi_compat.testing._objects import kit_for as _kit
+from fi_compat.testing._workspaces import WorkspaceState as _WorkspaceState
+from fi_compat.testing._workspaces import checkpoint as _checkpoint
+from fi_compat.testing._workspaces import destroy_workspace as _destroy_workspace
+from fi_compat.testing._workspaces import init_workspace as _init_workspace
+from fi_compat.testing._workspaces import new_workspace as _new_workspace
+from fi_compat.testing._workspaces import required_bytes as _required_bytes
+from fi_compat.testing._workspaces import sufficient as _sufficient
 
 #: The names generated code calls (see the module docstring).
 __all__ = [
@@ -292,15 +289,15 @@ def _token(directory: str) -> str:
     generated code: a package is written once and reused by later fakes of its kind). A
     module imported outside any fake gets no token, so its calls raise FakeUninstalledError."""
     with _LOCK:
-        return _INSTALLED.get(directory, "")
+        return INSTALLED.get(directory, "")
 
 
 #: The token of the live fake by the directory of its package.
-_INSTALLED: dict[str, str] = {}
+INSTALLED: dict[str, str] = {}
 
 
 #: Bindings waiting for their defining module to finish: (token, module) -> targets.
-_PENDING: dict[tuple[str, str], list[tuple[dict[str, Any], str, str]]] = {}
+PENDING: dict[tuple[str, str], list[tuple[dict[str, Any], str, str]]] = {}
 
 
 def _bind(token: str, namespace: dict[str, Any], source: str, own: str, public: str) -> None:
@@ -312,7 +309,7 @@ def _bind(token: str, namespace: dict[str, Any], source: str, own: str, public: 
         namespace[public] = found
         return
     with _LOCK:
-        _PENDING.setdefault((token, source), []).append((namespace, own, public))
+        PENDING.setdefault((token, source), []).append((namespace, own, public))
 
 
 def _lazy(
@@ -364,7 +361,7 @@ def _lazy(
     return value
 
 
-def _later_path(path: str) -> str:
+def later_path(path: str) -> str:
     """The file of the later part of the generated module in ``path`` (``x/y.py`` ->
     ``x/y.later.py``): what it binds beyond the registry, for a module written with
     ``defer`` (see :func:`fi_compat.testing._generator._module_source`)."""
@@ -389,7 +386,7 @@ _ANY = "*"
 
 #: How each live fake finds the module binding a name a module ``__getattr__`` serves (by
 #: token; :meth:`fi_compat.testing._modules._Modules.serving` of its build).
-_SERVING: dict[str, Callable[[str, str], tuple[str, str | None] | None]] = {}
+SERVING: dict[str, Callable[[str, str], tuple[str, str | None] | None]] = {}
 
 
 def _serve(token: str, module: str, name: str) -> Any:
@@ -397,7 +394,7 @@ def _serve(token: str, module: str, name: str) -> Any:
     binds it holds (a module itself for a submodule); where no recorded module binds it, a
     function taking anything that logs its calls and returns None."""
     with _LOCK:
-        search = _SERVING.get(token)
+        search = SERVING.get(token)
     found = search(module, name) if search is not None else None
     if found is None:
         return _served_function(token, module, name)
@@ -458,7 +455,7 @@ def _package(name: str, shadowed: Sequence[str]) -> None:
 def _loaded(token: str, name: str, namespace: Mapping[str, Any]) -> None:
     """A generated module has run (called by generated code): complete its bindings."""
     with _LOCK:
-        waiting = _PENDING.pop((token, name), [])
+        waiting = PENDING.pop((token, name), [])
     for target, own, public in waiting:
         if own in namespace:
             target[public] = namespace[own]

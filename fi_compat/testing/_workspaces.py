@@ -35,10 +35,10 @@ from fi_compat.testing._objects import (
     Default,
     FakeFlashInfer,
     StandIn,
-    _actual,
-    _arguments,
-    _assign,
-    _kit,
+    actual,
+    assign,
+    call_arguments,
+    kit_for,
 )
 
 #: ``BarrierFlagCount`` and ``MAX_COMM_SIZE`` of the TRT-LLM workspace (every release).
@@ -57,7 +57,7 @@ _POINTERS = itertools.count(0x7F00_0000_0000, 0x1000_0000)
 _STRATEGIES = ("ONESHOT", "TWOSHOT", "AUTO")
 
 
-class _Strategy(enum.Enum):
+class Strategy(enum.Enum):
     """The fake's own names for the MNNVL strategies (the release's enum has the same)."""
 
     ONESHOT = 0
@@ -139,7 +139,7 @@ _FREED = {
 
 
 @dataclass
-class _WorkspaceState:
+class WorkspaceState:
     """What the fake knows about a workspace beyond its attributes."""
 
     backend: str | None
@@ -192,7 +192,7 @@ class _Model:
 
     def create(self, values: Mapping[str, Any]) -> Any:
         """``create_allreduce_fusion_workspace`` of the release."""
-        args = _arguments(values, bound=None)
+        args = call_arguments(values, bound=None)
         backend: Any = args.get("backend")
         world_size: Any = args.get("world_size")
         options = {
@@ -257,7 +257,7 @@ class _Model:
                     common["max_token_num"],
                     common["hidden_dim"],
                     common["dtype"],
-                    _Strategy.ONESHOT,
+                    Strategy.ONESHOT,
                 )
             return self.build(
                 "mnnvl",
@@ -289,7 +289,7 @@ class _Model:
 
     def setup(self, workspace: Any, backend: str, params: Mapping[str, Any]) -> None:
         """Give ``workspace`` what the release's ``__init__`` for ``backend`` gives it."""
-        state = _WorkspaceState(backend or None)
+        state = WorkspaceState(backend or None)
         if backend == "trtllm":
             values = self._trtllm(params, state)
         elif backend == "mnnvl":
@@ -306,11 +306,11 @@ class _Model:
             }
         vars(workspace)["_fi_state"] = state
         vars(workspace)["destroyed"] = False
-        _assign(workspace, values)
+        assign(workspace, values)
         if backend and not hasattr(type(workspace), "backend"):
             vars(workspace)["backend"] = backend  # files recorded before schema 2
 
-    def _trtllm(self, params: Mapping[str, Any], state: _WorkspaceState) -> dict[str, Any]:
+    def _trtllm(self, params: Mapping[str, Any], state: WorkspaceState) -> dict[str, Any]:
         tp_size: Any = params.get("tp_size")
         tp_rank: Any = params.get("tp_rank")
         max_token_num: Any = params.get("max_token_num")
@@ -358,7 +358,7 @@ class _Model:
             "metadata": metadata,
         }
 
-    def _mnnvl(self, params: Mapping[str, Any], state: _WorkspaceState) -> dict[str, Any]:
+    def _mnnvl(self, params: Mapping[str, Any], state: WorkspaceState) -> dict[str, Any]:
         tp_size: Any = params.get("tp_size")
         tp_rank: Any = params.get("tp_rank")
         hidden_dim: Any = params.get("hidden_dim")
@@ -374,12 +374,8 @@ class _Model:
             oneshot_tokens = min(
                 _ONE_SHOT_THRESHOLD // (tp_size * elem_size * hidden_dim), max_num_tokens
             )
-            one_shot = _mnnvl_required(
-                tp_size, oneshot_tokens, hidden_dim, dtype, _Strategy.ONESHOT
-            )
-            two_shot = _mnnvl_required(
-                tp_size, max_num_tokens, hidden_dim, dtype, _Strategy.TWOSHOT
-            )
+            one_shot = _mnnvl_required(tp_size, oneshot_tokens, hidden_dim, dtype, Strategy.ONESHOT)
+            two_shot = _mnnvl_required(tp_size, max_num_tokens, hidden_dim, dtype, Strategy.TWOSHOT)
             requested = max(one_shot, two_shot)
         # 0.6.18 aligns the buffer to the two-shot stages (2 x 16 bytes); 16 bytes before.
         aligned = self.version >= MNNVL_ALIGNMENT.version
@@ -440,7 +436,7 @@ def _init_defaults(cls: Any) -> dict[str, Any]:
         parameters = inspect.signature(cls.__init__).parameters.values()
     except (TypeError, ValueError):
         return {}
-    return {p.name: _actual(p.default) for p in parameters if p.default is not p.empty}
+    return {p.name: actual(p.default) for p in parameters if p.default is not p.empty}
 
 
 class _FallbackWorkspace:
@@ -452,14 +448,14 @@ class _FallbackWorkspace:
         self.destroyed = True
 
 
-def _new_workspace(token: str, values: Mapping[str, Any]) -> Any:
+def new_workspace(token: str, values: Mapping[str, Any]) -> Any:
     """``create_allreduce_fusion_workspace`` (called by generated code)."""
-    return _Model(_kit(token)).create(values)
+    return _Model(kit_for(token)).create(values)
 
 
-def _init_workspace(token: str, workspace: Any, backend: str, values: Mapping[str, Any]) -> None:
+def init_workspace(token: str, workspace: Any, backend: str, values: Mapping[str, Any]) -> None:
     """A workspace class's ``__init__`` (called by generated code)."""
-    args = _arguments(values)
+    args = call_arguments(values)
     mapping = args.pop("mapping", None)
     if mapping is not None:  # the MNNVL workspace takes a Mapping
         world_size = getattr(mapping, "world_size", None)
@@ -472,26 +468,26 @@ def _init_workspace(token: str, workspace: Any, backend: str, values: Mapping[st
             "tp_size": world_size if tp_size is None else tp_size,
             "tp_rank": rank if tp_rank is None else tp_rank,
         }
-    _Model(_kit(token)).setup(workspace, backend, args)
+    _Model(kit_for(token)).setup(workspace, backend, args)
 
 
-def _state(workspace: Any) -> _WorkspaceState | None:
+def _state(workspace: Any) -> WorkspaceState | None:
     state = vars(workspace).get("_fi_state")
-    return state if isinstance(state, _WorkspaceState) else None
+    return state if isinstance(state, WorkspaceState) else None
 
 
-def _sufficient(workspace: Any, values: Mapping[str, Any]) -> Any:
+def sufficient(workspace: Any, values: Mapping[str, Any]) -> Any:
     """``is_buffer_size_sufficient`` (called by generated code)."""
     state = _state(workspace)
     if state is None or state.backend is None:
         return None  # the abstract method of the base class
-    args = _arguments(values)
+    args = call_arguments(values)
     tp_size, num_tokens = args.get("tp_size"), args.get("num_tokens")
     hidden_dim, dtype = args.get("hidden_dim"), args.get("dtype")
     if state.backend == "trtllm":
         return _trtllm_fits(num_tokens, hidden_dim, tp_size, dtype, workspace.metadata)
     if state.backend == "mnnvl":
-        strategy = values.get("strategy", _Strategy.AUTO)
+        strategy = values.get("strategy", Strategy.AUTO)
         required = _mnnvl_required(tp_size, num_tokens, hidden_dim, dtype, strategy)
         return not required > workspace.buffer_size_bytes
     return (
@@ -502,7 +498,7 @@ def _sufficient(workspace: Any, values: Mapping[str, Any]) -> Any:
     )
 
 
-def _required_bytes(values: Mapping[str, Any]) -> Any:
+def required_bytes(values: Mapping[str, Any]) -> Any:
     """MNNVL's ``get_required_buffer_size_bytes`` (called by generated code)."""
     args = dict(values)
     return _mnnvl_required(
@@ -510,11 +506,11 @@ def _required_bytes(values: Mapping[str, Any]) -> Any:
         args.get("num_tokens"),
         args.get("hidden_dim"),
         args.get("dtype"),
-        args.get("strategy", _Strategy.AUTO),
+        args.get("strategy", Strategy.AUTO),
     )
 
 
-def _checkpoint(workspace: Any, action: str) -> None:
+def checkpoint(workspace: Any, action: str) -> None:
     """``checkpoint_prepare`` / ``checkpoint_restore`` (called by generated code)."""
     state = _state(workspace)
     if state is None:
@@ -529,7 +525,7 @@ def _checkpoint(workspace: Any, action: str) -> None:
     state.attached = action == "restore"
 
 
-def _destroy_workspace(workspace: Any) -> None:
+def destroy_workspace(workspace: Any) -> None:
     """A workspace's idempotent ``destroy`` (called by generated code)."""
     state = _state(workspace)
     if vars(workspace).get("_destroyed") or (state is not None and state.destroyed):

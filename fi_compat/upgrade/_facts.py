@@ -54,7 +54,7 @@ from fi_compat._records import (
     ParameterRecord,
     ReleaseRecord,
     SupportAnswer,
-    _canonical,
+    canonical_release,
     keyword_support,
     load_release,
 )
@@ -564,9 +564,9 @@ def _mappings(facts: Facts) -> None:
 
 
 def _reach(table: dict[Key, Any], release: str) -> bool:
-    from fi_compat.attention._reach import _data
+    from fi_compat.attention._reach import reach_data
 
-    entry = _data().get(release)
+    entry = reach_data().get(release)
     if entry is None:
         return False
     for family, data in entry.items():
@@ -610,14 +610,14 @@ def releases_between(first: str, last: str) -> list[str]:
     final to final, and a change is cited at the first final release that has it (0.6.8,
     not 0.6.8rc1). Where either end is a pre-release, every release between is taken.
     """
-    from fi_compat._records import _available
+    from fi_compat._records import shipped_releases
 
-    start, end = Version(_canonical(first)), Version(_canonical(last))
+    start, end = Version(canonical_release(first)), Version(canonical_release(last))
     low, high = sorted((start, end))
     every = start.is_prerelease or end.is_prerelease
     found = [
         name
-        for name in _available()
+        for name in shipped_releases()
         if low <= Version(name) <= high
         and (every or not Version(name).is_prerelease or Version(name) in (low, high))
     ]

@@ -149,7 +149,7 @@ DATA: dict[str, Any] = {
 @pytest.fixture(autouse=True)
 def measured(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The made-up measurements, and the release's fast plan."""
-    monkeypatch.setattr(_reach, "_data", lambda: DATA)
+    monkeypatch.setattr(_reach, "reach_data", lambda: DATA)
     _reach._release.cache_clear()
     _reach._measured.cache_clear()
     monkeypatch.setattr(_vouch, "fast_plan_of_release", lambda: release_fast_decode_plan)
@@ -557,11 +557,11 @@ def test_a_reach_file_of_another_schema_is_an_error(monkeypatch: pytest.MonkeyPa
             return json.dumps({"schema": 99, "releases": {}})
 
     monkeypatch.undo()
-    _reach._data.cache_clear()
+    _reach.reach_data.cache_clear()
     monkeypatch.setattr(importlib.resources, "files", lambda package: Fake())
     try:
         with pytest.raises(RuntimeError, match="schema 99"):
-            _reach._data()
+            _reach.reach_data()
     finally:
         monkeypatch.undo()
-        _reach._data.cache_clear()
+        _reach.reach_data.cache_clear()

@@ -95,7 +95,7 @@ def _attention(release: str) -> object:
         raw["attention"],
         raw.get("attention_families"),
         raw.get("decode"),
-        _reach._data().get(release),
+        _reach.reach_data().get(release),
         _gates(release),
     )
 
@@ -112,7 +112,7 @@ def _everything(release: str) -> object:
     return (
         raw,
         _layers.measured().get(release),
-        _reach._data().get(release),
+        _reach.reach_data().get(release),
         _gates(release),
     )
 

@@ -140,7 +140,7 @@ def synthetic_reach(monkeypatch: pytest.MonkeyPatch) -> Iterator[Mapping[str, An
     """The synthetic measurements, served by ``fi_compat.attention._reach`` for the test."""
     releases = _synthetic_releases()
     _reach._release.cache_clear()
-    monkeypatch.setattr(_reach, "_data", lambda: releases)
+    monkeypatch.setattr(_reach, "reach_data", lambda: releases)
     yield releases
     monkeypatch.undo()
     _reach._release.cache_clear()
@@ -148,7 +148,7 @@ def synthetic_reach(monkeypatch: pytest.MonkeyPatch) -> Iterator[Mapping[str, An
 
 def _load(data: Mapping[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     _reach._release.cache_clear()
-    monkeypatch.setattr(_reach, "_data", lambda: data)
+    monkeypatch.setattr(_reach, "reach_data", lambda: data)
 
 
 # --------------------------------------------------------------- building and planning
@@ -515,7 +515,7 @@ def test_unreadable_reach_data_is_unmeasured(
         raise error("no data")
 
     _reach._release.cache_clear()
-    monkeypatch.setattr(_reach, "_data", broken)
+    monkeypatch.setattr(_reach, "reach_data", broken)
     try:
         with fake_flashinfer("0.7.2.post1") as fi:
             _plan_decode(_decode(fi, use_tensor_cores=True, backend="fa2"), fixed_split_size=3)

@@ -1,0 +1,105 @@
+"""Private modules offer plain names: no module of fi_compat reads another module's
+``_private`` name (packaging's ``_parser.py`` is the model: a private module, public
+names). A private *module* is fine to import; a ``_name`` inside one is that module's own.
+
+The exceptions are listed with why; the list is empty and should stay so.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "fi_compat"
+
+#: (importing file, "module._name") -> why it may.
+ALLOWED: dict[tuple[str, str], str] = {}
+
+
+def _module_of(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_module(dotted: str) -> bool:
+    path = PACKAGE.parent.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _absolute(node: ast.ImportFrom, module: str, package: bool) -> str | None:
+    if not node.level:
+        return node.module
+    base = module.split(".") if package else module.split(".")[:-1]
+    base = base[: len(base) - node.level + 1]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def cross_private(source: str, module: str, *, package: bool = False) -> list[str]:
+    """Every ``module._name`` of another fi_compat module that ``source``, the text of
+    module ``module`` (``package``: its ``__init__``), reads."""
+    tree = ast.parse(source)
+    found, modules = [], {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            origin = _absolute(node, module, package)
+            if not origin or not origin.startswith("fi_compat") or origin == module:
+                continue
+            for alias in node.names:
+                dotted = f"{origin}.{alias.name}"
+                if _is_module(dotted):
+                    modules[alias.asname or alias.name] = dotted
+                elif _private(alias.name):
+                    found.append(dotted)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("fi_compat") and alias.asname:
+                    modules[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and modules[node.value.id] != module
+            and _private(node.attr)
+            and not _is_module(f"{modules[node.value.id]}.{node.attr}")
+        ):
+            found.append(f"{modules[node.value.id]}.{node.attr}")
+    return found
+
+
+def test_no_module_reads_another_modules_private_name() -> None:
+    reads = {
+        (path.relative_to(PACKAGE.parent).as_posix(), dotted)
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for dotted in cross_private(
+            path.read_text(encoding="utf-8"), _module_of(path), package=path.name == "__init__.py"
+        )
+    }
+    assert not reads - ALLOWED.keys(), sorted(reads - ALLOWED.keys())
+    assert not ALLOWED.keys() - reads, "listed exceptions that no longer happen"
+
+
+def test_the_check_sees_each_way_of_reading_a_private_name() -> None:
+    source = (
+        "from fi_compat._records import _canonical\n"
+        "from fi_compat.attention import _reach\n"
+        "from . import _layers\n"
+        "from ._workspace import _hidden\n"
+        "from fi_compat.comm._layers import plain, _own\n"
+        "_reach._data()\n"
+        "_layers.plain\n"
+    )
+    assert sorted(cross_private(source, "fi_compat.comm._sample")) == [
+        "fi_compat._records._canonical",
+        "fi_compat.attention._reach._data",
+        "fi_compat.comm._layers._own",
+        "fi_compat.comm._workspace._hidden",
+    ]
+    # a module's own private names are its own
+    assert (
+        cross_private("from fi_compat.comm._layers import _own\n", "fi_compat.comm._layers") == []
+    )
