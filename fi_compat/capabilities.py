@@ -30,17 +30,24 @@ from fi_compat._log import get_logger
 # The probe's steps, one module per job. Every helper the probe below calls is looked up in
 # this module's namespace at call time, so tests patching ``capabilities.<name>`` (such as
 # ``find``, ``distribution_version``, ``inspect_callable``) still patch the probe.
-from fi_compat._probe_answers import all_unknown, checked, freeze, unknown, unsupported
-from fi_compat._probe_bcast import probe_bcast_root
-from fi_compat._probe_guard import attempt, guarded_getattr
-from fi_compat._probe_import import (
+from fi_compat._probe import (
+    all_unknown,
+    attempt,
+    checked,
     distribution_version,
+    find,
+    freeze,
+    guarded_getattr,
     import_guarded,
     is_installed,
     location_of,
+    nowhere,
     parse_version,
+    probe_bcast_root,
+    static_member,
+    unknown,
+    unsupported,
 )
-from fi_compat._probe_lookup import find, nowhere, static_member
 from fi_compat._signature import (
     Shape,
     Status,
@@ -94,7 +101,7 @@ def __getattr__(name: str) -> Any:
 
 
 def _locate() -> Any:
-    from fi_compat._probe_lookup import locate
+    from fi_compat._probe import locate
 
     return locate
 

@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 from fi_compat import _deprecation, capabilities
-from fi_compat._probe_lookup import locate
+from fi_compat._probe import locate
 from fi_compat.testing import fake_flashinfer, load_release
 from fi_compat.testing.pytest_plugin import FakeFlashInferFactory
 

@@ -188,7 +188,7 @@ def _listed_backends() -> tuple[object, ...]:
     """The backends the installed factory's ``Literal`` lists (a release before
     ``mnnvl-cutedsl`` refuses that backend before looking at the options)."""
     from fi_compat._literal import literal_choices
-    from fi_compat._probe_lookup import locate
+    from fi_compat._probe import locate
     from fi_compat._surface import UNIFIED_FACTORY
 
     return literal_choices(locate(UNIFIED_FACTORY), "backend") or ()

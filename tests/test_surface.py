@@ -20,7 +20,7 @@ import pytest
 from packaging.version import Version
 
 import tools
-from fi_compat import _probe_lookup, _surface, capabilities
+from fi_compat import _probe, _surface, capabilities
 from fi_compat._records import ReleaseRecord
 from fi_compat._surface import (
     ALL_SYMBOLS,
@@ -124,12 +124,12 @@ def test_locate_refuses_anything_but_a_symbol_before_looking(
     looked: list[object] = []
     monkeypatch.setattr(capabilities, "find", lambda *args: looked.append(args))
     with pytest.raises(InvalidArgumentError, match="symbol"):
-        _probe_lookup.locate(bad)  # type: ignore[arg-type]
+        _probe.locate(bad)  # type: ignore[arg-type]
     assert looked == []
 
 
 def test_locate_finds_nothing_without_flashinfer(no_flashinfer: None) -> None:
-    assert _probe_lookup.locate(UNIFIED_FUSION) is None
+    assert _probe.locate(UNIFIED_FUSION) is None
 
 
 # ------------------------------------------------------------ nobody else spells a name
@@ -213,7 +213,7 @@ def test_a_rename_upstream_is_one_more_home_and_nothing_else() -> None:
         with _renamed_upstream(legacy_only) as module:
             caps = capabilities.get_capabilities()
             assert caps.comm.legacy_api is True
-            assert _probe_lookup.locate(LEGACY_FACTORY) is getattr(module, _NEW_NAME)
+            assert _probe.locate(LEGACY_FACTORY) is getattr(module, _NEW_NAME)
             assert _NEW_NAME in caps.comm.kwargs[LEGACY_FACTORY.key]["group"].reason
             workspace = comm.create_workspace(2, 0, 16, 64, torch.bfloat16, device="cpu")
             assert workspace.api == "legacy"

@@ -18,7 +18,7 @@ from fi_compat._arguments import (
     require_real,
 )
 from fi_compat._literal import literal_choices
-from fi_compat._probe_lookup import locate
+from fi_compat._probe import locate
 from fi_compat._surface import UNIFIED_FUSION
 from fi_compat.comm._checks import (
     FLOAT_MAX,

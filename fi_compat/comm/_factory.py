@@ -8,7 +8,7 @@ release (does this function take that keyword, would it accept the call we are
 about to bind, what is its ``kARResidualRMSNorm`` code) and refuses in the same words when
 it cannot (:func:`capability_missing`, :func:`group_error`, :func:`trtllm_ranks_error`).
 Every answer comes from :func:`~fi_compat.get_capabilities` and every FlashInfer object from
-``fi_compat._probe_lookup.locate``, so FlashInfer names are spelled only in
+``fi_compat._probe.locate``, so FlashInfer names are spelled only in
 :mod:`fi_compat._surface`.
 
 An API module hands what it made back as :class:`Created`; ``_workspace`` wraps it in a
@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from fi_compat._probe_lookup import locate
+from fi_compat._probe import locate
 from fi_compat._surface import (
     GATES,
     LEGACY_FUSION,

@@ -135,7 +135,7 @@ def torch_dist_backend() -> type:
     NameUnavailableError
         The installed release has no ``TorchDistBackend`` (before 0.6.0).
     """
-    from fi_compat._probe_lookup import locate
+    from fi_compat._probe import locate
     from fi_compat._surface import MNNVL_MODULE, TORCH_DIST_BACKEND
     from fi_compat.capabilities import Status, get_capabilities
     from fi_compat.comm._names import unavailable

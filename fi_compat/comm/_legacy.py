@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from fi_compat._probe_lookup import locate
+from fi_compat._probe import locate
 from fi_compat._signature import inspect_callable
 from fi_compat._surface import (
     GATES,

@@ -11,7 +11,7 @@ run unadapted.
 from __future__ import annotations
 
 from fi_compat._literal import literal_choices
-from fi_compat._probe_lookup import locate
+from fi_compat._probe import locate
 from fi_compat._surface import UNIFIED_FACTORY, UNIFIED_FUSION
 from fi_compat.capabilities import Capabilities
 from fi_compat.comm._creation import BACKENDS

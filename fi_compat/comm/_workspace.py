@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from fi_compat._literal import literal_choices
 from fi_compat._log import get_logger
-from fi_compat._probe_lookup import locate
+from fi_compat._probe import locate
 from fi_compat._surface import COMM, UNIFIED_FACTORY
 from fi_compat.capabilities import get_capabilities
 from fi_compat.comm._bound import PreparedAllReduce, Preparer, Runner

@@ -141,7 +141,7 @@ def pytest_report_header(config: pytest.Config) -> str:
     state = config.stash[_STATE]
     selection = state.selection
     if selection.kind == "installed":
-        from fi_compat._probe_import import distribution_version
+        from fi_compat._probe import distribution_version
 
         version = distribution_version() or "not installed"
         return f"flashinfer releases: installed flashinfer-python {version} (real; {state.source})"

@@ -22,7 +22,7 @@ from packaging.version import Version
 
 import fi_compat.comm
 import fi_compat.comm.mnnvl
-from fi_compat import _probe_lookup
+from fi_compat import _probe
 from fi_compat._records import introduced_in
 from fi_compat._surface import COMM, LEGACY_FUSION, MNNVL_MODULE, TORCH_DIST_BACKEND
 from fi_compat.capabilities import Status, get_capabilities
@@ -222,7 +222,7 @@ class _Group:
 
 def test_torch_dist_backend_maps_the_root_where_the_release_does_not(release: Any) -> None:
     caps = get_capabilities()
-    native = _probe_lookup.locate(TORCH_DIST_BACKEND)
+    native = _probe.locate(TORCH_DIST_BACKEND)
     if native is None:
         with pytest.raises(NameUnavailableError) as info:
             fi_compat.comm.mnnvl.TorchDistBackend  # noqa: B018
