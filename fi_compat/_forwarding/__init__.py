@@ -3,16 +3,15 @@
 One analysis serves both the live probe (:mod:`fi_compat._signature`, over
 ``inspect.getsource``) and the recorder (``tools.recorder``, outside the package, over a
 release's files), so live and recorded answers cannot drift apart. Its entry point is
-:func:`analyse`; each module of this package is one stage. The report guide,
+:func:`analyse`; :mod:`.model` holds the data and syntax helpers, :mod:`.stages` the
+stages of one function's analysis, :mod:`.forward` the forwarding calls. The report guide,
 ``docs/guide/report.md`` ("How ``**kwargs`` is followed"), gives the rules and the stages.
 """
 
 from __future__ import annotations
 
-from fi_compat._forwarding.carriers import MAX_HELPER_DEPTH
-from fi_compat._forwarding.forward import analyse
-from fi_compat._forwarding.positional import bound_skip, positional_doubts
-from fi_compat._forwarding.results import (
+from fi_compat._forwarding.forward import analyse, bound_skip, positional_doubts
+from fi_compat._forwarding.model import (
     ALL,
     Analysis,
     Doubt,
@@ -20,8 +19,10 @@ from fi_compat._forwarding.results import (
     FunctionNode,
     Ref,
     Resolver,
+    calls_named,
+    method_kind,
 )
-from fi_compat._forwarding.syntax import calls_named, method_kind
+from fi_compat._forwarding.stages import MAX_HELPER_DEPTH
 
 __all__ = [
     "ALL",
