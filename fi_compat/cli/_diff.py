@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         write_err(f"fi-compat diff: {error}")
         return 2
     if args.json:
-        document = diff.to_json()
+        document = diff.to_dict()
         document["changes"] = [
             change
             for change in document["changes"]

@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         write_err(f"fi-compat scan: {error}")
         return 2
     if args.json:
-        document = result.to_json()
+        document = result.to_dict()
         if not args.all:
             document["findings"] = [f for f in document["findings"] if f["category"] != "unchanged"]
         write_out(json.dumps(document, indent=2) + "\n")

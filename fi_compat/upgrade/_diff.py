@@ -85,7 +85,7 @@ class Change:
     new: Any
     parameter: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """The change as the JSON output documents it."""
         return {
             "kind": self.kind,
@@ -118,7 +118,7 @@ class ReleaseDiff:
         """The changes of one category, in the order of :attr:`changes`."""
         return tuple(change for change in self.changes if change.category is category)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """The diff as ``fi-compat diff --json`` prints it (schema ``diff.schema.json``)."""
         from fi_compat._version import __version__
 
@@ -131,7 +131,7 @@ class ReleaseDiff:
             "summary": {
                 category.key: len(self.by_category(category)) for category in DIFF_CATEGORIES
             },
-            "changes": [change.to_json() for change in self.changes],
+            "changes": [change.to_dict() for change in self.changes],
             "notes": list(self.notes),
         }
 

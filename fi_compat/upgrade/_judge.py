@@ -80,7 +80,7 @@ class Finding:
     message: str
     release: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """The finding as the JSON output documents it."""
         return {
             "path": self.path,

@@ -86,7 +86,7 @@ class ScanResult:
         """How many findings fall in ``category``."""
         return sum(1 for finding in self.findings if finding.category is category)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """The result as ``fi-compat scan --json`` prints it (schema ``scan.schema.json``)."""
         from fi_compat._version import __version__
 
@@ -100,7 +100,7 @@ class ScanResult:
             "fi_compat": self.fi_compat,
             "files": self.files,
             "summary": {category.key: self.count(category) for category in Category},
-            "findings": [finding.to_json() for finding in self.findings],
+            "findings": [finding.to_dict() for finding in self.findings],
             "diagnostics": [
                 {
                     "path": diagnostic.path,

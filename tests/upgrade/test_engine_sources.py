@@ -104,7 +104,7 @@ def test_json_validates_against_the_shipped_schema(engine: Scanned) -> None:
     )
     jsonschema.Draft202012Validator.check_schema(schema)
     for result in results.values():
-        jsonschema.validate(result.to_json(), schema, cls=jsonschema.Draft202012Validator)
+        jsonschema.validate(result.to_dict(), schema, cls=jsonschema.Draft202012Validator)
 
 
 def test_sarif_validates_against_the_sarif_schema(engine: Scanned) -> None:

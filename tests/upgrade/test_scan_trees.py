@@ -141,7 +141,7 @@ def test_several_roots_are_relative_to_the_directory_holding_them(trees: Path) -
     assert result.root == str(trees.resolve())
     assert result.roots == tuple(roots)
     assert {f.path.split("/")[0] for f in result.findings} == {"engine", "kernels"}
-    document = result.to_json()
+    document = result.to_dict()
     assert document["roots"] == roots
     assert document["root"] == str(trees.resolve())
     sarif = to_sarif(result)["runs"][0]
