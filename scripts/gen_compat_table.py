@@ -29,7 +29,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Every file that holds a generated table, relative to the repository root.
 TARGETS = (
-    "README.md",
     "docs/releases.md",
     "docs/guide/attention.md",
     "docs/migration/sglang.md",

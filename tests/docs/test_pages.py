@@ -181,3 +181,10 @@ def test_the_changelog_has_a_dated_section_for_this_version() -> None:
     assert released[0].group(1) == __version__
     kinds = set(re.findall(r"^### (.*)$", text, flags=re.MULTILINE))
     assert kinds <= {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}, kinds
+
+
+def test_the_readme_is_a_front_page() -> None:
+    """README.md stays a front page (``packaging``'s is 81 lines): the tables and the details
+    live on the docs site."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 150, f"README.md has {len(lines)} lines; move detail to docs/"
