@@ -1,5 +1,6 @@
-"""Targets and results: the forwarding calls, where they go, and the :class:`Analysis`;
-then the target parameters the forwarding calls also bind positionally.
+"""The forwarding calls, where they go, and the :class:`Analysis`.
+
+Then, for callers, the target parameters the forwarding calls also bind positionally.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""What the analysis works on and answers, and the small questions it asks of single
-nodes: the data and syntax helpers every stage shares.
+"""The data the analysis works on and answers, and its questions about single nodes.
+
+Every stage shares them.
 
 :class:`Resolver` is what a caller (the live probe or the recorder) hands in;
 :class:`Analysis` with its :class:`Ref`, :class:`ForwardCall` and :class:`Doubt` is what

@@ -1,8 +1,10 @@
-"""The stages of one function's analysis, a section each: the walk (its parsed body, its
-bindings, its doubts), the carriers (the ``**kwargs`` name and its pure copies), the
-paths (does every path reach the forwarding call or raise?) and the uses (every read of
-a carrier, and which keywords it may drop or replace). :class:`Walk` is the base every
-stage builds on; it walks the body once and makes the reasons.
+"""The stages of one function's analysis: the walk, the carriers, the paths, the uses.
+
+A section each: the walk (its parsed body, its bindings, its doubts), the carriers (the
+``**kwargs`` name and its pure copies), the paths (does every path reach the forwarding
+call or raise?) and the uses (every read of a carrier, and which keywords it may drop or
+replace). :class:`Walk` is the base every stage builds on; it walks the body once and
+makes the reasons.
 """
 
 from __future__ import annotations
