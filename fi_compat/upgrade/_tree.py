@@ -161,7 +161,7 @@ def _sources(
             except OSError as error:
                 diagnostics.append(Diagnostic(name, f"not readable: {error.strerror or error}"))
                 continue
-            module, package = modules.name(path)
+            module, package = modules.name(path.absolute())
             sources.append(_Source(name, module, package, data))
     return sources, count
 

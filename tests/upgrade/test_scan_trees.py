@@ -198,3 +198,16 @@ def test_a_hidden_directory_keeps_its_name_among_several_roots(trees: Path) -> N
     _write(hidden, {"kern2/__init__.py": "from flashinfer import top_k\n"})
     result = scan_tree([trees / "engine", hidden], OLD, NEW)
     assert any(f.path == ".vendored/kern2/__init__.py" for f in result.findings)
+
+
+def test_a_relative_root_inside_a_package_names_modules_from_the_package(
+    trees: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``fi-compat scan .`` inside ``kern/``: its modules are still ``kern.*``."""
+    _write(
+        trees / "kernels",
+        {"kern/user.py": f"from kern.attn import top_k\n{CALL}\n"},
+    )
+    monkeypatch.chdir(trees / "kernels" / "kern")
+    result = scan_tree(".", OLD, NEW)
+    assert _breaks(result.findings, "user.py") == [(2, "keyword-missing", "flashinfer.top_k")]
