@@ -32,7 +32,7 @@ from typing import Literal, NamedTuple
 
 from fi_compat._surface import ATTENTION_FAMILIES
 
-__all__ = ["Bound", "Diagnostic", "Reading", "Use", "UseKind", "read_module", "read_uses"]
+__all__ = ["Bound", "Diagnostic", "Reading", "Use", "UseKind", "read_module"]
 
 #: What a :class:`Use` is: an import, an attribute chain, a call, a backend string given
 #: to a constructor, an ``inspect.signature`` probe, or a ``hasattr``/``getattr`` guard.
@@ -235,6 +235,11 @@ class _Reader(ast.NodeVisitor):
         self.aliases.pop(name, None)
         self.instances.pop(name, None)
         self.containers.pop(name, None)
+
+    def _module(self, dotted: str) -> None:
+        """``dotted`` is a module of the file's imports, and so is each package above it."""
+        parts = dotted.split(".")
+        self.modules.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
 
     def _kept_guard(self, kind: str, target: str) -> str | None:
         """The name keeping a guard's answer about ``target`` (or a path it lies under)."""
@@ -581,8 +586,7 @@ class _Reader(ast.NodeVisitor):
                 self.aliases[name.split(".")[0]] = name.split(".")[0]
                 self.imported.add(name.split(".")[0])
             if name.split(".")[0] == _ROOT:
-                parts = name.split(".")
-                self.modules.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
+                self._module(name)
                 self._add(node, "import", name, module=name)
 
     def _absolute(self, node: ast.ImportFrom) -> str | None:
@@ -621,8 +625,7 @@ class _Reader(ast.NodeVisitor):
             if alias.name in exported:  # a scanned module's FlashInfer name, passed on
                 self._bind(bound, exported[alias.name])
             elif module.split(".")[0] == _ROOT:
-                parts = module.split(".")
-                self.modules.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
+                self._module(module)
                 self._add(node, "import", f"{module}.{alias.name}", module=module)
 
     def _bind(self, name: str, found: Bound) -> None:
@@ -633,8 +636,7 @@ class _Reader(ast.NodeVisitor):
             self.instances[name] = found.path
         else:
             self.aliases[name] = found.path
-        parts = found.module.split(".")
-        self.modules.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
+        self._module(found.module)
 
     def bound(self) -> dict[str, Bound]:
         """What this module binds from FlashInfer at its top level (read once the whole
@@ -810,8 +812,7 @@ class _Reader(ast.NodeVisitor):
             self._put(func.value, node.args[-1])
         imported = self._imported_module(node)
         if imported is not None:
-            parts = imported.split(".")
-            self.modules.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
+            self._module(imported)
             self._add(node, "import", imported, module=imported)
             return
         guard = self._guard_call(node)
@@ -879,12 +880,6 @@ def _decode(data: bytes) -> str:
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     text = data.decode(encoding)
     return text[1:] if text.startswith("\ufeff") else text
-
-
-def read_uses(data: bytes, path: str) -> tuple[list[Use], Diagnostic | None]:
-    """The uses in one file's bytes, or the diagnostic that stopped the reading."""
-    reading = read_module(data, path)
-    return reading.uses, reading.diagnostic
 
 
 def read_module(

@@ -113,10 +113,15 @@ class _Modules:
         return ".".join(parts), package
 
 
+def _directory(root: Path) -> Path:
+    """The directory a root is: itself, or a file root's directory."""
+    return root if root.is_dir() else root.parent
+
+
 def _base(roots: Sequence[Path]) -> Path:
     """The directory the paths of a scan are relative to: the root (a file root's
     directory), or the deepest directory holding every root."""
-    directories = [root if root.is_dir() else root.parent for root in roots]
+    directories = [_directory(root) for root in roots]
     if len(directories) == 1:
         return directories[0]
     return Path(os.path.commonpath([str(d.resolve()) for d in directories]))
@@ -168,12 +173,28 @@ def _sources(
 
 def _prefix(root: Path, base: Path) -> str:
     """Where ``root`` (a file root: its directory) lies under ``base`` (``""`` for there)."""
-    directory = (root if root.is_dir() else root.parent).resolve()
+    directory = _directory(root).resolve()
     try:
         relative = directory.relative_to(base).as_posix()
     except ValueError:
         return directory.as_posix()
     return "" if relative == "." else relative
+
+
+def _spelled(modules: set[str]) -> set[tuple[bytes, bytes]]:
+    """Each module's package and own name, as a file importing it spells them."""
+    return {
+        (package.encode(), last.encode())
+        for package, _, last in (module.rpartition(".") for module in modules)
+    }
+
+
+def _may_import(data: bytes, spelled: set[tuple[bytes, bytes]]) -> bool:
+    """Whether ``data`` may import one of the modules: it spells a module's package and its
+    own name (``from engine.kernels import``, ``from engine import kernels``), or its own
+    name in a relative import (``from .kernels import``)."""
+    relative = b"from ." in data
+    return any(last in data and (relative or package in data) for package, last in spelled)
 
 
 def _mentions(names: set[str]) -> re.Pattern[bytes]:
@@ -197,6 +218,7 @@ def scan_paths(*roots: Path) -> Scanned:
             source.data, source.name, source.module, package=source.package, exports=exports
         )
 
+    unread: list[int] = []  # text files not read yet: may import a name passed on
     for index, source in enumerate(sources):
         if _MARKER in source.data:
             read(index, {})
@@ -204,6 +226,8 @@ def scan_paths(*roots: Path) -> Scanned:
             diagnostics.append(
                 Diagnostic(source.name, "binary file (contains NUL bytes): not read")
             )
+        else:
+            unread.append(index)
     exports: dict[str, dict[str, Bound]] = {}
     for _ in range(_ROUNDS):
         # What each module binds from FlashInfer, as the last round read it. A file is read
@@ -220,31 +244,21 @@ def scan_paths(*roots: Path) -> Scanned:
         if not changed:
             break
         modules = {name.rpartition(".")[0] for name in changed}
-        # a file importing one of them spells its package and its own name (``from
-        # engine.kernels import``, ``from engine import kernels``), or its own name in a
-        # relative import (``from .kernels import``)
-        spelled = {
-            (package.encode(), last.encode())
-            for package, _, last in (module.rpartition(".") for module in modules)
-        }
         mentions = _mentions({name.rpartition(".")[2] for name in changed})
-        for index, source in enumerate(sources):
-            reading = readings.get(index)
-            if reading is None:
-                data = source.data
-                if (
-                    any(
-                        last in data and (package in data or b"from ." in data)
-                        for package, last in spelled
-                    )
-                    and b"\0" not in data[:8192]
-                    and mentions.search(data)
-                ):
-                    read(index, exports)
-            elif reading.names & changed or (
-                reading.imports & modules and mentions.search(source.data)
+        for index, reading in list(readings.items()):
+            if reading.names & changed or (
+                reading.imports & modules and mentions.search(sources[index].data)
             ):
                 read(index, exports)
+        spelled = _spelled(modules)
+        now = [
+            index
+            for index in unread
+            if _may_import(sources[index].data, spelled) and mentions.search(sources[index].data)
+        ]
+        for index in now:
+            read(index, exports)
+        unread = [index for index in unread if index not in readings]
     uses: list[Use] = []
     for index in sorted(readings):
         reading = readings[index]

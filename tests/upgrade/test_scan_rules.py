@@ -18,7 +18,7 @@ from fi_compat.upgrade import RULES, Category, Finding, scan_tree
 from fi_compat.upgrade._facts import Facts
 from fi_compat.upgrade._history import History
 from fi_compat.upgrade._judge import judge
-from fi_compat.upgrade._scan import read_uses
+from fi_compat.upgrade._scan import read_module
 
 B, C, D, A, U = (
     Category.BREAKS,
@@ -477,11 +477,11 @@ def test_a_keyword_only_an_unproven_kwargs_takes_is_unverified() -> None:
         "1.0", (("input", "POSITIONAL_OR_KEYWORD", None), ("fp32_acc", "KEYWORD_ONLY", "False"))
     )
     new = _facts("2.0", (("input", "POSITIONAL_OR_KEYWORD", None), ("kwargs", "VAR_KEYWORD", None)))
-    uses, problem = read_uses(
+    reading = read_module(
         b"import flashinfer.comm as fc\nfc.allreduce_fusion(x, fp32_acc=True)\n", "engine.py"
     )
-    assert problem is None
-    findings = judge(uses, History((old, new)))
+    assert reading.diagnostic is None
+    findings = judge(reading.uses, History((old, new)))
     found = _one(findings, 2, "keyword-unverified")
     assert found.category is Category.BEHAVIOUR
     assert found.release == "2.0"
