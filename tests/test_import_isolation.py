@@ -28,6 +28,15 @@ HEAVY = ("torch", "flashinfer", "numpy")
         "import fi_compat.capabilities, fi_compat.errors, fi_compat.determinism",
         "import fi_compat.report, fi_compat.hazards, fi_compat.cli",
         "import fi_compat.policy; fi_compat.policy.decide_fusion",
+        "import warnings, fi_compat.policy as p\n"
+        "p.decide_fusion(p.Deployment(architecture='LlamaForCausalLM', compute_capability=(9, 0),"
+        " tp_size=4, deterministic=False), p.engine_rules('vllm', '0.33.0').rules)\n"
+        "for bad in [('trtllm', None), (None, None), ('sglang', 3)]:\n"
+        "    try:\n        p.engine_rules(*bad)\n"
+        "    except p.PolicyInputError:\n        pass\n"
+        "    else:\n        raise AssertionError(bad)\n"
+        "with warnings.catch_warnings():\n"
+        "    warnings.simplefilter('ignore')\n    p.SGLANG_0_5_23_RULES",
         "import fi_compat.comm",
         "import fi_compat.comm as c; c.AllReduceFusionPattern.kARResidualRMSNorm; dir(c)",
         "from fi_compat.comm import create_workspace, allreduce_residual_rmsnorm",

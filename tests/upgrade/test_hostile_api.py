@@ -164,6 +164,9 @@ def test_nothing_of_flashinfer_or_torch_is_imported(tmp_path: Path) -> None:
             lambda: scan_tree(b"/tmp", "0.6.5", "0.7.2"),
             lambda: scan_tree({str(root)!r}, "0.6.5", "0.7.2", fi_compat="no"),
             lambda: render_diff(diff_releases("0.6.5", "0.6.8"), categories="breaks"),
+            lambda: scan_tree([{str(root)!r}, {str(root)!r}], "0.7.2.post1", "0.6.5").to_dict(),
+            lambda: scan_tree([{str(root)!r}, None], "0.6.5", "0.7.2"),
+            lambda: scan_tree([], "0.6.5", "0.7.2"),
         ]
         outcomes = []
         for call in calls:
@@ -189,6 +192,9 @@ def test_nothing_of_flashinfer_or_torch_is_imported(tmp_path: Path) -> None:
         "ok",
         "ok",
         "InvalidArgumentError",
+        "InvalidArgumentError",
+        "InvalidArgumentError",
+        "ok",
         "InvalidArgumentError",
         "InvalidArgumentError",
     ]
