@@ -9,6 +9,8 @@ errors guide, ``docs/guide/errors.md``, lists them and when each is raised.
 
 from __future__ import annotations
 
+from fi_compat._requirements.names import deterministic_feature
+
 __all__ = [
     "BackendNotDeterministicError",
     "CallSizeUnsupportedError",
@@ -203,7 +205,7 @@ class BackendNotDeterministicError(DeterminismUnavailableError):
     def __init__(
         self, message: str, *, family: str, backend: str, release: str, verdict: str
     ) -> None:
-        super().__init__(message, feature=f"deterministic:{family}:{backend}")
+        super().__init__(message, feature=deterministic_feature(family, backend))
         self.family = family
         self.backend = backend
         self.release = release

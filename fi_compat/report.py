@@ -12,8 +12,25 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from fi_compat import _requirements
 from fi_compat._arguments import require_instance, require_str, require_strs
+from fi_compat._requirements import table as _requirements
+from fi_compat._requirements.attention import Served, deterministic_answers
+from fi_compat._requirements.comm import (
+    checkpoint_support,
+    dropin_support,
+    factory_support,
+    passed_through,
+    pattern_support,
+    size_support,
+)
+from fi_compat._requirements.names import (
+    checkpoint_feature,
+    deterministic_feature,
+    dropin_feature,
+    factory_feature,
+    pattern_feature,
+    size_feature,
+)
 from fi_compat._signature import Shape, Support
 from fi_compat._surface import (
     ATTENTION_FAMILIES,
@@ -22,19 +39,7 @@ from fi_compat._surface import (
     TORCH_DIST_BACKEND,
 )
 from fi_compat.attention import _reach
-from fi_compat.attention._served import Served, deterministic_answers
-from fi_compat.attention._vouch import deterministic_feature
 from fi_compat.capabilities import Capabilities
-from fi_compat.comm._factory import dropin_feature, factory_feature, pattern_feature
-from fi_compat.comm._sizes import size_feature, size_support
-from fi_compat.comm._taken import (
-    checkpoint_feature,
-    checkpoint_support,
-    dropin_support,
-    factory_support,
-    pattern_support,
-)
-from fi_compat.comm._vocabulary import passed_through
 from fi_compat.errors import UnknownRequirementError
 from fi_compat.hazards import hazards
 

@@ -13,6 +13,7 @@ import ast
 import dataclasses
 import functools
 import inspect
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,9 @@ import torch
 
 import fi_compat
 import fi_compat.comm as comm
+from fi_compat._requirements.comm import FACTORY_OPTIONS, PATTERN_MEMBERS, factory_support
 from fi_compat.attention import AttentionPlanner
 from fi_compat.capabilities import get_capabilities
-from fi_compat.comm._taken import FACTORY_OPTIONS, PATTERN_MEMBERS, factory_support
 from fi_compat.errors import CapabilityMissingError
 from fi_compat.report import REQUIREMENT_NAMES, REQUIREMENTS, build_report, missing
 from fi_compat.testing import FakeFlashInfer, fake_flashinfer, load_release
@@ -355,9 +356,11 @@ def test_torch_distributed_is_named_and_says_it_must_be_initialized() -> None:
 #: Every ``feature`` expression in fi_compat, by module, with the family of names it
 #: belongs to. ``capability_missing``'s first argument and ``installed``'s third are
 #: features too; ``feature`` alone is a parameter handed on by the callers collected here.
+#: Each is a builder or a constant of ``fi_compat._requirements.names``, where every
+#: ``--require`` name is spelled (``test_every_name_is_spelled_in_one_module``).
 KNOWN: dict[tuple[str, str], str] = {
-    ("attention/_planner.py", "FAST_DECODE_PLAN.key"): "fast_decode_plan",
-    ("attention/_vouch.py", "keyword"): "gate",
+    ("attention/_planner.py", "FAST_PLAN"): "fast_decode_plan",
+    ("attention/_vouch.py", "gate_feature(keyword)"): "gate",
     ("attention/_vouch.py", "deterministic_feature(family, backend)"): "deterministic",
     (
         "attention/_wrapper.py",
@@ -368,19 +371,19 @@ KNOWN: dict[tuple[str, str], str] = {
     ("comm/_factory.py", "dropin_feature(name)"): "dropin",
     ("comm/_factory.py", "factory_feature(name)"): "factory",
     ("comm/_factory.py", "pattern_feature(name)"): "pattern",
-    ("comm/_factory.py", "'group'"): "gate",
+    ("comm/_factory.py", "gate_feature('group')"): "gate",
     ("comm/_factory.py", "api_feature(symbol)"): "flag",
-    ("comm/_interface.py", "f'checkpointing:{kind}'"): "checkpointing",
-    ("comm/_legacy.py", "'unified_api'"): "flag",
-    ("comm/_legacy.py", "'legacy_api'"): "flag",
-    ("comm/_unified.py", "'unified_api'"): "flag",
-    ("comm/_unified.py", "'legacy_api'"): "flag",
-    ("comm/_unified.py", "'comm_backend'"): "gate",
-    ("comm/_workspace.py", "feature"): "flag",  # "unified_api" or "legacy_api"
-    ("comm/_reference.py", "'torch.distributed'"): "torch.distributed",
+    ("comm/_interface.py", "checkpoint_feature(kind)"): "checkpointing",
+    ("comm/_legacy.py", "UNIFIED_API"): "flag",
+    ("comm/_legacy.py", "LEGACY_API"): "flag",
+    ("comm/_unified.py", "UNIFIED_API"): "flag",
+    ("comm/_unified.py", "LEGACY_API"): "flag",
+    ("comm/_unified.py", "gate_feature('comm_backend')"): "gate",
+    ("comm/_workspace.py", "feature"): "flag",  # UNIFIED_API or LEGACY_API
+    ("comm/_reference.py", "TORCH_DISTRIBUTED"): "torch.distributed",
     ("comm/_reference.py", "reference_feature(str(name))"): "reference",
     ("comm/_reference.py", "reference_feature(PATTERN_NAMES[_RMSNORM])"): "reference",
-    ("errors.py", "f'deterministic:{family}:{backend}'"): "deterministic",
+    ("errors.py", "deterministic_feature(family, backend)"): "deterministic",
 }
 #: Each family's names, all of which ``--require`` must accept.
 FAMILIES: dict[str, Callable[[], set[str]]] = {
@@ -441,3 +444,56 @@ def test_the_families_list_the_api_features_used() -> None:
     """The literal features passed to ``installed`` and ``capability_missing`` are names."""
     literals = {expr.strip("'") for _, expr in feature_expressions() if expr.startswith("'")}
     assert literals <= set(REQUIREMENT_NAMES), sorted(literals - set(REQUIREMENT_NAMES))
+
+
+#: How the families' names begin, as ``fi_compat._requirements.names`` spells them.
+PREFIXES = re.compile(r"(?<![\w-])(dropin|per_call_sizes|checkpointing|deterministic|reference):")
+
+
+def spelled_prefixes(path: Path) -> list[str]:
+    """Every string in ``path``'s code (docstrings aside) that spells a family's prefix."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {  # a module's, class's or function's, and an attribute's after it
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    return [
+        f"{path.name}:{node.lineno}: {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+        and PREFIXES.search(node.value)
+    ]
+
+
+def test_every_name_is_spelled_in_one_module() -> None:
+    """The ``--require`` language is built in ``_requirements/names.py``: no other module of
+    fi_compat spells a family's prefix in its code, and the builders are what the table and
+    the refusals use (``KNOWN`` above)."""
+    root = Path(fi_compat.__file__).parent
+    names = root / "_requirements" / "names.py"
+    found = [
+        hit
+        for path in sorted(root.rglob("*.py"))
+        if path != names
+        for hit in spelled_prefixes(path)
+    ]
+    assert not found, found
+    assert spelled_prefixes(names), "the check no longer sees the prefixes where they are"
+
+
+def test_the_spelling_check_sees_a_prefix_spelled_elsewhere(tmp_path: Path) -> None:
+    module = tmp_path / "elsewhere.py"
+    module.write_text(
+        '"""A docstring may say dropin:allreduce_fusion.<name>."""\n'
+        'def f(kind):\n    return f"checkpointing:{kind}"\n'
+        'X = "per_call_sizes:trtllm"\n'
+        'Y = "a reason naming no name: preference: none"\n',
+        encoding="utf-8",
+    )
+    assert sorted(hit.split(": ", 1)[1] for hit in spelled_prefixes(module)) == [
+        "'checkpointing:'",
+        "'per_call_sizes:trtllm'",
+    ]

@@ -12,11 +12,11 @@ import json
 
 import pytest
 
+from fi_compat._requirements.comm import checkpoint_support, size_support
+from fi_compat._requirements.names import CHECKPOINT_KINDS, SIZE_KINDS
 from fi_compat.attention import _reach
 from fi_compat.capabilities import get_capabilities
 from fi_compat.cli import main
-from fi_compat.comm._sizes import SIZE_KINDS, size_support
-from fi_compat.comm._taken import CHECKPOINT_KINDS, checkpoint_support
 from fi_compat.report import (
     REQUIREMENT_NAMES,
     UnknownRequirementError,

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fi_compat._arguments import describe, require_bool, require_instance
+from fi_compat._requirements.names import FAST_PLAN
 from fi_compat._surface import FAST_DECODE_PLAN
 from fi_compat.attention import _reach, _vouch
 from fi_compat.attention._layout import (
@@ -136,7 +137,7 @@ def _fast_plan(
                 fix=f"upgrade flashinfer-python to {FAST_DECODE_PLAN.since} or later, or "
                 "build the planner without fast_decode",
             ),
-            feature=FAST_DECODE_PLAN.key,
+            feature=FAST_PLAN,
             introduced_in=FAST_DECODE_PLAN.since,
         )
     if settings.deterministic:

@@ -10,7 +10,7 @@ built, and never per ``plan``:
    (:func:`check_reach`, from the measured data of :mod:`fi_compat.attention._reach`)?
 
 Question 3 has one answer function, :func:`vouch`, which ``fi-compat report`` asks as well
-(``deterministic:<Family>:<backend>``, :mod:`fi_compat.attention._served`), so the report
+(``deterministic:<Family>:<backend>``, :mod:`fi_compat._requirements.attention`), so the report
 and the wrapper cannot disagree. Every refusal is a
 :class:`~fi_compat.errors.DeterminismUnavailableError` whose message names the wrapper, the
 backend, the release and the fix, and whose ``feature`` is that ``--require`` name (or a
@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from fi_compat import _surface
 from fi_compat._arguments import require_instance
+from fi_compat._requirements.names import deterministic_feature, gate_feature
 from fi_compat._signature import Status, Support, inspect_callable
 from fi_compat._surface import ATTENTION_FAMILIES, GATES, PLAN, SPLIT_KEYWORDS
 from fi_compat.attention import _reach
@@ -49,7 +50,6 @@ __all__ = [
     "check_reach",
     "check_signature",
     "check_tensor_cores",
-    "deterministic_feature",
     "family_of",
     "fast_plan_of_release",
     "flag",
@@ -61,12 +61,6 @@ DECODE = _surface.DECODE.key
 _FAMILIES = frozenset(ATTENTION_FAMILIES)
 #: The decode families: tensor cores are required, and they plan with the decode sizes.
 DECODE_FAMILIES = frozenset({DECODE, "CUDAGraphBatchDecodeWithPagedKVCacheWrapper"})
-
-
-def deterministic_feature(family: str, backend: str) -> str:
-    """The ``--require`` name of a deterministic run of ``family`` built with ``backend``
-    (``"default"`` for a class without ``backend=``)."""
-    return f"deterministic:{family}:{backend}"
 
 
 def check_options(settings: object, capabilities: object) -> None:
@@ -253,7 +247,7 @@ def check_signature(wrapper: Any, kind: str, role: str, release: str | None) -> 
             changed_in=gate.introduced_in,
             fix=fix,
         ),
-        feature=keyword,
+        feature=gate_feature(keyword),
         introduced_in=gate.introduced_in,
     )
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from fi_compat import _surface
 from fi_compat._arguments import describe
+from fi_compat._requirements.names import deterministic_feature
 from fi_compat._surface import PLAN, SPLIT_KEYWORDS
 from fi_compat.attention import _reach, _vouch
 from fi_compat.attention._settings import Settings, same_split
@@ -28,7 +29,6 @@ from fi_compat.attention._vouch import (
     check_reach,
     check_signature,
     check_tensor_cores,
-    deterministic_feature,
     flag,
     refuse_reach,
     release_of,

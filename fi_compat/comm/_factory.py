@@ -23,12 +23,17 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from fi_compat._probe import locate
+from fi_compat._requirements.names import (
+    api_feature,
+    dropin_feature,
+    factory_feature,
+    gate_feature,
+    pattern_feature,
+)
 from fi_compat._surface import (
     GATES,
-    LEGACY_FUSION,
     PATTERN,
     UNIFIED_FACTORY,
-    UNIFIED_FUSION,
     Symbol,
 )
 from fi_compat.capabilities import Capabilities
@@ -50,18 +55,15 @@ __all__ = [
     "Created",
     "Request",
     "accepts",
-    "api_feature",
     "capability_missing",
     "check_call",
     "check_pattern",
-    "factory_feature",
     "group_error",
     "installed",
     "installed_pattern",
     "not_taken",
     "option_refused",
     "pattern_codes",
-    "pattern_feature",
     "trtllm_ranks_error",
     "untaken",
 ]
@@ -196,12 +198,6 @@ def _required(function: Callable[..., Any]) -> set[str] | None:
     }
 
 
-def api_feature(symbol: Symbol) -> str:
-    """The ``--require`` flag of the API whose fused call ``symbol`` is: ``legacy_api`` for
-    :data:`~fi_compat._surface.LEGACY_FUSION`, ``unified_api`` otherwise."""
-    return "legacy_api" if symbol.key == LEGACY_FUSION.key else "unified_api"
-
-
 def untaken(caps: Capabilities, symbol: Symbol, ours: Collection[str]) -> list[str]:
     """The keywords among ``ours`` that the installed ``symbol``'s probed signature lacks,
     sorted; none when the signature could not be read (the call is then bound as is)."""
@@ -252,16 +248,6 @@ def capability_missing(feature: str, what: str, found: str, fix: str) -> Capabil
     )
 
 
-#: The prefix of the ``--require`` names (and of the errors' ``feature``) of the drop-in
-#: ``allreduce_fusion``'s arguments: ``dropin:allreduce_fusion.<argument>``.
-DROPIN_FUSION = f"dropin:{UNIFIED_FUSION.key}"
-
-
-def dropin_feature(name: str) -> str:
-    """The requirement name (and error ``feature``) of the drop-in argument ``name``."""
-    return f"{DROPIN_FUSION}.{name}"
-
-
 def not_taken(symbol: Symbol, name: str, version: str | None) -> CapabilityMissingError:
     """The error for a drop-in argument ``name`` the installed ``symbol`` does not take.
 
@@ -284,16 +270,6 @@ def not_taken(symbol: Symbol, name: str, version: str | None) -> CapabilityMissi
         feature=dropin_feature(name),
         introduced_in=first,
     )
-
-
-#: The prefix of the ``--require`` names (and of the errors' ``feature``) of the drop-in
-#: factory's options: ``dropin:create_allreduce_fusion_workspace.<option>``.
-DROPIN_FACTORY = f"dropin:{UNIFIED_FACTORY.key}"
-
-
-def factory_feature(name: str) -> str:
-    """The requirement name (and error ``feature``) of the drop-in factory's option ``name``."""
-    return f"{DROPIN_FACTORY}.{name}"
 
 
 def option_refused(caps: Capabilities, name: str, *, legacy: bool) -> FiCompatError:
@@ -334,12 +310,6 @@ def option_refused(caps: Capabilities, name: str, *, legacy: bool) -> FiCompatEr
         feature=factory_feature(name),
         introduced_in=first,
     )
-
-
-def pattern_feature(name: str) -> str:
-    """The requirement name (and error ``feature``) of the pattern ``name`` of
-    :class:`~fi_compat.comm.AllReduceFusionPattern`: ``AllReduceFusionPattern.<name>``."""
-    return f"{PATTERN.key}.{name}"
 
 
 def check_pattern(caps: Capabilities, pattern: int) -> None:
@@ -383,7 +353,7 @@ def group_error(caps: Capabilities, symbol: Symbol, span: GroupSpan, why: str) -
             "unfused path (api='reference'); dropping the group would run the rendezvous "
             "over the whole world and hang",
         ),
-        feature="group",
+        feature=gate_feature("group"),
         introduced_in=gate.introduced_in,
     )
 

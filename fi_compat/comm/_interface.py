@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fi_compat._arguments import require_instance, require_int
+from fi_compat._requirements.names import checkpoint_feature
 from fi_compat.comm._checks import Spec, destroyed_error, size_mismatch
 from fi_compat.errors import CheckpointUnsupportedError, explain
 
@@ -200,7 +201,7 @@ def checkpoint_unsupported(api: str, kind: str, method: str) -> Callable[..., No
                 fix="keep the workspace resident while suspended (catch NotImplementedError), "
                 "or install a flashinfer-python release with checkpointing on this backend",
             ),
-            feature=f"checkpointing:{kind}",
+            feature=checkpoint_feature(kind),
         )
 
     unsupported.__name__ = unsupported.__qualname__ = method

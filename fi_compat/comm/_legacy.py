@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from fi_compat._probe import locate
+from fi_compat._requirements.names import LEGACY_API, UNIFIED_API
 from fi_compat._signature import inspect_callable
 from fi_compat._surface import (
     GATES,
@@ -105,7 +106,7 @@ def create_legacy(caps: Capabilities, request: Request) -> Created:
     unified = GATES["unified_api"].introduced_in
     if request.backend not in ("auto", "trtllm"):
         raise capability_missing(
-            "unified_api",
+            UNIFIED_API,
             f"backend={request.backend!r} (only the unified API has backends besides TRT-LLM)",
             f"flashinfer {caps.flashinfer.version} with only the legacy API",
             f"use backend='auto' or 'trtllm', or upgrade flashinfer-python to {unified}+",
@@ -117,7 +118,7 @@ def create_legacy(caps: Capabilities, request: Request) -> Created:
     if request.gpus_per_node is not None:
         if request.gpus_per_node < spec.world_size:
             raise capability_missing(
-                "unified_api",
+                UNIFIED_API,
                 f"a multi-node group ({spec.world_size} ranks, {request.gpus_per_node} GPUs "
                 "per node) on the MNNVL backend of the unified API",
                 f"flashinfer {caps.flashinfer.version} with only the legacy TRT-LLM IPC API, "
@@ -139,12 +140,12 @@ def create_legacy(caps: Capabilities, request: Request) -> Created:
             f"comm_backend not passed ({LEGACY_FACTORY.key} takes none): the rendezvous "
             "runs over group= with torch.distributed, the group comm_backend is over"
         )
-    factory = installed(caps, LEGACY_FACTORY, "legacy_api")
-    fusion = installed(caps, LEGACY_FUSION, "legacy_api")
+    factory = installed(caps, LEGACY_FACTORY, LEGACY_API)
+    fusion = installed(caps, LEGACY_FUSION, LEGACY_API)
     destroy = locate(LEGACY_DESTROY)
     if not callable(destroy):
         raise capability_missing(
-            "legacy_api",
+            LEGACY_API,
             f"{LEGACY_DESTROY.dotted} to free the legacy workspace",
             f"flashinfer {caps.flashinfer.version} without it",
             "use api='reference'",
@@ -159,7 +160,7 @@ def create_legacy(caps: Capabilities, request: Request) -> Created:
     if spec.dtype is torch.float32:
         if not accepts(caps, LEGACY_FACTORY, "use_fp32_lamport"):
             raise capability_missing(
-                "legacy_api",
+                LEGACY_API,
                 f"{LEGACY_FACTORY.dotted} to take use_fp32_lamport= for float32",
                 f"flashinfer {caps.flashinfer.version} without it",
                 "use bfloat16 or float16 activations",
@@ -215,7 +216,7 @@ def _check_comm_backend(comm_backend: Any, group: Any) -> None:
     known = _backend_group(comm_backend)
     if group is None or (known is not _UNKNOWN and not _same_ranks(known, group)):
         raise capability_missing(
-            "unified_api",
+            UNIFIED_API,
             f"comm_backend= together with the group= it communicates over "
             f"({LEGACY_FACTORY.key} takes no comm_backend=, only group=)",
             "no group=" if group is None else "a comm_backend over another group",
@@ -372,7 +373,7 @@ def call_legacy(
             if name not in accepted:
                 raise not_taken(LEGACY_FUSION, name, caps.flashinfer.version)
             kwargs[name] = given[name]
-    fusion = installed(caps, LEGACY_FUSION, "legacy_api")
+    fusion = installed(caps, LEGACY_FUSION, LEGACY_API)
     fusion(**kwargs)
     norm_out, quant_out = values["norm_out"], values["quant_out"]
     return norm_out if norm_out is not None else quant_out if quant_out is not None else output

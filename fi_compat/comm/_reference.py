@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from fi_compat._arguments import describe
-from fi_compat._surface import PATTERN
+from fi_compat._requirements.names import TORCH_DISTRIBUTED, reference_feature
 from fi_compat.comm._bound import Launcher, Runner, Values, bind, positional_launcher
 from fi_compat.comm._checks import Spec, mismatch, output_mismatch
 from fi_compat.comm._factory import Created, Request
@@ -32,7 +32,6 @@ __all__ = [
     "READS",
     "call_reference",
     "create_reference",
-    "reference_feature",
     "unbound_reference",
 ]
 
@@ -88,7 +87,7 @@ def create_reference(request: Request, reason: str | None) -> Created:
                 "torch.distributed not initialized",
                 fix="call torch.distributed.init_process_group() first",
             ),
-            feature="torch.distributed",
+            feature=TORCH_DISTRIBUTED,
         )
     fit = product_fit(
         spec,
@@ -250,18 +249,6 @@ READS: dict[int, frozenset[str]] = {
 }
 #: Drop-in arguments that change how the kernel runs, not what it computes.
 IGNORED = frozenset({"launch_with_pdl", "trigger_completion_at_end", "use_oneshot", "fp32_acc"})
-
-
-def reference_feature(name: str) -> str:
-    """The requirement name (and error ``feature``) of what a reference workspace refuses
-    of the pattern ``name``: ``reference:AllReduceFusionPattern.<name>``.
-
-    Distinct from the fused workspaces' ``AllReduceFusionPattern.<name>``: the unfused path
-    is fi-compat's own, the same on every release, and runs no pattern with every argument
-    the drop-in takes for it (only ``kAllReduce`` and ``kARResidualRMSNorm``, without
-    quantization or MoE arguments), so each such name is missing on every release.
-    """
-    return f"reference:{PATTERN.key}.{name}"
 
 
 def call_reference(

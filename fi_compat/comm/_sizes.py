@@ -35,35 +35,23 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from packaging.version import InvalidVersion, Version
 
-from fi_compat._signature import Status, Support
-from fi_compat.capabilities import Capabilities
+from fi_compat._requirements.names import size_feature
 
 if TYPE_CHECKING:
     from fi_compat.comm._checks import Spec
 
 __all__ = [
-    "SIZE_KINDS",
     "Fit",
     "exact_fit",
     "fit_for",
     "measured",
     "relaxed_in",
     "rule_of",
-    "size_feature",
-    "size_support",
 ]
 
 Rule = Literal["exact", "product", "bytes"]
-#: The kinds of fused workspace a ``per_call_sizes:<kind>`` requirement names: the
-#: unified API's backends, and the legacy API.
-SIZE_KINDS: tuple[str, ...] = ("trtllm", "mnnvl", "mnnvl-cutedsl", "legacy")
 #: The measured rule per backend that fi-compat follows (anything else: ``exact``).
 _FOLLOWED = {"trtllm": "product", "mnnvl": "bytes"}
-
-
-def size_feature(kind: str) -> str:
-    """The ``--require`` name of per-call sizes on one kind of workspace."""
-    return f"per_call_sizes:{kind}"
 
 
 @functools.cache
@@ -252,29 +240,3 @@ def _bytes_check(spec: Spec, native: Any) -> Callable[[int, int, bool | None], b
             return False
 
     return sufficient
-
-
-def size_support(caps: Capabilities) -> dict[str, Support]:
-    """For each ``per_call_sizes:<kind>`` name, whether the installed release's workspaces
-    of that kind serve calls of other sizes than their own (met) or only their own."""
-    release = caps.flashinfer.version
-    answers: dict[str, Support] = {}
-    for kind in SIZE_KINDS:
-        api_present = caps.comm.legacy_api if kind == "legacy" else caps.comm.unified_api
-        if not api_present:
-            why = caps.comm.error or (
-                "no legacy allreduce-fusion API" if kind == "legacy" else "no unified API"
-            )
-            status = Status.UNKNOWN if caps.flashinfer.probe_in_progress else Status.UNSUPPORTED
-            answers[size_feature(kind)] = Support(status, why)
-            continue
-        rule, why = rule_of(release, kind)
-        if rule == "exact":
-            answers[size_feature(kind)] = Support(
-                Status.UNSUPPORTED, f"only the creation-time hidden size: {why}"
-            )
-        else:
-            answers[size_feature(kind)] = Support(
-                Status.SUPPORTED, f"any call that fits ({rule} rule), {why}"
-            )
-    return answers

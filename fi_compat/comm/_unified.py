@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from fi_compat._log import get_logger
+from fi_compat._requirements.names import LEGACY_API, UNIFIED_API, gate_feature
 from fi_compat._surface import (
     COMM,
     GATES,
@@ -107,8 +108,8 @@ def create_unified(caps: Capabilities, request: Request) -> Created:
     """
     spec, span, group, backend = request.spec, request.span, request.group, request.backend
     comm_backend = request.comm_backend
-    factory = installed(caps, UNIFIED_FACTORY, "unified_api")
-    fusion = installed(caps, UNIFIED_FUSION, "unified_api")
+    factory = installed(caps, UNIFIED_FACTORY, UNIFIED_API)
+    fusion = installed(caps, UNIFIED_FUSION, UNIFIED_API)
     decisions: list[str] = []
     kwargs: dict[str, Any] = {
         "backend": backend,
@@ -134,7 +135,7 @@ def create_unified(caps: Capabilities, request: Request) -> Created:
     if comm_backend is not None:
         if not takes_backend:
             raise capability_missing(
-                "comm_backend",
+                gate_feature("comm_backend"),
                 f"{UNIFIED_FACTORY.dotted} to take comm_backend=",
                 f"flashinfer {caps.flashinfer.version} without it",
                 "leave comm_backend out, or upgrade flashinfer-python",
@@ -249,7 +250,7 @@ def _early_trigger(
             "the drop-in's other patterns (all-reduce only, quantised) then completes at the "
             "end, the same result with no overlap"
         )
-        function = installed(caps, LEGACY_FUSION, "legacy_api")
+        function = installed(caps, LEGACY_FUSION, LEGACY_API)
         check_call(caps, LEGACY_FUSION, function, LEGACY_CALL)
         return legacy_launch(spec, function=function, workspace_ptrs=ptrs, pattern=pattern)
     decisions.append(
@@ -371,7 +372,7 @@ def call_unified(input: Any, native: Any, pattern: int, given: Mapping[str, Any]
             _completes_at_end(caps.flashinfer.version)
         else:
             raise not_taken(UNIFIED_FUSION, name, caps.flashinfer.version)
-    fusion = installed(caps, UNIFIED_FUSION, "unified_api")
+    fusion = installed(caps, UNIFIED_FUSION, UNIFIED_API)
     return fusion(input=input, workspace=native, pattern=pattern, **kwargs)
 
 

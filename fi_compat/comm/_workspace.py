@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 from fi_compat._literal import literal_choices
 from fi_compat._log import get_logger
 from fi_compat._probe import locate
+from fi_compat._requirements.names import LEGACY_API, UNIFIED_API
 from fi_compat._surface import COMM, UNIFIED_FACTORY
 from fi_compat.capabilities import get_capabilities
 from fi_compat.comm._bound import PreparedAllReduce, Preparer, Runner
@@ -548,7 +549,7 @@ def _choose(spec: Spec, api: str, fallback: bool) -> tuple[Api, str | None]:
         return "legacy", None
     if api == "auto" and fallback:
         return "reference", f"{COMM} has neither allreduce-fusion API"
-    feature = "unified_api" if api == "unified" else "legacy_api"
+    feature = UNIFIED_API if api == "unified" else LEGACY_API
     raise capability_missing(
         feature,
         f"the {api if api != 'auto' else 'unified or legacy'} allreduce-fusion API",

@@ -17,6 +17,7 @@ import pytest
 from packaging.version import Version
 
 from fi_compat import determinism
+from fi_compat._requirements.attention import deterministic_support
 from fi_compat.attention import (
     DeterminismUnavailableError,
     Settings,
@@ -24,7 +25,6 @@ from fi_compat.attention import (
     deterministic_wrapper,
     family_reach,
 )
-from fi_compat.attention._served import deterministic_support
 from fi_compat.capabilities import get_capabilities
 from fi_compat.report import REQUIREMENT_NAMES, build_report, missing
 from fi_compat.testing import available_releases, fake_flashinfer

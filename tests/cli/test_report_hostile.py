@@ -18,7 +18,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from fi_compat._requirements import FLAGS
+from fi_compat._requirements.names import FLAGS
 from fi_compat.capabilities import get_capabilities
 from fi_compat.cli import main
 from fi_compat.cli._output import EXIT_BROKEN_PIPE

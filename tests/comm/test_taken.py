@@ -19,9 +19,9 @@ import torch
 from packaging.version import Version
 
 import fi_compat.comm as comm
+from fi_compat._requirements.comm import DROPIN_ARGUMENTS, dropin_support
 from fi_compat.capabilities import get_capabilities
 from fi_compat.comm._dropin import DEFAULTS
-from fi_compat.comm._taken import DROPIN_ARGUMENTS, dropin_support
 from fi_compat.errors import CapabilityMissingError
 from fi_compat.report import REQUIREMENT_NAMES, build_report, missing
 from fi_compat.testing import available_releases, fake_flashinfer, load_release
@@ -120,7 +120,7 @@ def test_a_release_without_weight_bias_names_it_and_the_newest_has_it() -> None:
 def test_checkpointing_answers_what_the_workspace_does(release: str) -> None:
     """``checkpointing:<kind>`` is met exactly where ``checkpoint_prepare()`` runs on a
     workspace of that kind, and a refusal's ``feature`` is that name."""
-    from fi_compat.comm._taken import checkpoint_support
+    from fi_compat._requirements.comm import checkpoint_support
     from fi_compat.errors import CheckpointUnsupportedError
 
     seen = set()

@@ -2,10 +2,10 @@
 
 Every name ``fi-compat report --require`` accepts, the items each stands for as
 ``(section, owner, keyword)``, and what each answers on the installed release: met, or what
-is missing and why. :mod:`fi_compat.report` publishes the table
-(:data:`fi_compat.report.REQUIREMENT_NAMES`) and documents it; the answer functions of the
-named sections live next to the refusals they foretell (``comm/_taken.py``,
-``comm/_sizes.py``, ``attention/_served.py``).
+is missing and why. The names are spelled by :mod:`~fi_compat._requirements.names`; the
+answers of the named sections come from :mod:`~fi_compat._requirements.comm` and
+:mod:`~fi_compat._requirements.attention`. :mod:`fi_compat.report` publishes the table
+(:data:`fi_compat.report.REQUIREMENT_NAMES`) and documents it.
 """
 
 from __future__ import annotations
@@ -13,11 +13,45 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
+from fi_compat._requirements.attention import (
+    deterministic_names,
+    deterministic_support,
+    fast_plan_support,
+)
+from fi_compat._requirements.comm import (
+    DROPIN_ARGUMENTS,
+    FACTORY_OPTIONS,
+    PATTERN_MEMBERS,
+    api_call_gap,
+    checkpoint_support,
+    dropin_support,
+    factory_support,
+    pattern_support,
+    reference_support,
+    size_support,
+    torch_distributed_support,
+)
+from fi_compat._requirements.names import (
+    BCAST,
+    CHECKPOINT_KINDS,
+    FAST_PLAN,
+    FLAGS,
+    GATE_ITEMS,
+    SIZE_KINDS,
+    TORCH_DISTRIBUTED,
+    checkpoint_feature,
+    deterministic_feature,
+    dropin_feature,
+    factory_feature,
+    keyword_features,
+    pattern_feature,
+    reference_feature,
+    size_feature,
+)
 from fi_compat._signature import Status, Support
 from fi_compat._surface import (
     COMM,
     DECODE,
-    FAST_DECODE_PLAN,
     FLASHINFER,
     GATES,
     LEGACY_FUSION,
@@ -25,35 +59,10 @@ from fi_compat._surface import (
     UNIFIED_FACTORY,
     UNIFIED_FUSION,
 )
-from fi_compat.attention._served import (
-    deterministic_names,
-    deterministic_support,
-    fast_plan_support,
-)
-from fi_compat.attention._vouch import deterministic_feature
 from fi_compat.capabilities import ATTENTION_PROBES, COMM_PROBES, Capabilities
-from fi_compat.comm._factory import dropin_feature, factory_feature, pattern_feature
-from fi_compat.comm._reference import reference_feature
-from fi_compat.comm._sizes import SIZE_KINDS, size_feature, size_support
-from fi_compat.comm._taken import (
-    CHECKPOINT_KINDS,
-    DROPIN_ARGUMENTS,
-    FACTORY_OPTIONS,
-    PATTERN_MEMBERS,
-    api_call_gap,
-    checkpoint_feature,
-    checkpoint_support,
-    dropin_support,
-    factory_support,
-    pattern_support,
-    reference_support,
-    torch_distributed_support,
-)
 from fi_compat.errors import UnknownRequirementError, explain
 
 __all__ = [
-    "BCAST",
-    "FLAGS",
     "GATE_REQUIREMENTS",
     "Answers",
     "Item",
@@ -68,23 +77,18 @@ Item = tuple[str, str, str]
 
 GATE_REQUIREMENTS: Mapping[str, tuple[Item, ...]] = MappingProxyType(
     {
-        gate.key: tuple(
-            ("comm" if owner in COMM_PROBES else "attention", owner, str(keyword))
-            for owner, keyword in gate.items
+        name: tuple(
+            ("comm" if owner in COMM_PROBES else "attention", owner, keyword)
+            for owner, keyword in pairs
         )
-        for gate in GATES.values()
-        if gate.keyword
+        for name, pairs in GATE_ITEMS.items()
     }
 )
 """The keyword gates' short names (``fi_compat.report.REQUIREMENTS``)."""
 
-#: ``--require`` names that are flags rather than keyword arguments.
-FLAGS = ("flashinfer", "comm", "unified_api", "legacy_api")
-BCAST = "bcast_root_is_group_local"
 #: Names of one answer each, not of a family: the decode fast plan, and torch.distributed
 #: (a reference workspace of several processes needs it).
-TORCH_DISTRIBUTED = "torch.distributed"
-_SINGLE = (FAST_DECODE_PLAN.key, TORCH_DISTRIBUTED)
+_SINGLE = (FAST_PLAN, TORCH_DISTRIBUTED)
 
 #: The answer tables the report prints, each with the prefix its ``signatures`` section
 #: puts before an owner: ``(section, prefix, {owner: keywords})``.
@@ -115,8 +119,7 @@ def requirement_names() -> dict[str, tuple[Item, ...]]:
         for owner, keywords in table.items():
             for keyword in keywords:
                 item = ((section, owner, keyword),)
-                names[f"{owner}.{keyword}"] = item
-                names[f"{prefix}{owner}.{keyword}"] = item
+                names.update(dict.fromkeys(keyword_features(prefix, owner, keyword), item))
     return names
 
 
@@ -146,7 +149,7 @@ def unknown_requirement(name: str) -> UnknownRequirementError:
 
 def _single_support(caps: Capabilities) -> Mapping[str, Support]:
     return {
-        FAST_DECODE_PLAN.key: fast_plan_support(caps),
+        FAST_PLAN: fast_plan_support(caps),
         TORCH_DISTRIBUTED: torch_distributed_support(caps),
     }
 

@@ -1,5 +1,8 @@
-"""Which arguments and options of the drop-in the installed release takes, which patterns
-it has, and which kinds of fused workspace it can checkpoint.
+"""What ``--require`` answers for comm on the installed release, computed without a call.
+
+It says which arguments and options of the drop-in the installed release takes, which
+patterns it has, which call sizes and checkpointing its workspaces serve, and which values
+it takes that fi-compat passes as given.
 
 The drop-in keeps FlashInfer 0.7.2.post1's signature on every release; an argument the
 installed release has no counterpart for is refused (``CapabilityMissingError``) unless it
@@ -30,6 +33,18 @@ import inspect
 import sys
 from collections.abc import Mapping
 
+from fi_compat._literal import literal_choices
+from fi_compat._probe import locate
+from fi_compat._requirements.names import (
+    CHECKPOINT_KINDS,
+    SIZE_KINDS,
+    checkpoint_feature,
+    dropin_feature,
+    factory_feature,
+    pattern_feature,
+    reference_feature,
+    size_feature,
+)
 from fi_compat._signature import Status, Support
 from fi_compat._surface import (
     COMM,
@@ -41,17 +56,13 @@ from fi_compat._surface import (
     UNIFIED_FUSION,
 )
 from fi_compat.capabilities import Capabilities
-from fi_compat.comm._dropin import DEFAULTS, create_allreduce_fusion_workspace
-from fi_compat.comm._factory import (
-    accepts,
-    dropin_feature,
-    factory_feature,
-    pattern_feature,
-    untaken,
-)
+from fi_compat.comm._creation import BACKENDS
+from fi_compat.comm._dropin import DEFAULTS, FINALIZE_BACKENDS, create_allreduce_fusion_workspace
+from fi_compat.comm._factory import accepts, pattern_codes, untaken
 from fi_compat.comm._legacy import LEGACY_CALL, MAPPED, WHERE_TAKEN
 from fi_compat.comm._names import PATTERN_NAMES
-from fi_compat.comm._reference import IGNORED, READS, reference_feature
+from fi_compat.comm._reference import IGNORED, READS
+from fi_compat.comm._sizes import rule_of
 from fi_compat.comm._unified import UNIFIED_CALL
 
 #: The drop-in ``allreduce_fusion``'s arguments after ``pattern``: FlashInfer 0.7.2.post1's.
@@ -108,16 +119,8 @@ def dropin_support(caps: Capabilities) -> Mapping[str, Support]:
     return {dropin_feature(name): Support(status, why) for name in DROPIN_ARGUMENTS}
 
 
-#: The kinds of workspace a ``checkpointing:<kind>`` requirement names: the unified API's
-#: backends, the legacy API, and the unfused reference path.
-CHECKPOINT_KINDS: tuple[str, ...] = ("trtllm", "mnnvl", "mnnvl-cutedsl", "legacy", "reference")
 #: FlashInfer's checkpointing methods of a unified workspace (0.6.15+).
 CHECKPOINT_METHODS: tuple[str, ...] = ("checkpoint_prepare", "checkpoint_restore")
-
-
-def checkpoint_feature(kind: str) -> str:
-    """The ``--require`` name of checkpointing on one kind of workspace."""
-    return f"checkpointing:{kind}"
 
 
 def _recorded_methods(release: str) -> dict[str, tuple[str, set[str]]] | str:
@@ -435,3 +438,62 @@ def torch_distributed_support(caps: Capabilities) -> Support:
     if not available:
         return Support(Status.UNSUPPORTED, "this torch build has no torch.distributed")
     return Support(Status.SUPPORTED, f"torch.distributed is available{after}")
+
+
+# ----------------------------------------------------------------------- per-call sizes
+
+
+def size_support(caps: Capabilities) -> dict[str, Support]:
+    """For each ``per_call_sizes:<kind>`` name, whether the installed release's workspaces
+    of that kind serve calls of other sizes than their own (met) or only their own."""
+    release = caps.flashinfer.version
+    answers: dict[str, Support] = {}
+    for kind in SIZE_KINDS:
+        api_present = caps.comm.legacy_api if kind == "legacy" else caps.comm.unified_api
+        if not api_present:
+            why = caps.comm.error or (
+                "no legacy allreduce-fusion API" if kind == "legacy" else "no unified API"
+            )
+            status = Status.UNKNOWN if caps.flashinfer.probe_in_progress else Status.UNSUPPORTED
+            answers[size_feature(kind)] = Support(status, why)
+            continue
+        rule, why = rule_of(release, kind)
+        if rule == "exact":
+            answers[size_feature(kind)] = Support(
+                Status.UNSUPPORTED, f"only the creation-time hidden size: {why}"
+            )
+        else:
+            answers[size_feature(kind)] = Support(
+                Status.SUPPORTED, f"any call that fits ({rule} rule), {why}"
+            )
+    return answers
+
+
+# ------------------------------------------------------------ values passed as given
+
+
+def passed_through(caps: Capabilities) -> dict[str, list[str]]:
+    """Per parameter (``backend``, ``moe_finalize_backend``, ``pattern``), the values the
+    installed release takes that fi-compat passes as given; empty lists where there are none
+    (or the release says nothing it can read).
+
+    fi-compat adapts the backends, finalize backends and pattern codes it knows; a value a
+    newer release adds goes to that release unchanged (``create_workspace`` says so in
+    ``workspace.decisions``, the drop-in once per pattern). This lists what the installed
+    release's own ``Literal`` annotations and ``AllReduceFusionPattern`` hold beyond those,
+    so that an engine sees in advance which values it will run unadapted.
+    """
+    found: dict[str, list[str]] = {"backend": [], "moe_finalize_backend": [], "pattern": []}
+    if not caps.comm.available or not caps.comm.unified_api:
+        return found
+    for key, symbol, parameter, known in (
+        ("backend", UNIFIED_FACTORY, "backend", BACKENDS),
+        ("moe_finalize_backend", UNIFIED_FUSION, "moe_finalize_backend", FINALIZE_BACKENDS),
+    ):
+        function = locate(symbol)
+        choices = literal_choices(function, parameter) if callable(function) else None
+        found[key] = [str(value) for value in choices or () if value not in known]
+    found["pattern"] = [
+        f"{name}={value}" for value, name in pattern_codes().items() if value not in PATTERN_NAMES
+    ]
+    return found

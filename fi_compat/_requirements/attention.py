@@ -15,11 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from fi_compat._requirements.names import deterministic_feature
 from fi_compat._signature import Status, Support
 from fi_compat._surface import DECODE, FAST_DECODE_PLAN, PLAN, SPLIT_KEYWORDS
 from fi_compat.attention import _reach
 from fi_compat.attention._reach import Verdict
-from fi_compat.attention._vouch import AUTO, DECODE_FAMILIES, deterministic_feature, vouch
+from fi_compat.attention._vouch import AUTO, DECODE_FAMILIES, vouch
 from fi_compat.capabilities import Capabilities
 
 __all__ = [
