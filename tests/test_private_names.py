@@ -87,19 +87,19 @@ def test_the_check_sees_each_way_of_reading_a_private_name() -> None:
     source = (
         "from fi_compat._records import _canonical\n"
         "from fi_compat.attention import _reach\n"
-        "from . import _layers\n"
+        "from . import _unified\n"
         "from ._workspace import _hidden\n"
-        "from fi_compat.comm._layers import plain, _own\n"
+        "from fi_compat.comm._unified import plain, _own\n"
         "_reach._data()\n"
-        "_layers.plain\n"
+        "_unified.plain\n"
     )
     assert sorted(cross_private(source, "fi_compat.comm._sample")) == [
         "fi_compat._records._canonical",
         "fi_compat.attention._reach._data",
-        "fi_compat.comm._layers._own",
+        "fi_compat.comm._unified._own",
         "fi_compat.comm._workspace._hidden",
     ]
     # a module's own private names are its own
     assert (
-        cross_private("from fi_compat.comm._layers import _own\n", "fi_compat.comm._layers") == []
+        cross_private("from fi_compat.comm._unified import _own\n", "fi_compat.comm._unified") == []
     )

@@ -2,7 +2,7 @@
 
 A fi-compat workspace on FlashInfer's TRT-LLM backend may call the legacy
 ``trtllm_allreduce_fusion`` below its ``@deprecated`` wrapper instead of the public
-``allreduce_fusion`` (``fi_compat/comm/_layers.py``), but only with exactly the arguments
+``allreduce_fusion`` (``fi_compat/comm/_unified.py``), but only with exactly the arguments
 the public function passes, and only where fi-compat makes every check the public function
 makes on the way. Both are measured here. For each release from 0.6.0 one subprocess of
 this interpreter imports the release for real (the CPU workarounds of the real-release
@@ -14,7 +14,7 @@ legacy call and the compiled module recorded, the public function's lines traced
 
 ``layer``
     ``legacy`` when every run reached the kernel through one legacy call, every legacy
-    parameter has exactly one source the runtime knows (:data:`fi_compat.comm._layers.SOURCES`
+    parameter has exactly one source the runtime knows (:data:`fi_compat.comm._unified.SOURCES`
     or a constant), every statement the public function ran is in :data:`CATALOGUE`, and
     the wrappers are FlashInfer's trace wrapper and ``@deprecated``; ``public`` otherwise,
     ``detail`` saying why.
@@ -56,7 +56,7 @@ from fi_compat._surface import (
     TRTLLM_WORKSPACE,
     UNIFIED_FUSION,
 )
-from fi_compat.comm._layers import HANDLES_ATTACHED, SOURCES
+from fi_compat.comm._unified import HANDLES_ATTACHED, SOURCES
 from tools import measurement
 from tools.reach import ReleaseEnvironment, run_in_release, run_with_triton
 from tools.releases import ReleaseCache

@@ -23,11 +23,14 @@ from typing import TYPE_CHECKING, Any
 from fi_compat.comm import _submodules
 
 if TYPE_CHECKING:
-    from fi_compat.comm._bound import PreparedAllReduce
+    from fi_compat.comm._call import PreparedAllReduce
     from fi_compat.comm._dropin import allreduce_fusion, create_allreduce_fusion_workspace
-    from fi_compat.comm._facade import allreduce_residual_rmsnorm
     from fi_compat.comm._names import AllReduceFusionPattern
-    from fi_compat.comm._workspace import FusionWorkspace, create_workspace
+    from fi_compat.comm._workspace import (
+        FusionWorkspace,
+        allreduce_residual_rmsnorm,
+        create_workspace,
+    )
 
 __all__ = [
     "AllReduceFusionPattern",
@@ -42,9 +45,9 @@ __all__ = [
 _WHERE = {
     "AllReduceFusionPattern": "fi_compat.comm._names",
     "FusionWorkspace": "fi_compat.comm._workspace",
-    "PreparedAllReduce": "fi_compat.comm._bound",
+    "PreparedAllReduce": "fi_compat.comm._call",
     "allreduce_fusion": "fi_compat.comm._dropin",
-    "allreduce_residual_rmsnorm": "fi_compat.comm._facade",
+    "allreduce_residual_rmsnorm": "fi_compat.comm._workspace",
     "create_allreduce_fusion_workspace": "fi_compat.comm._dropin",
     "create_workspace": "fi_compat.comm._workspace",
 }

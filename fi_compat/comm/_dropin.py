@@ -20,7 +20,7 @@ from fi_compat._arguments import (
 from fi_compat._literal import literal_choices
 from fi_compat._probe import locate
 from fi_compat._surface import UNIFIED_FUSION
-from fi_compat.comm._checks import (
+from fi_compat.comm._call import (
     FLOAT_MAX,
     Spec,
     call_scalars,
@@ -41,7 +41,7 @@ from fi_compat.errors import InvalidArgumentError, WorkspaceMismatchError, expla
 if TYPE_CHECKING:
     import torch
 
-    from fi_compat.comm._sizes import Fit
+    from fi_compat.comm._call import Fit
 
 __all__ = ["allreduce_fusion", "create_allreduce_fusion_workspace"]
 

@@ -37,11 +37,9 @@ from fi_compat._surface import (
     Symbol,
 )
 from fi_compat.capabilities import Capabilities
-from fi_compat.comm._bound import Bound
-from fi_compat.comm._checks import Spec
+from fi_compat.comm._call import Bound, Fit, Spec
 from fi_compat.comm._group import GroupSpan
 from fi_compat.comm._names import PATTERN_NAMES, AllReduceFusionPattern
-from fi_compat.comm._sizes import Fit
 from fi_compat.errors import (
     CapabilityMissingError,
     FiCompatError,

@@ -25,16 +25,17 @@ from fi_compat._surface import (
     LEGACY_FUSION,
 )
 from fi_compat.capabilities import Capabilities, get_capabilities
-from fi_compat.comm._bound import (
+from fi_compat.comm._call import (
     Launcher,
+    Spec,
     Values,
     arguments,
     bind,
+    fit_for,
     positional_launch,
     positional_layout,
     table_freeze,
 )
-from fi_compat.comm._checks import Spec
 from fi_compat.comm._factory import (
     Created,
     Request,
@@ -48,7 +49,6 @@ from fi_compat.comm._factory import (
     not_taken,
     option_refused,
 )
-from fi_compat.comm._sizes import fit_for
 
 if TYPE_CHECKING:
     import torch
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["LEGACY_CALL", "call_legacy", "create_legacy", "legacy_launch"]
 
 #: The parameters of the legacy fused call (0.2.9+), every one of them required, in its
-#: order, each with what the bound launch passes (a name of ``_bound.LAUNCH_VALUES``, or
+#: order, each with what the bound launch passes (a name of ``LAUNCH_VALUES`` of ``_call``, or
 #: one of :func:`legacy_launch`'s constants, named as the parameter).
 LEGACY_CALL: dict[str, str] = {
     "allreduce_in": "input",
@@ -268,7 +268,7 @@ def legacy_launch(
     The function takes 21 arguments, too many to pass by keyword without CPython building
     a dict per call, so where its signature allows they are passed by position: the
     constants are placed once, and each call picks the rest from the call's values
-    (``_bound.positional_launch``). Behind a forwarding wrapper (the ``deprecated`` legacy
+    (``_call.positional_launch``). Behind a forwarding wrapper (the ``deprecated`` legacy
     entry points of 0.6.0+), which builds its own ``**kwargs`` dict anyway, they are
     passed by keyword.
     """

@@ -16,12 +16,21 @@ from typing import TYPE_CHECKING, Any
 
 from fi_compat._arguments import describe
 from fi_compat._requirements.names import TORCH_DISTRIBUTED, reference_feature
-from fi_compat.comm._bound import Launcher, Runner, Values, bind, positional_launcher
-from fi_compat.comm._checks import Spec, mismatch, output_mismatch
+from fi_compat.comm._call import (
+    Launcher,
+    Runner,
+    Spec,
+    Values,
+    bind,
+    exact_fit,
+    mismatch,
+    output_mismatch,
+    positional_launcher,
+    product_fit,
+)
 from fi_compat.comm._factory import Created, Request
 from fi_compat.comm._group import group_span
 from fi_compat.comm._names import PATTERN_NAMES, AllReduceFusionPattern
-from fi_compat.comm._sizes import exact_fit, product_fit
 from fi_compat.errors import CapabilityMissingError, WorkspaceMismatchError, explain
 
 if TYPE_CHECKING:

@@ -36,7 +36,6 @@ __all__ = [
     "PACKAGE",
     "HandedThroughModule",
     "SubmoduleFinder",
-    "flashinfer_name",
     "forget",
     "install",
 ]
@@ -73,10 +72,10 @@ class HandedThroughModule(ModuleType):
         if name == "__all__":
             return _exported(owner)
         value = hand_through(flashinfer_name(owner), name, owner)
-        from fi_compat import comm
-
-        if name in comm.__all__:  # the drop-in's own object where FlashInfer binds the name
-            return getattr(comm, name)
+        # The package above, which imported this module's finder (read, not imported).
+        package = sys.modules.get(PACKAGE)
+        if package is not None and name in package.__all__:
+            return getattr(package, name)  # the drop-in's own object where FlashInfer binds it
         return value
 
     def __dir__(self) -> list[str]:

@@ -550,7 +550,7 @@ def _mappings(facts: Facts) -> None:
             if checkpointing
             else Answer("raises", "raises NotImplementedError (CheckpointUnsupportedError)")
         )
-        from fi_compat.comm._sizes import rule_of
+        from fi_compat.comm._call import rule_of
 
         rule, _ = rule_of(release, "trtllm")
         table["mapping", "per_call_sizes"] = (

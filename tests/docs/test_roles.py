@@ -55,7 +55,7 @@ def _reference(package: Any, where: str, text: str) -> str:
         ),
         # relative to the module the docstring is in
         (
-            "fi_compat.comm._facade",
+            "fi_compat.comm._workspace",
             ":func:`create_workspace`",
             "fi_compat.comm.create_workspace",
             "create_workspace",

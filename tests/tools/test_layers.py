@@ -22,7 +22,7 @@ import pytest
 from packaging.version import Version
 
 from fi_compat._surface import LEGACY_FUSION, UNIFIED_FUSION
-from fi_compat.comm._layers import HANDLES_ATTACHED, SOURCES
+from fi_compat.comm._unified import HANDLES_ATTACHED, SOURCES
 from tools import layers
 from tools.layers import CATALOGUE, OUTPUT, build_document, classify, dump_document
 from tools.layers_probe import HIDDEN, MAX_TOKENS, RANK, RUNS, TOKENS, WORLD, source_of

@@ -1,0 +1,127 @@
+"""The house's shape: which of fi_compat's modules import which, and how many comm has.
+
+Every import counts, at any depth: at the top of a module, inside a function (imported on
+first use) and under ``TYPE_CHECKING``, because a cycle among any of them is two modules
+that cannot be read, changed or moved apart. A module reaching the package above it is an
+import too. The cycles that are left are listed with why; comm has none.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "fi_compat"
+
+#: Sorted cycles (strongly connected modules) -> why they are left.
+ALLOWED: dict[tuple[str, ...], str] = {
+    (
+        "fi_compat._records._classes",
+        "fi_compat._records._parse",
+        "fi_compat._records._store",
+    ): "a recorded class reads its module's record on first use (ClassRecord.module); "
+    "the record store parses the classes it holds",
+}
+#: The most modules ``fi_compat/comm/`` may have: one per role (issue 41).
+COMM_MODULES = 12
+
+
+def modules(root: Path) -> dict[str, tuple[Path, bool]]:
+    """Every module under ``root`` (a package directory): dotted name -> (file, package)."""
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        package = parts[-1] == "__init__"
+        found[".".join(parts[:-1] if package else parts)] = (path, package)
+    return found
+
+
+def imports(name: str, path: Path, package: bool, known: set[str]) -> set[str]:
+    """The modules of ``known`` that module ``name`` imports anywhere in its text."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name in known}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = name.split(".") if package else name.split(".")[:-1]
+                parts = parts[: len(parts) - node.level + 1]
+                base = ".".join([*parts, node.module] if node.module else parts)
+            for alias in node.names:
+                child = f"{base}.{alias.name}"
+                if child in known:
+                    found.add(child)
+                elif base in known:
+                    found.add(base)
+    found.discard(name)
+    return found
+
+
+def cycles(graph: dict[str, set[str]]) -> list[tuple[str, ...]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[tuple[str, ...]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(tuple(sorted(group)))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def graph_of(root: Path) -> dict[str, set[str]]:
+    known = modules(root)
+    return {
+        name: imports(name, path, package, set(known)) for name, (path, package) in known.items()
+    }
+
+
+def test_no_import_cycle_but_the_listed_ones() -> None:
+    found = cycles(graph_of(PACKAGE))
+    assert [group for group in found if group not in ALLOWED] == []
+    assert [group for group in ALLOWED if group not in found] == [], "a listed cycle is gone"
+    assert not [group for group in found if any(".comm" in name for name in group)]
+
+
+def test_comm_has_a_module_per_role() -> None:
+    comm = sorted(path.name for path in (PACKAGE / "comm").glob("*.py"))
+    assert len(comm) <= COMM_MODULES, comm
+
+
+def test_the_check_sees_every_kind_of_import(tmp_path: Path) -> None:
+    """A cycle through a relative import, a function-level import, a ``TYPE_CHECKING``
+    import and a child reaching its package are each found."""
+    root = tmp_path / "pkg"
+    (root / "sub").mkdir(parents=True)
+    (root / "__init__.py").write_text("from pkg import a\n", encoding="utf-8")
+    (root / "a.py").write_text("def f():\n    from . import b\n", encoding="utf-8")
+    (root / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import f\n",
+        encoding="utf-8",
+    )
+    (root / "sub" / "__init__.py").write_text("from . import c\n", encoding="utf-8")
+    (root / "sub" / "c.py").write_text("from .. import sub\nimport pkg.sub.d\n", encoding="utf-8")
+    (root / "sub" / "d.py").write_text("x = 1\n", encoding="utf-8")
+    (root / "e.py").write_text("import pkg.a\n", encoding="utf-8")
+    assert cycles(graph_of(root)) == [("pkg.a", "pkg.b"), ("pkg.sub", "pkg.sub.c")]
