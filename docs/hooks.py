@@ -1,7 +1,7 @@
 """MkDocs hooks: fail the build on a stale table or chart, or a Sphinx role left in a page.
 
 The compatibility and split-reach tables, and the migration guides' fusion-policy tables,
-are generated from the data fi-compat ships (``fi_compat.testing._table``) and written
+are generated from the data fi-compat ships (``tools/doc_tables.py``) and written
 into the pages by ``python scripts/gen_compat_table.py --write``. A page whose copy
 drifted fails the build, so the site never shows a table that the data no longer supports.
 
@@ -23,16 +23,16 @@ from typing import Any
 
 from mkdocs.exceptions import PluginError
 
-from fi_compat.testing._table import refresh
-
-#: The repository, whose maintainer tooling (tools/) draws the charts.
+#: The repository, whose maintainer tooling (tools/) draws the tables and the charts.
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tools.doc_tables import refresh  # noqa: E402
 
 
 def on_pre_build(**_: Any) -> None:
     """Raise when a chart under ``docs/images/`` is missing or differs from its data."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     from tools.charts import stale
 
     drifted = stale(ROOT)

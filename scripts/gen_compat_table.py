@@ -3,7 +3,7 @@
 The compatibility table is generated from the recorded release signatures in
 ``fi_compat/_records/``, the split-reach table from the measurements in
 ``fi_compat/attention/reach.json``, and the migration guides' policy tables from the
-decisions of the engines' rule sets on the cases of ``fi_compat/policy/_cases.py``.
+decisions of the engines' rule sets on the cases of ``tools/policy_cases.py``.
 Copies live in the files of :data:`TARGETS`, between ``<!-- compat-table:start -->`` /
 ``<!-- compat-table:end -->`` (and ``reach-table``, ``policy-table:<engine>``) markers.
 ``tests/testing/test_table.py`` fails when a copy drifts, and so does ``mkdocs build``
@@ -22,10 +22,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from fi_compat.policy._cases import ENGINES
-from fi_compat.testing._table import _policy_table, compat_table, reach_table, refresh
-
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: the repository's tools/ draws the tables
+    sys.path.insert(0, str(ROOT))
+
+from fi_compat.testing import compat_table  # noqa: E402
+from tools.doc_tables import policy_table, reach_table, refresh  # noqa: E402
+from tools.policy_cases import ENGINES  # noqa: E402
 
 #: Every file that holds a generated table, relative to the repository root.
 TARGETS = (
@@ -58,7 +61,7 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
             print(f"{name}: generated table drifted", file=sys.stderr)
         return 1 if drifted else 0
     if not args.write:
-        policy = "".join("\n" + _policy_table(engine) for engine in ENGINES)
+        policy = "".join("\n" + policy_table(engine) for engine in ENGINES)
         sys.stdout.write(compat_table() + "\n" + reach_table() + policy)
         return 0
     for name in TARGETS:

@@ -346,7 +346,7 @@ the CUDA toolkit versions behind ``is_sm90_supported`` / ``is_sm100_supported``.
 
 # The SGLang 0.5.23 code each rule of RULES follows (paths under
 # `python/sglang/srt/`), and the code behind an auto-enabled decision: what the migration
-# guide's generated table cites (fi_compat/policy/_cases.py).
+# guide's generated table cites (tools/policy_cases.py).
 _OVERRIDES = "arg_groups/overrides.py"
 _ADD_NORM = "layers/layer_boundary/residual/add_norm.py `flashinfer_ar_fusion_applies`"
 SOURCES: dict[RuleId, str] = {

@@ -250,7 +250,7 @@ run time.
 
 # The vLLM 0.33.0 code each rule of RULES follows (paths under `vllm/`), and
 # the code behind an auto-enabled decision: what the migration guide's generated table
-# cites (fi_compat/policy/_cases.py).
+# cites (tools/policy_cases.py).
 _DEFAULT = "config/vllm.py `enable_allreduce_rms_fusion`"
 _PASS = "compilation/passes/fusion/allreduce_rms_fusion.py `AllReduceFusionPass.__init__`"
 _WORKSPACE = "distributed/device_communicators/flashinfer_all_reduce.py"

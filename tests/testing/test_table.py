@@ -11,21 +11,19 @@ import pytest
 from fi_compat._surface import ATTENTION_FAMILIES
 from fi_compat.attention import Verdict, measured_releases, split_reach
 from fi_compat.errors import InvalidArgumentError
-from fi_compat.policy._cases import ENGINES
-from fi_compat.testing._table import (
-    CAPABILITIES,
+from fi_compat.testing._table import CAPABILITIES, _runs, compat_table
+from scripts.gen_compat_table import TARGETS, main, stale
+from tools.doc_tables import (
     REACH_END,
     REACH_START,
     TABLE_END,
     TABLE_START,
-    _policy_markers,
-    _policy_table,
-    _runs,
-    compat_table,
+    policy_markers,
+    policy_table,
     reach_table,
     refresh,
 )
-from scripts.gen_compat_table import TARGETS, main, stale
+from tools.policy_cases import ENGINES
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKERS = (
@@ -33,7 +31,7 @@ MARKERS = (
     TABLE_END,
     REACH_START,
     REACH_END,
-    *(marker for engine in ENGINES for marker in _policy_markers(engine)),
+    *(marker for engine in ENGINES for marker in policy_markers(engine)),
 )
 
 
@@ -79,10 +77,10 @@ def test_each_table_is_where_the_docs_say() -> None:
     assert _block(attention, REACH_START, REACH_END) == "\n" + reach_table()
     for engine in ENGINES:
         guide = (ROOT / "docs" / "migration" / f"{engine}.md").read_text(encoding="utf-8")
-        start, end = _policy_markers(engine)
+        start, end = policy_markers(engine)
         section = guide[guide.index("## Fusion policy") :]
         assert section.index(start) < section.index("\n## ")
-        assert _block(guide, start, end) == "\n" + _policy_table(engine)
+        assert _block(guide, start, end) == "\n" + policy_table(engine)
 
 
 def test_refresh_rewrites_a_stale_block_and_keeps_the_rest() -> None:
@@ -163,7 +161,7 @@ def test_script_prints_the_table() -> None:
         text=True,
         check=True,
     )
-    policy = "".join("\n" + _policy_table(engine) for engine in ENGINES)
+    policy = "".join("\n" + policy_table(engine) for engine in ENGINES)
     assert done.stdout == compat_table() + "\n" + reach_table() + policy
 
 

@@ -1,9 +1,9 @@
 """The deployments on which the migration guides compare an engine's rules with the defaults.
 
 Per engine, a list of representative deployments (:class:`Case`), each decided with the
-engine's rule set and with :data:`DEFAULT_RULES`. The tables in ``docs/migration/sglang.md``
+engine's rule set and with ``DEFAULT_RULES``. The tables in ``docs/migration/sglang.md``
 and ``docs/migration/vllm.md`` are generated from these decisions by
-``fi_compat.testing._table`` (between ``<!-- policy-table:<engine>:start -->`` /
+:mod:`tools.doc_tables` (between ``<!-- policy-table:<engine>:start -->`` /
 ``<!-- policy-table:<engine>:end -->`` markers); nothing in their cells is typed by hand.
 
 Every case sets ``deterministic`` itself: :class:`Deployment` would otherwise read the
@@ -16,9 +16,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fi_compat.policy._deployment import Deployment, FusionChoice, RuleId
-from fi_compat.policy._engines import engine_rules
-from fi_compat.policy._rules import DEFAULT_RULES, ENABLE_FLAG, FusionRule, FusionRuleSet
+from fi_compat.policy import (
+    DEFAULT_RULES,
+    Deployment,
+    FusionChoice,
+    FusionRule,
+    FusionRuleSet,
+    RuleId,
+    engine_rules,
+)
+from fi_compat.policy._rules import ENABLE_FLAG
 
 __all__ = ["ENGINES", "Case", "Column", "EngineCases"]
 
