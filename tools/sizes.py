@@ -59,7 +59,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from fi_compat._surface import COMM, PATTERN, UNIFIED_FACTORY, UNIFIED_FUSION
+from fi_compat._surface import COMM, PATTERN, TORCH_DIST_BACKEND, UNIFIED_FACTORY, UNIFIED_FUSION
 from tools import measurement
 from tools.reach import ReleaseEnvironment, run_in_release, run_with_triton
 from tools.releases import ReleaseCache
@@ -115,6 +115,7 @@ def _names() -> dict[str, str]:
         "fusion": UNIFIED_FUSION.key,
         "factory": UNIFIED_FACTORY.key,
         "pattern_class": PATTERN.key,
+        "backend_class": TORCH_DIST_BACKEND.key,
     }
 
 

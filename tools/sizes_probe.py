@@ -243,9 +243,10 @@ class _Torch:
 
 
 @contextlib.contextmanager
-def device_recorders(calls: list[dict[str, Any]]) -> Iterator[list[str]]:
+def device_recorders(calls: list[dict[str, Any]], names: dict[str, str]) -> Iterator[list[str]]:
     """Replace, in FlashInfer's comm modules, every global that touches a device or other
-    ranks; yield the list the CUDA runtime stand-in records into; restore all on exit."""
+    ranks; yield the list the CUDA runtime stand-in records into; restore all on exit.
+    ``names`` are the probe's names (the torch.distributed backend class's among them)."""
     import torch
 
     runtime: list[str] = []
@@ -254,7 +255,7 @@ def device_recorders(calls: list[dict[str, Any]]) -> Iterator[list[str]]:
         "SymmDeviceMemory": Memory,
         "McastGPUBuffer": Memory,
         "_alloc_symm_buffer_bytes": _alloc,
-        "TorchDistBackend": Backend,
+        names["backend_class"]: Backend,
         "MPIBackend": Backend,
         "mpi_barrier": lambda: None,
         "dist": _Distributed(torch.distributed),
@@ -395,7 +396,7 @@ def measure_backend(comm: Any, names: dict[str, str], backend: str) -> dict[str,
     calls: list[dict[str, Any]] = []
     pattern_class = getattr(comm, names["pattern_class"])
     result: dict[str, Any] = {}
-    with device_recorders(calls) as runtime:
+    with device_recorders(calls, names) as runtime:
         workspace, info = _create(comm, names, backend)
         result["workspace"] = info
         result["creation_kernel_calls"] = sorted({c["name"] for c in calls})

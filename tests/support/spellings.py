@@ -64,13 +64,16 @@ _DROP_IN = frozenset((*fi_compat.comm.__all__, *fi_compat.comm.mnnvl.__all__))
 _OURS = re.compile(r"fi_compat\.comm\.\w+")
 
 
-def spellings(path: Path) -> list[str]:
+def spellings(path: Path, *, own_names: bool = True) -> list[str]:
+    """Every FlashInfer name ``path``'s code spells. ``own_names``: a string that is exactly
+    one of fi-compat's drop-in names is fi-compat's (the package's ``__all__`` entries); the
+    tools, which declare no drop-in, pass False."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skip = docstrings(tree)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
-            if node.value in _DROP_IN:
+            if own_names and node.value in _DROP_IN:
                 continue
             for match in _SPELLED.finditer(_OURS.sub("", node.value)):
                 found.append(f"line {node.lineno}: {match.group(1)!r} in {node.value!r}")
