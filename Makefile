@@ -145,13 +145,13 @@ record-all: $(STAMP)
 
 # `make measure-reach` re-measures, for every recorded release from 0.4.0, which attention
 # wrapper families and backends hand the split settings to the kernel, into
-# fi_compat/attention/reach.json (about 2.5 min; `V=0.7.3` measures one release).
+# fi_compat/_measured/reach.json (about 2.5 min; `V=0.7.3` measures one release).
 measure-reach: $(STAMP)
 	$(BIN)/python -m tools.reach $(V)
 
 # `make measure-layers` re-measures, for every recorded release from 0.6.0, what the public
 # allreduce_fusion passes to the legacy trtllm_allreduce_fusion on a TRT-LLM workspace and
-# what it checks on the way, into fi_compat/comm/layers.json (about 4 min; `V=0.7.3` measures
+# what it checks on the way, into fi_compat/_measured/layers.json (about 4 min; `V=0.7.3` measures
 # one release).
 measure-layers: $(STAMP)
 	$(BIN)/python -m tools.layers $(V)
@@ -159,7 +159,7 @@ measure-layers: $(STAMP)
 # `make measure-sizes` re-measures, for every recorded release from 0.6.0, which call sizes
 # (tokens x hidden) one fused workspace serves on the TRT-LLM and MNNVL backends, what reaches
 # the kernel and what is_buffer_size_sufficient answers, into tools/measurements/sizes.json,
-# and what the runtime reads of it into fi_compat/comm/sizes.json (about 2.5 min; `V=0.7.3`
+# and what the runtime reads of it into fi_compat/_measured/sizes.json (about 2.5 min; `V=0.7.3`
 # measures one release).
 measure-sizes: $(STAMP)
 	$(BIN)/python -m tools.sizes $(V)

@@ -263,7 +263,7 @@ ALL_SYMBOLS: tuple[Symbol, ...] = COMM_SYMBOLS + WRAPPER_SYMBOLS
 #: ``flashinfer`` exports it under: the three above, their subclasses and the other families
 #: (MLA, ``BatchAttention``, POD, sparse, cascade). For each, every measured release records
 #: whether its ``plan`` hands the split settings to the kernel, per backend
-#: (``fi_compat/attention/reach.json``); the deterministic planner and wrapper accept a
+#: (``fi_compat/_measured/reach.json``); the deterministic planner and wrapper accept a
 #: (class, backend) only where they do.
 ATTENTION_FAMILIES: tuple[str, ...] = (
     PREFILL_PAGED.key,

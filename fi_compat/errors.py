@@ -230,7 +230,7 @@ class CallSizeUnsupportedError(WorkspaceMismatchError, CapabilityMissingError):
     """A call of another size than the workspace's, on a workspace that serves only its own.
 
     Where the installed release was measured to serve any call that fits the workspace
-    (``fi_compat/comm/sizes.json``), fi-compat serves it too; on the legacy API and on
+    (``fi_compat/_measured/sizes.json``), fi-compat serves it too; on the legacy API and on
     backends or releases that were not measured, only the creation-time hidden size is
     served, and a call of another width raises this (a ``WorkspaceMismatchError`` as well).
     ``feature`` is the ``--require`` name, ``per_call_sizes:<kind>``.

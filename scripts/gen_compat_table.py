@@ -2,7 +2,7 @@
 
 The compatibility table is generated from the recorded release signatures in
 ``fi_compat/_records/``, the split-reach table from the measurements in
-``fi_compat/attention/reach.json``, and the migration guides' policy tables from the
+``fi_compat/_measured/reach.json``, and the migration guides' policy tables from the
 decisions of the engines' rule sets on the cases of ``tools/policy_cases.py``.
 Copies live in the files of :data:`TARGETS`, between ``<!-- compat-table:start -->`` /
 ``<!-- compat-table:end -->`` (and ``reach-table``, ``policy-table:<engine>``) markers.

@@ -7,7 +7,7 @@ one that matches the reader's theme with Material's ``#only-light`` / ``#only-da
 * ``releases-timeline``: every capability and hazard of the releases page (the rows of
   :data:`fi_compat.testing._table.CAPABILITIES`) across the 58 recorded releases;
 * ``reach-map``: the measured split reach, one row per attention family and backend, a
-  cell per measured release coloured by verdict (``fi_compat/attention/reach.json``);
+  cell per measured release coloured by verdict (``fi_compat/_measured/reach.json``);
 * ``bench-per-call`` and ``bench-targets``: the figures of ``bench/results.json``.
 
 The output is deterministic (no date, a fixed hash salt), so ``docs/hooks.py`` regenerates

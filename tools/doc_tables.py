@@ -58,7 +58,7 @@ def _spans(verdicts: Sequence[str | None], releases: Sequence[str]) -> str:
 def reach_table() -> str:
     """The attention guide's table of measured split-setting reach, per family and backend.
 
-    From ``fi_compat/attention/reach.json``: each cell lists runs of consecutive measured
+    From ``fi_compat/_measured/reach.json``: each cell lists runs of consecutive measured
     releases with one verdict. A family refused on every backend of every release is one
     row.
     """

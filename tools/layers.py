@@ -10,7 +10,7 @@ harness; the ``triton`` wheel on the path when ``flashinfer.comm`` asks for it) 
 :mod:`tools.layers_probe`: the public call in three runs with different switches, the
 legacy call and the compiled module recorded, the public function's lines traced.
 
-:func:`classify` turns that into the release's entry of ``fi_compat/comm/layers.json``:
+:func:`classify` turns that into the release's entry of ``fi_compat/_measured/layers.json``:
 
 ``layer``
     ``legacy`` when every run reached the kernel through one legacy call, every legacy
@@ -76,7 +76,7 @@ __all__ = [
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The file the runtime reads.
-OUTPUT = ROOT / "fi_compat" / "comm" / "layers.json"
+OUTPUT = ROOT / "fi_compat" / "_measured" / "layers.json"
 PROBE = Path(__file__).resolve().parent / "layers_probe.py"
 #: The first release with the unified API.
 FIRST_RELEASE = Version("0.6.0")

@@ -11,7 +11,7 @@ for the CPU workarounds) and runs :mod:`tools.reach_probe` there: compiled-modul
 replaced by recorders, ``plan`` called without the settings and with ``(7919, False)``,
 ``(7920, False)``, ``(7919, True)`` and ``(None, True)``. This module turns what the probe
 saw into one verdict per family and backend (:func:`classify`) and writes
-``fi_compat/attention/reach.json``, which the runtime reads.
+``fi_compat/_measured/reach.json``, which the runtime reads.
 
 Run from the repository root (the Makefile's ``measure-reach`` target runs the first)::
 
@@ -83,7 +83,7 @@ __all__ = [
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The file this tool writes and the runtime reads.
-OUTPUT = ROOT / "fi_compat" / "attention" / "reach.json"
+OUTPUT = ROOT / "fi_compat" / "_measured" / "reach.json"
 #: The key of the decode fast plan's entry (``flashinfer.decode``'s function, bound to a wrapper).
 FAST_PLAN = FAST_DECODE_PLAN.key
 #: The script the subprocess runs (by path, so only the release and the site are imported).

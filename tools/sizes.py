@@ -38,7 +38,7 @@ and asks ``is_buffer_size_sufficient`` about the same shapes.
     The same per pattern; ``observations`` the raw outcome per pattern and shape.
 
 fi-compat ships only what its runtime reads (``fi_compat/comm/_call.py``):
-``fi_compat/comm/sizes.json`` holds each backend's ``check``, ``reaches`` and ``detail``
+``fi_compat/_measured/sizes.json`` holds each backend's ``check``, ``reaches`` and ``detail``
 (:func:`shipped_document`), written beside the measurement and checked against it.
 
 Run from the repository root (``make measure-sizes``)::
@@ -88,7 +88,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The whole measurement: every observation, per release, backend, pattern and shape.
 OUTPUT = ROOT / "tools" / "measurements" / "sizes.json"
 #: The file the runtime reads: what it reads of the measurement (:func:`shipped_document`).
-SHIPPED = ROOT / "fi_compat" / "comm" / "sizes.json"
+SHIPPED = ROOT / "fi_compat" / "_measured" / "sizes.json"
 #: The keys of a backend's entry the runtime reads (``fi_compat.comm._call.rule_of``).
 SHIPPED_KEYS = ("check", "reaches", "detail")
 PROBE = Path(__file__).resolve().parent / "sizes_probe.py"

@@ -2,7 +2,7 @@
 
 Whether ``fixed_split_size=`` and ``disable_split_kv=`` reach the kernel's scheduler
 depends on the wrapper class and backend, so ``python -m tools.reach`` measures it per
-release into ``reach.json``, next to this module. The deterministic-attention guide,
+release into ``reach.json`` (:mod:`fi_compat._measured`). The deterministic-attention guide,
 ``docs/guide/attention.md`` ("What reaches the kernel, measured"), says how.
 
 The file is read once, on the first question, and only the asked release's entry is
@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import enum
 import functools
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
@@ -34,6 +32,7 @@ from packaging.version import Version
 from fi_compat import _surface
 from fi_compat._arguments import describe
 from fi_compat._frozen import picklable
+from fi_compat._measured import load
 from fi_compat._signature import exact_text
 from fi_compat.errors import InvalidArgumentError, explain
 
@@ -120,12 +119,11 @@ class FamilyReach:
 
 @functools.lru_cache(maxsize=1)
 def reach_data() -> Mapping[str, Any]:
-    text = resources.files("fi_compat.attention").joinpath("reach.json").read_text("utf-8")
-    loaded = json.loads(text)
+    loaded = load("reach")
     if not isinstance(loaded, dict) or loaded.get("schema") != SCHEMA:
         found = loaded.get("schema") if isinstance(loaded, dict) else type(loaded).__name__
         raise RuntimeError(
-            f"fi_compat/attention/reach.json has schema {found!r}, this fi-compat reads "
+            f"fi_compat/_measured/reach.json has schema {found!r}, this fi-compat reads "
             f"schema {SCHEMA}: the installation is inconsistent; reinstall fi-compat"
         )
     releases: Mapping[str, Any] = loaded["releases"]

@@ -20,7 +20,7 @@ order a call meets them:
    sizes one workspace for the wider of the target and the draft model; SGLang's compile
    branch sends narrower tensors). ``tools/sizes.py`` measured, per release from 0.6.0,
    what the release's own public ``allreduce_fusion`` admits and what reaches its kernel;
-   ``sizes.json`` here is what this module reads of that measurement. The rules:
+   ``sizes.json`` (:mod:`fi_compat._measured`) is what this module reads of it. The rules:
 
    ``product``
        TRT-LLM: any call with ``tokens * hidden <= max_token_num * hidden_dim``, the
@@ -48,18 +48,17 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import keyword
 import operator
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, NoReturn, Protocol, cast
 
 from packaging.version import InvalidVersion, Version
 
 from fi_compat._arguments import describe, require_bool, require_real
+from fi_compat._measured import load
 from fi_compat._requirements.names import size_feature
 from fi_compat.errors import (
     CallSizeUnsupportedError,
@@ -560,8 +559,7 @@ _FOLLOWED = {"trtllm": "product", "mnnvl": "bytes"}
 @functools.cache
 def measured() -> Mapping[str, Any]:
     """``sizes.json``'s ``releases``: release -> backend -> its measured entry."""
-    text = resources.files("fi_compat.comm").joinpath("sizes.json").read_text("utf-8")
-    releases: Mapping[str, Any] = json.loads(text)["releases"]
+    releases: Mapping[str, Any] = load("sizes")["releases"]
     return releases
 
 

@@ -14,8 +14,9 @@ TRT-LLM workspace) or completes at the end, its safe equivalent.
 **The lowest launch layer.** On a TRT-LLM workspace and the residual RMSNorm pattern, a
 workspace calls the legacy ``trtllm_allreduce_fusion`` below its deprecation wrapper, with
 the arguments the public ``allreduce_fusion`` would pass (:func:`lowest_layer`), as
-``tools/layers.py`` measured them per release into ``layers.json`` (:data:`SOURCES`); where
-that binding is not known to be exact, it stays on the public call. The allreduce-fusion
+``tools/layers.py`` measured them per release into ``layers.json``
+(:mod:`fi_compat._measured`); where that binding is not known to be exact, it stays on the
+public call. The allreduce-fusion
 guide, ``docs/guide/comm.md`` ("Below the public call"), says what is measured and when
 the public call is kept.
 """
@@ -26,14 +27,13 @@ import functools
 import hashlib
 import importlib
 import inspect
-import json
 import operator
 import os
 from collections.abc import Callable, Mapping
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from fi_compat._log import get_logger
+from fi_compat._measured import load
 from fi_compat._requirements.names import LEGACY_API, UNIFIED_API, gate_feature
 from fi_compat._signature import describe_error
 from fi_compat._surface import (
@@ -466,8 +466,7 @@ _DEPRECATION_FILES = ("typing_extensions.py", "warnings.py")
 @functools.cache
 def measured() -> Mapping[str, Any]:
     """``layers.json``'s ``releases``: release -> its measured entry."""
-    text = resources.files("fi_compat.comm").joinpath("layers.json").read_text("utf-8")
-    releases: Mapping[str, Any] = json.loads(text)["releases"]
+    releases: Mapping[str, Any] = load("layers")["releases"]
     return releases
 
 

@@ -47,7 +47,7 @@ class Gate:
         What changed in that release, in one line.
     evidence
         Where the recorded data (``fi_compat/_records``) or the measured data
-        (``fi_compat/attention/reach.json``, ``fi_compat/comm/layers.json``) shows the same
+        (``fi_compat/_measured/reach.json``, ``fi_compat/_measured/layers.json``) shows the same
         change; None where it cannot (arithmetic or checks inside a function body, which
         no signature, attribute or measured boundary carries).
     """

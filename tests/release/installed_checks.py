@@ -57,8 +57,8 @@ def test_the_recorded_data_is_installed() -> None:
     package = importlib.resources.files("fi_compat")
     assert (package / "py.typed").is_file()
     assert (package / "_records" / "README.md").is_file()
-    reach = json.loads((package / "attention" / "reach.json").read_text(encoding="utf-8"))
-    layers = json.loads((package / "comm" / "layers.json").read_text(encoding="utf-8"))
+    reach = json.loads((package / "_measured" / "reach.json").read_text(encoding="utf-8"))
+    layers = json.loads((package / "_measured" / "layers.json").read_text(encoding="utf-8"))
     assert reach
     assert layers
     assert RELEASES[-1] in fi_compat.attention.measured_releases()

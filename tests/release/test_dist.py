@@ -46,9 +46,9 @@ CONSTRAINTS = ROOT / "constraints" / "dev.txt"
 #: The recorded data the package reads at run time, as paths in the wheel.
 DATA = (
     "fi_compat/py.typed",
-    "fi_compat/attention/reach.json",
-    "fi_compat/comm/layers.json",
-    "fi_compat/comm/sizes.json",
+    "fi_compat/_measured/reach.json",
+    "fi_compat/_measured/layers.json",
+    "fi_compat/_measured/sizes.json",
     "fi_compat/_records/releases.txt",
     "fi_compat/_records/README.md",
 )

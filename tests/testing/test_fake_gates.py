@@ -3,7 +3,7 @@
 Each gate of :data:`fi_compat.testing._gates.GATES` is a fact read in FlashInfer's source
 that the fake's workspace model or decode wrapper turns on at a release. Where the recorded
 signatures (``fi_compat/_records``) or the measured reach data
-(``fi_compat/attention/reach.json``) show the same change, the first release they show it
+(``fi_compat/_measured/reach.json``) show the same change, the first release they show it
 in must be the gate's release. Five gates are arithmetic or checks inside a function body,
 which neither the records nor the measurements carry: :data:`UNRECORDED` names them and
 says why, and the test only checks that their releases are recorded ones.

@@ -61,7 +61,7 @@ _DEFAULT_ROTATION = ("reaches", "dropped", "refused", "unmeasured")
 
 
 def _shipped_reach() -> Path | None:
-    path = Path(str(resources.files("fi_compat.attention").joinpath("reach.json")))
+    path = Path(str(resources.files("fi_compat._measured").joinpath("reach.json")))
     return path if path.is_file() else None
 
 
@@ -315,7 +315,7 @@ def _shipped_releases() -> list[str]:
     return [release for release in loaded.get("releases", {}) if release in RELEASES]
 
 
-@pytest.mark.skipif(_shipped_reach() is None, reason="fi_compat/attention/reach.json not written")
+@pytest.mark.skipif(_shipped_reach() is None, reason="fi_compat/_measured/reach.json not written")
 @pytest.mark.parametrize("release", _shipped_releases() or ["none"])
 def test_kernel_records_follow_the_shipped_reach_data(release: str) -> None:
     _reach._release.cache_clear()
