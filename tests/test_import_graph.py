@@ -105,8 +105,11 @@ def test_no_import_cycle_but_the_listed_ones() -> None:
 
 
 def test_comm_has_a_module_per_role() -> None:
-    comm = sorted(path.name for path in (PACKAGE / "comm").glob("*.py"))
+    """``fi_compat/comm/`` holds its modules and nothing else (its measurements are in
+    ``fi_compat/_measured/``)."""
+    comm = sorted(path.name for path in (PACKAGE / "comm").iterdir() if path.name != "__pycache__")
     assert len(comm) <= COMM_MODULES, comm
+    assert all(name.endswith(".py") for name in comm), comm
 
 
 def test_the_check_sees_every_kind_of_import(tmp_path: Path) -> None:
