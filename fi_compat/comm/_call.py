@@ -111,6 +111,8 @@ __all__ = [
 ]
 
 
+# ------------------------------------------------- 1. what a call needs, and its checks
+
 #: The largest finite float: ``0.0 <= eps <= FLOAT_MAX`` is False for nan, inf and < 0.
 FLOAT_MAX = sys.float_info.max
 
@@ -551,6 +553,8 @@ def make_validator(spec: Spec, fit: Fit) -> Validator:
     return validate
 
 
+# ----------------------------------------------- 2. which call sizes a workspace serves
+
 Rule = Literal["exact", "product", "bytes"]
 #: The measured rule per backend that fi-compat follows (anything else: ``exact``).
 _FOLLOWED = {"trtllm": "product", "mnnvl": "bytes"}
@@ -741,6 +745,9 @@ def _bytes_check(spec: Spec, native: Any) -> Callable[[int, int, bool | None], b
             return False
 
     return sufficient
+
+
+# -------------------------------------------------------------------- 3. the bound call
 
 
 class Call(NamedTuple):

@@ -423,6 +423,8 @@ def _completes_at_end(version: str | None) -> None:
     )
 
 
+# ------------------------------------------------- the lowest launch layer, as measured
+
 #: Sources of a legacy argument that change per call, in the order the launch computes them:
 #: the flat view of a caller tensor, the weight as given, a new flat tensor like the input,
 #: the token count, the per-call switches and the call's own hidden size (``tools/layers.py``

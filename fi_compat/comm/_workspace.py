@@ -974,6 +974,9 @@ def checkpoint_unsupported(api: str, kind: str, method: str) -> Callable[..., No
     return unsupported
 
 
+# ------------------------------------------------------------------- the per-layer call
+
+
 def allreduce_residual_rmsnorm(
     input: torch.Tensor,
     residual: torch.Tensor,
