@@ -65,6 +65,22 @@ from fi_compat.comm._reference import IGNORED, READS
 from fi_compat.comm._unified import UNIFIED_CALL
 from fi_compat.comm._workspace import BACKENDS
 
+__all__ = [
+    "CHECKPOINT_METHODS",
+    "DROPIN_ARGUMENTS",
+    "FACTORY_OPTIONS",
+    "PATTERN_MEMBERS",
+    "api_call_gap",
+    "checkpoint_support",
+    "dropin_support",
+    "factory_support",
+    "passed_through",
+    "pattern_support",
+    "reference_support",
+    "size_support",
+    "torch_distributed_support",
+]
+
 #: The drop-in ``allreduce_fusion``'s arguments after ``pattern``: FlashInfer 0.7.2.post1's.
 DROPIN_ARGUMENTS: tuple[str, ...] = tuple(DEFAULTS)
 
