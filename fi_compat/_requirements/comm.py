@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from fi_compat._literal import literal_choices
 from fi_compat._probe import locate
@@ -83,6 +83,36 @@ __all__ = [
 
 #: The drop-in ``allreduce_fusion``'s arguments after ``pattern``: FlashInfer 0.7.2.post1's.
 DROPIN_ARGUMENTS: tuple[str, ...] = tuple(DEFAULTS)
+#: Each drop-in argument's requirement name -> the argument.
+_DROPIN_FEATURES = {dropin_feature(name): name for name in DROPIN_ARGUMENTS}
+
+
+def _missing(caps: Capabilities) -> Status:
+    """How a name answers what the installed release lacks: unknown while the probe is
+    still running (a report asked for during it), unsupported once it has run."""
+    return Status.UNKNOWN if caps.flashinfer.probe_in_progress else Status.UNSUPPORTED
+
+
+def _without_fusion(caps: Capabilities) -> Support:
+    """What a name of a fused workspace answers where neither allreduce-fusion API is."""
+    why = caps.comm.error or "the installed flashinfer.comm has neither allreduce-fusion API"
+    return Support(_missing(caps), why)
+
+
+def _by_api(
+    caps: Capabilities,
+    features: Mapping[str, str],
+    unified: Callable[[Capabilities, str], Support],
+    legacy: Callable[[Capabilities, str], Support],
+) -> dict[str, Support]:
+    """Each requirement name of ``features`` (name -> the argument or option it names),
+    answered for the API the drop-in factory picks: ``unified`` where the release has the
+    unified API, else ``legacy``; without either, why fusion is unavailable."""
+    comm = caps.comm
+    if not (comm.unified_api or comm.legacy_api):
+        return dict.fromkeys(features, _without_fusion(caps))
+    answer = unified if comm.unified_api else legacy
+    return {feature: answer(caps, name) for feature, name in features.items()}
 
 
 def _unified(caps: Capabilities, name: str) -> Support:
@@ -125,14 +155,7 @@ def dropin_support(caps: Capabilities) -> Mapping[str, Support]:
     release has it, else the legacy one. Without either, every argument is refused with
     the reason fusion is unavailable.
     """
-    comm = caps.comm
-    if comm.unified_api:
-        return {dropin_feature(name): _unified(caps, name) for name in DROPIN_ARGUMENTS}
-    if comm.legacy_api:
-        return {dropin_feature(name): _legacy(caps, name) for name in DROPIN_ARGUMENTS}
-    why = comm.error or "the installed flashinfer.comm has neither allreduce-fusion API"
-    status = Status.UNKNOWN if caps.flashinfer.probe_in_progress else Status.UNSUPPORTED
-    return {dropin_feature(name): Support(status, why) for name in DROPIN_ARGUMENTS}
+    return _by_api(caps, _DROPIN_FEATURES, _unified, _legacy)
 
 
 #: FlashInfer's checkpointing methods of a unified workspace (0.6.15+).
@@ -173,7 +196,7 @@ def checkpoint_support(caps: Capabilities) -> Mapping[str, Support]:
     """
     comm = caps.comm
     release = caps.flashinfer.version
-    pending = Status.UNKNOWN if caps.flashinfer.probe_in_progress else Status.UNSUPPORTED
+    pending = _missing(caps)
     answers: dict[str, Support] = {}
     recorded: dict[str, tuple[str, set[str]]] | str | None = None
     for kind in CHECKPOINT_KINDS:
@@ -240,6 +263,8 @@ FACTORY_OPTIONS: tuple[str, ...] = tuple(
     for name in inspect.signature(create_allreduce_fusion_workspace).parameters
     if name not in _FACTORY_SPEC
 )
+#: Each drop-in factory option's requirement name -> the option.
+_FACTORY_FEATURES = {factory_feature(name): name for name in FACTORY_OPTIONS}
 #: Options the legacy API records and does not pass: they only choose or size MNNVL.
 _RECORDED = {
     "gpus_per_node": "recorded, not passed: the legacy TRT-LLM buffers reach the GPUs of one "
@@ -306,14 +331,7 @@ def factory_support(caps: Capabilities) -> Mapping[str, Support]:
     probed signature says), else the legacy one (as :func:`~fi_compat.comm._legacy.create_legacy`
     maps it). Without either, every option is refused with the reason fusion is unavailable.
     """
-    comm = caps.comm
-    if comm.unified_api:
-        return {factory_feature(name): _unified_option(caps, name) for name in FACTORY_OPTIONS}
-    if comm.legacy_api:
-        return {factory_feature(name): _legacy_option(caps, name) for name in FACTORY_OPTIONS}
-    why = comm.error or "the installed flashinfer.comm has neither allreduce-fusion API"
-    status = Status.UNKNOWN if caps.flashinfer.probe_in_progress else Status.UNSUPPORTED
-    return {factory_feature(name): Support(status, why) for name in FACTORY_OPTIONS}
+    return _by_api(caps, _FACTORY_FEATURES, _unified_option, _legacy_option)
 
 
 # ---------------------------------------------------------------------------- patterns
@@ -347,9 +365,7 @@ def pattern_support(caps: Capabilities) -> Mapping[str, Support]:
     release = caps.flashinfer.version
     names = [pattern_feature(member) for member in PATTERN_MEMBERS]
     if not (comm.unified_api or comm.legacy_api):
-        why = comm.error or "the installed flashinfer.comm has neither allreduce-fusion API"
-        status = Status.UNKNOWN if caps.flashinfer.probe_in_progress else Status.UNSUPPORTED
-        return {name: Support(status, why) for name in names}
+        return dict.fromkeys(names, _without_fusion(caps))
     if release is None:
         return {
             name: Support(Status.UNKNOWN, "flashinfer's version could not be read")
@@ -470,8 +486,7 @@ def size_support(caps: Capabilities) -> dict[str, Support]:
             why = caps.comm.error or (
                 "no legacy allreduce-fusion API" if kind == "legacy" else "no unified API"
             )
-            status = Status.UNKNOWN if caps.flashinfer.probe_in_progress else Status.UNSUPPORTED
-            answers[size_feature(kind)] = Support(status, why)
+            answers[size_feature(kind)] = Support(_missing(caps), why)
             continue
         rule, why = rule_of(release, kind)
         if rule == "exact":
