@@ -32,6 +32,7 @@ from fi_compat.capabilities import get_capabilities
 from fi_compat.errors import CapabilityMissingError
 from fi_compat.report import REQUIREMENT_NAMES, REQUIREMENTS, build_report, missing
 from fi_compat.testing import FakeFlashInfer, fake_flashinfer, load_release
+from tests.support.spellings import docstrings
 
 TOKENS, HIDDEN, DTYPE = 4, 64, torch.bfloat16
 LEGACY = "0.5.3"  # the legacy API only, six patterns
@@ -453,17 +454,13 @@ PREFIXES = re.compile(r"(?<![\w-])(dropin|per_call_sizes|checkpointing|determini
 def spelled_prefixes(path: Path) -> list[str]:
     """Every string in ``path``'s code (docstrings aside) that spells a family's prefix."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    docstrings = {  # a module's, class's or function's, and an attribute's after it
-        id(node.value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-    }
+    skip = docstrings(tree)  # a module's, class's or function's, and an attribute's
     return [
         f"{path.name}:{node.lineno}: {node.value!r}"
         for node in ast.walk(tree)
         if isinstance(node, ast.Constant)
         and isinstance(node.value, str)
-        and id(node) not in docstrings
+        and id(node) not in skip
         and PREFIXES.search(node.value)
     ]
 
