@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.support.imports import absolute, module_name
+
 PACKAGE = Path(__file__).resolve().parents[1] / "fi_compat"
 
 #: Sorted cycles (strongly connected modules) -> why they are left.
@@ -30,9 +32,8 @@ def modules(root: Path) -> dict[str, tuple[Path, bool]]:
     """Every module under ``root`` (a package directory): dotted name -> (file, package)."""
     found = {}
     for path in sorted(root.rglob("*.py")):
-        parts = path.relative_to(root.parent).with_suffix("").parts
-        package = parts[-1] == "__init__"
-        found[".".join(parts[:-1] if package else parts)] = (path, package)
+        name, package = module_name(path, root)
+        found[name] = (path, package)
     return found
 
 
@@ -43,11 +44,7 @@ def imports(name: str, path: Path, package: bool, known: set[str]) -> set[str]:
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names if alias.name in known}
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = name.split(".") if package else name.split(".")[:-1]
-                parts = parts[: len(parts) - node.level + 1]
-                base = ".".join([*parts, node.module] if node.module else parts)
+            base = absolute(node, name, package) or ""
             for alias in node.names:
                 child = f"{base}.{alias.name}"
                 if child in known:

@@ -10,15 +10,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.support.imports import absolute, module_name
+
 PACKAGE = Path(__file__).resolve().parents[1] / "fi_compat"
 
 #: (importing file, "module._name") -> why it may.
 ALLOWED: dict[tuple[str, str], str] = {}
-
-
-def _module_of(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _is_module(dotted: str) -> bool:
@@ -30,14 +27,6 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
-def _absolute(node: ast.ImportFrom, module: str, package: bool) -> str | None:
-    if not node.level:
-        return node.module
-    base = module.split(".") if package else module.split(".")[:-1]
-    base = base[: len(base) - node.level + 1]
-    return ".".join([*base, node.module] if node.module else base)
-
-
 def cross_private(source: str, module: str, *, package: bool = False) -> list[str]:
     """Every ``module._name`` of another fi_compat module that ``source``, the text of
     module ``module`` (``package``: its ``__init__``), reads."""
@@ -45,7 +34,7 @@ def cross_private(source: str, module: str, *, package: bool = False) -> list[st
     found, modules = [], {}
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            origin = _absolute(node, module, package)
+            origin = absolute(node, module, package)
             if not origin or not origin.startswith("fi_compat") or origin == module:
                 continue
             for alias in node.names:
@@ -75,9 +64,8 @@ def test_no_module_reads_another_modules_private_name() -> None:
     reads = {
         (path.relative_to(PACKAGE.parent).as_posix(), dotted)
         for path in sorted(PACKAGE.rglob("*.py"))
-        for dotted in cross_private(
-            path.read_text(encoding="utf-8"), _module_of(path), package=path.name == "__init__.py"
-        )
+        for name, package in [module_name(path, PACKAGE)]
+        for dotted in cross_private(path.read_text(encoding="utf-8"), name, package=package)
     }
     assert not reads - ALLOWED.keys(), sorted(reads - ALLOWED.keys())
     assert not ALLOWED.keys() - reads, "listed exceptions that no longer happen"
