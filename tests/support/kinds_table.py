@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fi_compat.upgrade import RULES
+from tests.support.marked import block, with_block
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "upgrade.md"
 START, END = "<!-- kinds: start -->", "<!-- kinds: end -->"
@@ -35,7 +36,7 @@ def render() -> str:
 
 def table_in(text: str) -> str:
     """The table between the markers of ``text``."""
-    return text.split(START, 1)[1].split(END, 1)[0].lstrip("\n")
+    return block(text, START, END)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -46,8 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.write:
         sys.stdout.write(render())
         return 0 if table_in(text) == render() else 1
-    head, rest = text.split(START, 1)
-    GUIDE.write_text(f"{head}{START}\n{render()}{END}{rest.split(END, 1)[1]}", encoding="utf-8")
+    GUIDE.write_text(with_block(text, START, END, render()), encoding="utf-8")
     return 0
 
 

@@ -17,6 +17,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from tests.support.marked import block, with_block
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "fi_compat"
 PAGE = ROOT / "docs" / "contributing.md"
@@ -52,7 +54,7 @@ def render() -> str:
 
 def map_in(text: str) -> str:
     """The map between the markers of ``text``."""
-    return text.split(START, 1)[1].split(END, 1)[0].lstrip("\n")
+    return block(text, START, END)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -63,9 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(render())
         return 0
     text = PAGE.read_text(encoding="utf-8")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    PAGE.write_text(f"{head}{START}\n{render()}{END}{tail}", encoding="utf-8")
+    PAGE.write_text(with_block(text, START, END, render()), encoding="utf-8")
     return 0
 
 
