@@ -37,7 +37,9 @@ from fi_compat._literal import literal_choices
 from fi_compat._probe import locate
 from fi_compat._requirements.names import (
     CHECKPOINT_KINDS,
+    LEGACY_API,
     SIZE_KINDS,
+    UNIFIED_API,
     checkpoint_feature,
     dropin_feature,
     factory_feature,
@@ -420,11 +422,11 @@ def reference_support(caps: Capabilities) -> Mapping[str, Support]:
 #: The keywords each API's bound call passes to its fused call (the unified one's
 #: ``trigger_completion_at_end`` only where taken), by the ``--require`` flag of the API.
 _CALLS = {
-    "unified_api": (
+    UNIFIED_API: (
         UNIFIED_FUSION,
         tuple(k for k in UNIFIED_CALL if k != "trigger_completion_at_end"),
     ),
-    "legacy_api": (LEGACY_FUSION, tuple(LEGACY_CALL)),
+    LEGACY_API: (LEGACY_FUSION, tuple(LEGACY_CALL)),
 }
 
 

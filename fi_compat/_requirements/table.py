@@ -37,8 +37,10 @@ from fi_compat._requirements.names import (
     FAST_PLAN,
     FLAGS,
     GATE_ITEMS,
+    LEGACY_API,
     SIZE_KINDS,
     TORCH_DISTRIBUTED,
+    UNIFIED_API,
     checkpoint_feature,
     deterministic_feature,
     dropin_feature,
@@ -189,12 +191,10 @@ def _flags(capabilities: Capabilities) -> _Flags:
             or "not installed",
         ),
         "comm": (comm.available, comm.error),
-        "unified_api": _api_flag(
-            capabilities, "unified_api", comm.unified_api, f"no {UNIFIED_FACTORY.key}"
+        UNIFIED_API: _api_flag(
+            capabilities, UNIFIED_API, comm.unified_api, f"no {UNIFIED_FACTORY.key}"
         ),
-        "legacy_api": _api_flag(
-            capabilities, "legacy_api", comm.legacy_api, f"no {LEGACY_FUSION.key}"
-        ),
+        LEGACY_API: _api_flag(capabilities, LEGACY_API, comm.legacy_api, f"no {LEGACY_FUSION.key}"),
     }
 
 
