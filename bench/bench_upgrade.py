@@ -178,7 +178,7 @@ def main() -> None:
         figures.append(scan)
     notes.append(
         f"installed data (records, store, measurements): {data_bytes() / 1e6:.2f} MB "
-        "(target at most 8 MB; tests/tools/test_surface.py holds it)"
+        "(target at most 8 MB; tests/recorder/test_surface.py holds it)"
     )
     command = "fi-compat" if len(fi_compat()) == 1 else "python -m fi_compat"
     notes.append(

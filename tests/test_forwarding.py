@@ -27,11 +27,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fi_compat._forwarding import ALL, analyse
+from fi_compat._recorder import record_release
 from fi_compat._records import parse_record
 from fi_compat._signature import Status, inspect_callable
 from fi_compat.testing._generator import module_source as generated_module
 from fi_compat.testing._registry import collect
-from tools.recorder import record_release
 
 S, U, N = "supported", "unknown", "unsupported"
 KEYWORDS = ("fixed_split_size", "disable_split_kv")

@@ -36,10 +36,10 @@ from typing import Any
 
 import griffe
 
+from fi_compat._recorder import read_release
 from fi_compat._surface import COMM, DISTRIBUTIONS, FLASHINFER, symbol_named
 from fi_compat.testing import listed_releases
 from tools.record import SIGNATURES
-from tools.recorder import read_release
 from tools.releases import ReleaseCache
 
 __all__ = ["Tally", "compare_release", "main"]

@@ -11,11 +11,11 @@ Run from the repository root::
 A release is downloaded once into the release cache (:mod:`tools.releases`), as a wheel
 when it has one, else as its sdist, and read without being imported. Each release gives
 two things: its record, written to ``<output>/<version>.json.gz`` (``--output -`` prints
-it instead), and its surface (every module, :mod:`tools.recorder.surface`), merged into
-``<output>/surface.zip`` (:mod:`tools.recorder.store`): the store is unpacked, the
+it instead), and its surface (every module, :mod:`fi_compat._recorder.surface`), merged into
+``<output>/surface.zip`` (:mod:`fi_compat._recorder.store`): the store is unpacked, the
 release's surface put in (replacing an older one) and the store packed again. A surface
 takes a minute to record for a recent release, so it is kept in the release cache under
-the release file's digest and :data:`~tools.recorder.surface.SURFACE_VERSION`; a change
+the release file's digest and :data:`~fi_compat._recorder.surface.SURFACE_VERSION`; a change
 to what the surface records bumps that number. Output is deterministic: re-recording an
 unchanged release writes identical files.
 """
@@ -31,15 +31,15 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from fi_compat._recorder import dump_record, record_release, write_record
+from fi_compat._recorder.archive import read_release
+from fi_compat._recorder.record import file_sha256
+from fi_compat._recorder.resolve import Package
+from fi_compat._recorder.store import pack, unpack
+from fi_compat._recorder.surface import SURFACE_VERSION, surface
 from fi_compat._records._store import STORE
 from fi_compat._surface import DISTRIBUTIONS
 from fi_compat.testing import RecordingError, listed_releases
-from tools.recorder import dump_record, record_release, write_record
-from tools.recorder.archive import read_release
-from tools.recorder.record import file_sha256
-from tools.recorder.resolve import Package
-from tools.recorder.store import pack, unpack
-from tools.recorder.surface import SURFACE_VERSION, surface
 from tools.releases import DownloadError, RegistryUnreachableError, ReleaseCache, cache_root
 
 __all__ = ["SIGNATURES", "main", "merge_surfaces", "surface_of"]

@@ -32,14 +32,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
     NormalizedName,
     canonicalize_name,
-    parse_sdist_filename,
-    parse_wheel_filename,
 )
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
+
+from fi_compat._recorder.archive import parse_release_file
 
 __all__ = [
     "LOGGER",
@@ -90,17 +88,6 @@ def cache_root() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg) if xdg else Path.home() / ".cache"
     return base / "fi-compat" / "releases"
-
-
-def parse_release_file(name: str) -> tuple[NormalizedName, Version] | None:
-    """The distribution and version a wheel or sdist file name declares; None for others."""
-    try:
-        if name.endswith(".whl"):
-            distribution, version, _build, _tags = parse_wheel_filename(name)
-            return distribution, version
-        return parse_sdist_filename(name)
-    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
-        return None
 
 
 def _pinned(requirement: str) -> tuple[NormalizedName, Version]:

@@ -1,8 +1,8 @@
 """Where a ``**kwargs`` dict goes, proven from a function's syntax tree.
 
 One analysis serves both the live probe (:mod:`fi_compat._signature`, over
-``inspect.getsource``) and the recorder (``tools.recorder``, outside the package, over a
-release's files), so live and recorded answers cannot drift apart. Its entry point is
+``inspect.getsource``) and the recorder (:mod:`fi_compat._recorder`, over a release's
+files), so live and recorded answers cannot drift apart. Its entry point is
 :func:`analyse`; :mod:`.model` holds the data and syntax helpers, :mod:`.stages` the
 stages of one function's analysis, :mod:`.forward` the forwarding calls. The report guide,
 ``docs/guide/report.md`` ("How ``**kwargs`` is followed"), gives the rules and the stages.

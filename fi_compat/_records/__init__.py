@@ -200,7 +200,7 @@ class _Parsed(Mapping[str, Any]):
 # ----------------------------------------------------------------------------- loading
 
 
-#: The suffix of a shipped record: compact JSON, gzip-compressed (tools/recorder/output.py).
+#: The suffix of a shipped record: compact JSON, gzip-compressed (fi_compat/_recorder/output.py).
 SUFFIX = ".json.gz"
 
 

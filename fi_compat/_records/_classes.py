@@ -16,6 +16,7 @@ from packaging.version import Version
 
 from fi_compat._arguments import require_choice, require_str
 from fi_compat._frozen import picklable
+from fi_compat._records._format import ParameterKind
 from fi_compat._surface import (
     ATTENTION_FAMILIES,
     FAST_DECODE_PLAN,
@@ -27,10 +28,6 @@ from fi_compat._surface import (
 if TYPE_CHECKING:  # the store's module imports this one
     from fi_compat._records._store import ModuleRecord
 
-#: ``inspect.Parameter.kind.name`` values.
-ParameterKind = Literal[
-    "POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD", "VAR_POSITIONAL", "KEYWORD_ONLY", "VAR_KEYWORD"
-]
 #: The three answers of :meth:`ReleaseRecord.support`.
 SupportAnswer = Literal["supported", "unsupported", "unknown"]
 #: What a public name of a module is bound to: a ``def``; a class used for its constants

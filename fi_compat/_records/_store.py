@@ -1,6 +1,6 @@
 """Every module of every recorded release, read lazily from ``surface.zip``.
 
-The store (written by the recorder, ``tools/recorder/store.py``, and described in
+The store (written by the recorder, ``fi_compat/_recorder/store.py``, and described in
 ``fi_compat/_records/README.md``) keeps each distinct record of a name once, with the
 releases it holds for; one zip member per module. Asking for one release's one module reads
 that member only (decompressed and parsed once per process) and builds the
@@ -24,7 +24,8 @@ from typing import Any, Literal
 from packaging.version import Version
 
 from fi_compat._records._classes import NameRecord
-from fi_compat._records._parse import expand_name, name_record, read_home, read_shape
+from fi_compat._records._format import expand_name, read_home, read_shape
+from fi_compat._records._parse import name_record
 
 __all__ = [
     "STORE",

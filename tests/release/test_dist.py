@@ -324,7 +324,7 @@ _WITHOUT_FLASHINFER = (
     "tests/comm/test_real.py",
     "tests/attention/test_planner.py",
     "tests/testing/test_fake_engine_surface.py",
-    "tests/tools/test_recorder_vs_inspect.py",
+    "tests/recorder/test_recorder_vs_inspect.py",
 )
 
 

@@ -3,7 +3,7 @@
 A FlashInfer function, class or submodule name that :mod:`fi_compat._surface` declares may
 appear in docstrings, and fi-compat's own drop-in names may appear as themselves; anywhere
 else in a string constant it is a second description of FlashInfer, which the tests of the
-package (``tests/test_surface.py``) and of the tools (``tests/tools/test_recorder.py``) refuse.
+package (``tests/test_surface.py``) and of the tools (``tests/recorder/test_recorder.py``) refuse.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import pytest
 from packaging.version import Version
 
 from fi_compat import _records as records_module
+from fi_compat._recorder.output import dump_record
 from fi_compat._records import SUFFIX, parse_record
 from fi_compat._surface import (
     ATTENTION_FAMILIES,
@@ -37,7 +38,6 @@ from fi_compat.testing import (
     load_release,
     module_introduced_in,
 )
-from tools.recorder.output import dump_record
 
 KINDS = (
     "POSITIONAL_ONLY",

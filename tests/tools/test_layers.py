@@ -5,7 +5,7 @@ documents rebuilt from the shipped ``layers.json`` entries (which must classify 
 exactly those entries), then the same documents with one thing wrong at a time, each of
 which must keep the release on the public call with a detail naming the reason. The file
 itself, ``main()`` and ``--check`` run against a fake ``measure``. The last section checks
-:func:`tools.layers_probe.source_of` on hand-made tensors (it needs torch).
+:func:`fi_compat._measured.layers_probe.source_of` on hand-made tensors (it needs torch).
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 from packaging.version import Version
+from fi_compat._measured.layers_probe import HIDDEN, MAX_TOKENS, RANK, RUNS, TOKENS, WORLD, source_of
 
 from fi_compat._surface import LEGACY_FUSION, UNIFIED_FUSION
 from fi_compat.comm._unified import HANDLES_ATTACHED, SOURCES
 from tools import layers
 from tools.layers import CATALOGUE, OUTPUT, build_document, classify, dump_document
-from tools.layers_probe import HIDDEN, MAX_TOKENS, RANK, RUNS, TOKENS, WORLD, source_of
 
 SHIPPED_TEXT = OUTPUT.read_text(encoding="utf-8")
 SHIPPED: dict[str, Any] = json.loads(SHIPPED_TEXT)["releases"]

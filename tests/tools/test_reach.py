@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
+from fi_compat._measured import reach_probe
 from fi_compat._surface import ATTENTION_FAMILIES, FAST_DECODE_PLAN, PLAN_IMPL
-from tools import reach, reach_probe
+from tools import reach
 from tools.reach import (
     OUTPUT,
     ProbeError,

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from packaging.version import Version
+from fi_compat._measured.sizes_probe import BACKENDS, HIDDEN, MAX_TOKENS, PATTERNS, SHAPES
 
 from tools import sizes
 from tools.sizes import (
@@ -30,7 +31,6 @@ from tools.sizes import (
     dump_document,
     fit,
 )
-from tools.sizes_probe import BACKENDS, HIDDEN, MAX_TOKENS, PATTERNS, SHAPES
 
 SHIPPED_TEXT = OUTPUT.read_text(encoding="utf-8")
 SHIPPED: dict[str, Any] = json.loads(SHIPPED_TEXT)["releases"]

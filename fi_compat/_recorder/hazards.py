@@ -12,8 +12,8 @@ import ast
 from collections.abc import Iterator
 from typing import Any
 
+from fi_compat._recorder.resolve import Module, Package, catches
 from fi_compat._surface import COMM, FLASHINFER
-from tools.recorder.resolve import Module, Package, catches
 
 __all__ = ["import_hazards"]
 

@@ -14,7 +14,7 @@ a zip archive whose members are read one at a time:
   distinct version of a name, with the releases it holds for (a name is absent from the
   releases no version lists) and its SHAPE: a short name record whole (``"=typing"``,
   ``"@flashinfer.norm"``, ``"&function:flashinfer.norm:rmsnorm"``, see
-  ``fi_compat._records._parse.expand_name``), else ``"#kind:defined_in"``; a home that
+  ``fi_compat._records._format.expand_name``), else ``"#kind:defined_in"``; a home that
   is the module itself is written ``"."``. Kind, home and guard of every name, and whether
   two releases hold the same version, are read from the index alone;
 * ``tables.json``: ``{module: [RELEASES, ...]}``: the releases of each module cut into runs
@@ -27,7 +27,7 @@ a zip archive whose members are read one at a time:
   JSON array decoded only when that name is asked for (a diff reads few of a shard's
   records, and splitting lines is ten times faster than decoding them all). A function's
   parameters are short lists (``["x"]``, ``["eps", 1, "1e-06", "float"]``: name, kind, default,
-  annotation; ``fi_compat._records._parse.compact_parameter``).
+  annotation; ``fi_compat._records._format.compact_parameter``).
 
 ``RELEASES`` is a string of indices into ``releases`` and ranges of them (``"0-12,15"``).
 Packing is lossless (:func:`unpack` gives back every release's surface, which tests check),
@@ -45,14 +45,14 @@ from typing import Any
 
 from packaging.version import Version
 
-from fi_compat._records._parse import compact_name as short_name
-from fi_compat._records._parse import (
+from fi_compat._records._format import compact_name as short_name
+from fi_compat._records._format import (
     compact_parameter,
     expand_parameter,
     read_home,
     shape_of,
 )
-from fi_compat._records._parse import expand_name as long_name
+from fi_compat._records._format import expand_name as long_name
 
 __all__ = [
     "STORE_SCHEMA",
@@ -75,7 +75,7 @@ SHARD_BYTES = 1 << 20
 _DATE = (2020, 1, 1, 0, 0, 0)  # a fixed timestamp: the same store gives the same bytes
 
 Record = dict[str, Any]
-#: Release -> module -> the module's record (:func:`tools.recorder.surface.surface`).
+#: Release -> module -> the module's record (:func:`fi_compat._recorder.surface.surface`).
 Surfaces = Mapping[str, Mapping[str, Record]]
 
 
@@ -114,7 +114,7 @@ def _convert_name(record: Record, convert: Any) -> Record:
 
 def compact_name(record: Record) -> Record | str:
     """A name record as the store writes it: functions as signature text, the commonest
-    records as short strings (:func:`fi_compat._records._parse.expand_name`)."""
+    records as short strings (:func:`fi_compat._records._format.expand_name`)."""
     short = short_name(_convert_name(record, _compact_function))
     return short if isinstance(short, str) else dict(short)
 

@@ -22,8 +22,8 @@ from fi_compat._forwarding import (
     method_kind,
     positional_doubts,
 )
-from fi_compat._records._parse import parameters
-from tools.recorder.resolve import MAX_DEPTH, Module, Package, absolute
+from fi_compat._recorder.resolve import MAX_DEPTH, Module, Package, absolute
+from fi_compat._records._format import parameters
 
 __all__ = ["Recorder", "parameters"]
 

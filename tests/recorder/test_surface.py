@@ -12,8 +12,23 @@ from typing import Any
 
 import pytest
 
+from fi_compat._recorder.archive import read_release
+from fi_compat._recorder.resolve import Package
+from fi_compat._recorder.store import (
+    decode_ranges,
+    encode_ranges,
+    pack,
+    unpack,
+)
+from fi_compat._recorder.surface import (
+    PRIVATE,
+    is_private_module,
+    is_recorded_module,
+    served_names,
+    surface,
+)
 from fi_compat._records import _store as store_module
-from fi_compat._records._parse import (
+from fi_compat._records._format import (
     compact_name,
     compact_parameter,
     expand_name,
@@ -21,21 +36,6 @@ from fi_compat._records._parse import (
     parameters,
 )
 from fi_compat._records._store import ANY, Store
-from tools.recorder.archive import read_release
-from tools.recorder.resolve import Package
-from tools.recorder.store import (
-    decode_ranges,
-    encode_ranges,
-    pack,
-    unpack,
-)
-from tools.recorder.surface import (
-    PRIVATE,
-    is_private_module,
-    is_recorded_module,
-    served_names,
-    surface,
-)
 
 
 def _tree(root: Path, files: Mapping[str, str]) -> Path:

@@ -12,13 +12,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from packaging.utils import canonicalize_name
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    NormalizedName,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
 
 from fi_compat._surface import DISTRIBUTIONS, FLASHINFER
-from fi_compat.testing import RecordingError
-from tools.releases import parse_release_file
+from fi_compat.errors import RecordingError
 
-__all__ = ["Source", "read_release", "version_from_filename"]
+__all__ = ["Source", "parse_release_file", "read_release", "version_from_filename"]
 
 _DISTRIBUTIONS = frozenset(canonicalize_name(name) for name in DISTRIBUTIONS)
 #: Path fragment every file of the package has inside an archive.
@@ -115,6 +122,17 @@ def read_release(path: Path) -> Source:
     if path.name.endswith((".tar.gz", ".tgz", ".tar")):
         return _read_sdist(path)
     raise RecordingError(f"expected a .whl, .tar.gz or a directory; found {path.name}")
+
+
+def parse_release_file(name: str) -> tuple[NormalizedName, Version] | None:
+    """The distribution and version a wheel or sdist file name declares; None for others."""
+    try:
+        if name.endswith(".whl"):
+            distribution, version, _build, _tags = parse_wheel_filename(name)
+            return distribution, version
+        return parse_sdist_filename(name)
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+        return None
 
 
 def version_from_filename(name: str) -> str | None:

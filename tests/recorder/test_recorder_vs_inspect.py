@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from fi_compat._recorder import dump_record, record_release
 from fi_compat._records import parse_record
 from fi_compat._surface import COMM, DECODE_MODULE, FLASHINFER, NAMED_MODULES
 from fi_compat.testing import FunctionRecord, ReleaseRecord, load_release
-from tools.recorder import dump_record, record_release
 
 RELEASE = "0.7.2.post1"
 
@@ -150,9 +150,9 @@ def test_rerecording_the_installed_tree_gives_the_shipped_record(
     assert parse_record(fresh).attention == shipped.attention
     assert parse_record(fresh).fast_decode_plan == shipped.fast_decode_plan
     # ... and its surface is the shipped one: every module, every name's shape
-    from tools.recorder.archive import read_release
-    from tools.recorder.resolve import Package
-    from tools.recorder.surface import surface
+    from fi_compat._recorder.archive import read_release
+    from fi_compat._recorder.resolve import Package
+    from fi_compat._recorder.surface import surface
 
     found = surface(Package(read_release(site)))
     assert set(found) == set(shipped.names)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from tools.recorder.signatures import Recorder
+from fi_compat._recorder.signatures import Recorder
 
 __all__ = ["instance_of", "name_record", "name_table"]
 
@@ -81,7 +81,7 @@ def name_table(recorder: Recorder, module: str) -> dict[str, dict[str, Any]]:
     """Every public name of ``module`` -> :func:`name_record`; empty without the module.
 
     A name the release binds only when a guarded statement succeeds
-    (:meth:`~tools.recorder.resolve.Package.conditional`) adds ``"conditional": true``.
+    (:meth:`~fi_compat._recorder.resolve.Package.conditional`) adds ``"conditional": true``.
     """
     table: dict[str, dict[str, Any]] = {}
     for name in recorder.package.public_names(module):

@@ -11,9 +11,9 @@ together and :mod:`.output` writes it as the files of ``fi_compat/_records``.
 
 from __future__ import annotations
 
-from tools.recorder.archive import read_release, version_from_filename
-from tools.recorder.output import dump_record, write_record
-from tools.recorder.record import SCHEMA_VERSION, record_release
+from fi_compat._recorder.archive import read_release, version_from_filename
+from fi_compat._recorder.output import dump_record, write_record
+from fi_compat._recorder.record import SCHEMA_VERSION, record_release
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
+from fi_compat._recorder.archive import Source
 from fi_compat._surface import FLASHINFER
-from fi_compat.testing import RecordingError
-from tools.recorder.archive import Source
+from fi_compat.errors import RecordingError
 
 __all__ = ["MAX_DEPTH", "TOP", "Binding", "Context", "Module", "Package", "absolute", "catches"]
 

@@ -21,6 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from fi_compat._forwarding import calls_named
+from fi_compat._recorder.archive import read_release, version_from_filename
+from fi_compat._recorder.hazards import import_hazards
+from fi_compat._recorder.resolve import Package
+from fi_compat._recorder.signatures import ClassNode, Recorder
 from fi_compat._surface import (
     ATTENTION_FAMILIES,
     COMM,
@@ -37,11 +41,7 @@ from fi_compat._surface import (
     Home,
     Symbol,
 )
-from fi_compat.testing import RecordingError
-from tools.recorder.archive import read_release, version_from_filename
-from tools.recorder.hazards import import_hazards
-from tools.recorder.resolve import Package
-from tools.recorder.signatures import ClassNode, Recorder
+from fi_compat.errors import RecordingError
 
 __all__ = ["SCHEMA_VERSION", "file_sha256", "record_release"]
 

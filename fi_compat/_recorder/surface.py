@@ -30,10 +30,10 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from fi_compat.testing import RecordingError
-from tools.recorder.names import name_record
-from tools.recorder.resolve import MAX_DEPTH, Module, Package
-from tools.recorder.signatures import Recorder
+from fi_compat._recorder.names import name_record
+from fi_compat._recorder.resolve import MAX_DEPTH, Module, Package
+from fi_compat._recorder.signatures import Recorder
+from fi_compat.errors import RecordingError
 
 __all__ = [
     "PACKAGE_DATA",

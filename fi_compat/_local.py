@@ -1,0 +1,112 @@
+"""What fi-compat keeps on this machine, and which shipped releases it is told to set aside.
+
+fi-compat ships a model of every FlashInfer release it knew when it was built. A release
+published later is modelled on the user's machine from the release's own files (records,
+:mod:`fi_compat._records`) and measured there by running its own Python on the CPU
+(:mod:`fi_compat._measured`); both results are kept in one cache directory, per release and
+per installed files, so the work is done once per release and machine.
+
+``FI_COMPAT_CACHE_DIR``
+    The cache directory; else ``$XDG_CACHE_HOME/fi-compat``, else ``~/.cache/fi-compat``.
+``FI_COMPAT_UNRECORDED``
+    Comma- or space-separated shipped releases to treat as unrecorded: fi-compat then
+    answers for them from their own files, exactly as on the day a release comes out
+    (the proof that the day-one path equals the shipped data, and a way to re-measure a
+    release on the user's own machine). Names compare as PEP 440 versions.
+
+Nothing here imports torch or FlashInfer.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+__all__ = [
+    "CACHE_ENV",
+    "UNRECORDED_ENV",
+    "cache_root",
+    "files_fingerprint",
+    "installed_fingerprint",
+    "is_left_out",
+    "left_out",
+]
+
+#: The environment variable naming the cache directory.
+CACHE_ENV = "FI_COMPAT_CACHE_DIR"
+#: The environment variable naming the shipped releases to treat as unrecorded.
+UNRECORDED_ENV = "FI_COMPAT_UNRECORDED"
+
+
+def cache_root() -> Path:
+    """The directory fi-compat keeps what it builds and measures on this machine in (not
+    created here)."""
+    explicit = os.environ.get(CACHE_ENV)
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "fi-compat"
+
+
+def left_out() -> frozenset[Version]:
+    """The releases :data:`UNRECORDED_ENV` names, as versions; a word that is not a PEP 440
+    version is ignored (it names no release)."""
+    return _parse(os.environ.get(UNRECORDED_ENV, ""))
+
+
+@functools.cache
+def _parse(text: str) -> frozenset[Version]:
+    found: set[Version] = set()
+    for word in text.replace(",", " ").split():
+        try:
+            found.add(Version(word))
+        except InvalidVersion:
+            continue
+    return frozenset(found)
+
+
+def is_left_out(release: str) -> bool:
+    """True when ``release`` is one :data:`UNRECORDED_ENV` names."""
+    wanted = left_out()
+    if not wanted:
+        return False
+    try:
+        return Version(release) in wanted
+    except InvalidVersion:
+        return False
+
+
+def files_fingerprint(path: Path) -> str:
+    """A short digest of what a release's files hold: a wheel's or sdist's bytes, or every
+    ``.py`` file of a tree (the installed ``flashinfer`` package), names and contents.
+    Equal fingerprints mean the same Python ran; a measurement or record is kept under it."""
+    digest = hashlib.sha256()
+    if path.is_dir():
+        for file in sorted(path.rglob("*.py")):
+            digest.update(file.relative_to(path).as_posix().encode())
+            digest.update(b"\0")
+            digest.update(file.read_bytes())
+            digest.update(b"\0")
+    else:
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def installed_fingerprint(package: Path) -> str:
+    """:func:`files_fingerprint` of an installed ``flashinfer`` package, read cheaply where
+    pip recorded it: the digest of its distribution's ``RECORD`` (which lists the hash of
+    every installed file), so a process start reads one small file; a tree without one (a
+    checkout on ``PYTHONPATH``) is hashed file by file."""
+    site = package.parent
+    for info in sorted(site.glob("flashinfer_python-*.dist-info")):
+        record = info / "RECORD"
+        if record.is_file():
+            return "record-" + hashlib.sha256(record.read_bytes()).hexdigest()[:16]
+    return files_fingerprint(package)
