@@ -9,7 +9,7 @@ only sources.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +73,16 @@ class Change:
     parameter
         For a change of one parameter of a callable (a keyword taken or refused, a default,
         a rename: its old name), the parameter's name; None otherwise.
+    paths
+        Every dotted path an engine can import what changed from, in either release: the
+        subject first, then the module that defines the name and every module that
+        re-exports it (``flashinfer.trtllm_fp4_block_scale_moe``,
+        ``flashinfer.fused_moe.trtllm_fp4_block_scale_moe``,
+        ``flashinfer.fused_moe.core.trtllm_fp4_block_scale_moe``), shortest first; for a
+        method or an enum member, each path of its class with the member's name. Only the
+        subject where the change is one module's own binding (a name it binds or no longer
+        binds, a module that comes or goes); empty where the subject is no dotted path (an
+        import hazard, split reach, a mapping). Added in fi-compat 0.3.0.
     """
 
     kind: str
@@ -84,6 +94,7 @@ class Change:
     old: Any
     new: Any
     parameter: str | None = None
+    paths: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The change as the JSON output documents it."""
@@ -97,6 +108,7 @@ class Change:
             "old": self.old,
             "new": self.new,
             "parameter": self.parameter,
+            "paths": list(self.paths),
         }
 
 
@@ -167,10 +179,19 @@ class Comparison:
     the use names it) and applies the use's context. No other code compares two releases.
     """
 
-    def __init__(self, steps: History, *, listing: bool = False) -> None:
+    def __init__(
+        self,
+        steps: History,
+        *,
+        listing: bool = False,
+        importers: Mapping[tuple[str, str], Sequence[str]] | None = None,
+    ) -> None:
         self.history = steps
         self.old, self.new = steps.old, steps.new
         self.listing = listing
+        #: (home, name) -> every module binding that definition whose binding changed,
+        #: shortest first (:func:`importers`): where else a change of it is met.
+        self.importers: Mapping[tuple[str, str], Sequence[str]] = importers or {}
         self.changes: list[Change] = []
         #: (name, before, after) of each move or guard change said: one line per definition,
         #: at its shortest path (the keys come shortest first), not one per importer.
@@ -207,6 +228,7 @@ class Comparison:
             _plain(before),
             _plain(after),
             parameter,
+            self.paths(key, subject),
         )
 
     def add(
@@ -244,6 +266,42 @@ class Comparison:
                 self.changes = saved
             self._about[key] = found
         return found
+
+    def paths(self, key: Key, subject: str) -> tuple[str, ...]:
+        """Every path a change of the fact at ``key``, listed under ``subject``, is met at
+        (:attr:`Change.paths`): the subject, then each other binding of the same
+        definition that :attr:`importers` holds."""
+        kind = key[0]
+        if kind in ("name", "module"):
+            return (subject,)  # one module's own binding, or the module itself
+        if kind in ("defined", "conditional"):
+            found, suffix = self.bindings(key[1], key[2]), ""
+        elif kind in ("params", "method", "member"):
+            module, _, name = key[1].rpartition(".")
+            suffix = f".{key[2]}" if kind != "params" else ""
+            if kind == "params" and not self.binds(module, name):
+                # a method's parameters: the method of every binding of its class
+                module, _, name = module.rpartition(".")
+                suffix = f".{key[1].rpartition('.')[2]}"
+            found = self.bindings(module, name)
+        else:
+            return ()  # a hazard, a backend's split reach, a mapping: no importable path
+        others = (f"{path}{suffix}" for path in found)
+        return (subject, *(path for path in others if path != subject))
+
+    def binds(self, module: str, name: str) -> bool:
+        """True when ``module`` binds ``name`` in either release."""
+        return any(facts.get(("name", module, name)) is not None for facts in (self.old, self.new))
+
+    def bindings(self, module: str, name: str) -> tuple[str, ...]:
+        """The paths (``module.name``) of every binding of the definition ``module.name``
+        holds, from :attr:`importers`; empty where it holds none."""
+        home = (
+            self.new.get(("defined", module, name))
+            or self.old.get(("defined", module, name))
+            or module
+        )
+        return tuple(f"{where}.{name}" for where in self.importers.get((home, name), ()))
 
     # -------------------------------------------------------------------- by subject
 
@@ -787,6 +845,24 @@ def _sort_key(change: Change) -> tuple[int, Version, str, str, str]:
     return _ORDER[change.category], release, change.subject, change.kind, change.detail
 
 
+def importers(keys: Iterable[Key], steps: History) -> dict[tuple[str, str], list[str]]:
+    """(home, name) -> every module whose binding of that definition changed between the
+    two releases, in the order ``keys`` name them (shortest module first).
+
+    :func:`changed_keys` gives a name's keys in every module where its record differs,
+    and a changed definition changes the record of every module that re-exports it; so
+    this holds each path a change of the definition is met at, at no cost beyond reading
+    the keys the diff walks anyway.
+    """
+    found: dict[tuple[str, str], list[str]] = {}
+    for key in keys:
+        if key[0] == "defined":
+            _, module, name = key
+            home = steps.new.get(key) or steps.old.get(key) or module
+            found.setdefault((home, name), []).append(module)
+    return found
+
+
 def diff_releases(old: str, new: str) -> ReleaseDiff:
     """Every difference an engine can meet moving from release ``old`` to ``new``.
 
@@ -808,8 +884,9 @@ def diff_releases(old: str, new: str) -> ReleaseDiff:
     require_str("old", old, nonempty=True)
     require_str("new", new, nonempty=True)
     steps = history(old, new)
-    differ = Comparison(steps, listing=True)
-    for key in changed_keys(steps.old, steps.new):
+    keys = list(changed_keys(steps.old, steps.new))
+    differ = Comparison(steps, listing=True, importers=importers(keys, steps))
+    for key in keys:
         differ.key(key)
     notes = []
     for facts in (steps.old, steps.new):

@@ -250,7 +250,8 @@ def render_scan(result: ScanResult, *, show_unchanged: bool = False) -> str:
 
 def render_diff(diff: ReleaseDiff, *, categories: Iterable[Category] = DIFF_CATEGORIES) -> str:
     """The diff as text, as ``fi-compat diff`` prints it: a section per category (only
-    those in ``categories``), each change with the release it cites.
+    those in ``categories``), each change with the release it cites and, after its
+    subject, every other path it is met at (``(also ...)``, :attr:`Change.paths`).
 
     .. versionadded:: 0.3.0
 
@@ -282,8 +283,10 @@ def render_diff(diff: ReleaseDiff, *, categories: Iterable[Category] = DIFF_CATE
             continue
         lines += ["", f"{category.value[:1].upper()}{category.value[1:]} ({len(changes)})"]
         for change in changes:
+            also = f" (also {', '.join(change.paths[1:])})" if len(change.paths) > 1 else ""
             lines.append(
-                f"  {change.release or '-':<13} {change.subject}: {change.detail} ({change.kind})"
+                f"  {change.release or '-':<13} {change.subject}{also}: {change.detail} "
+                f"({change.kind})"
             )
     for note in diff.notes:
         lines += ["", f"note: {note}"]

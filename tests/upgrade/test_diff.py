@@ -35,11 +35,11 @@ def _line(text: str, *words: str) -> str:
 def test_the_changes_the_issue_names(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diff", "0.6.8", "0.7.2.post1"]) == 0
     text = capsys.readouterr().out
-    group = _line(text, "flashinfer.comm.create_allreduce_fusion_workspace:", "group=")
+    group = _line(text, " flashinfer.comm.create_allreduce_fusion_workspace (also ", "group=")
     assert group.split()[0] == "0.6.10.post1"
     moved = _line(text, "TorchDistBackend", "flashinfer.comm.comm_backend")
     assert moved.split()[0] == "0.6.16"
-    bias = _line(text, "flashinfer.comm.allreduce_fusion:", "weight_bias=")
+    bias = _line(text, " flashinfer.comm.allreduce_fusion (also ", "weight_bias=")
     assert bias.split()[0] == "0.6.12"
     hazard = _line(text, "comm_requires_cuda_runtime", "import flashinfer.comm")
     assert hazard.split()[0] == "0.6.14"
@@ -206,3 +206,125 @@ def test_a_name_flashinfer_defines_is_still_listed_when_it_goes() -> None:
         module, _, name = subject.rpartition(".")
         home = ends.get(("defined", module, name)) or module
         assert home.startswith("flashinfer"), subject
+
+
+# ------------------------------------------------------------------ every path it is met at
+
+#: The diffs the paths are checked on: an upgrade, a downgrade, and pre-release to final.
+PATH_DIFFS = (("0.6.8", "0.7.2.post1"), ("0.7.2.post1", "0.2.9"), ("0.7.1rc2", "0.7.2"))
+
+
+def _bound_alike(path: str, home: str, ends: tuple[Any, ...]) -> bool:
+    """``path`` is ``module.name`` where either release binds ``name`` with its home ``home``."""
+    module, _, name = path.rpartition(".")
+    return any(
+        facts.get(("name", module, name)) is not None
+        and (facts.get(("defined", module, name)) or module) == home
+        for facts in ends
+    )
+
+
+def test_a_re_exported_change_names_the_module_engines_import_it_from(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The issue's case: ``trtllm_fp4_block_scale_moe`` is defined in
+    ``flashinfer.fused_moe.core`` and re-exported by ``flashinfer.fused_moe`` and
+    ``flashinfer``; each of its changes is listed once, under the shortest path, and names
+    the others, so grepping the diff for the module one imports from finds every change."""
+    short = "flashinfer.trtllm_fp4_block_scale_moe"
+    moe = "flashinfer.fused_moe.trtllm_fp4_block_scale_moe"
+    core = "flashinfer.fused_moe.core.trtllm_fp4_block_scale_moe"
+    diff = diff_releases("0.6.8", "0.7.2.post1")
+    changes = [c for c in diff.changes if c.subject == short]
+    kinds = {(c.kind, c.parameter) for c in changes}
+    assert ("keyword-added", "per_token_scale") in kinds
+    assert ("positional-shift", None) in kinds
+    for change in changes:
+        assert change.paths[0] == short
+        assert {moe, core} <= set(change.paths[1:]), change.paths
+    assert not [c for c in diff.changes if c.subject in (moe, core)]  # not listed again
+    assert main(["diff", "0.6.8", "0.7.2.post1"]) == 0
+    text = capsys.readouterr().out
+    grepped = [line for line in text.splitlines() if moe in line]
+    assert len(grepped) == len(changes)
+    assert all(f" {short} (also " in line for line in grepped)
+    assert main(["diff", "0.6.8", "0.7.2.post1", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    found = [c for c in document["changes"] if moe in c["paths"]]
+    assert [c["subject"] for c in found] == [short] * len(changes)
+
+
+@pytest.mark.parametrize(("old", "new"), PATH_DIFFS)
+def test_every_path_binds_the_changed_definition(old: str, new: str) -> None:
+    """Each change's paths: its subject first, no path twice, every other path a binding of
+    the same definition in either release (for a method or a member, of its class), and
+    no change listed again under another of its paths."""
+    diff = diff_releases(old, new)
+    ends = (facts_of(old), facts_of(new))
+    subjects = {(c.kind, c.parameter, c.detail, c.release, c.subject) for c in diff.changes}
+    several = 0
+    for change in diff.changes:
+        paths = change.paths
+        if change.kind in ("import-hazard", "mapping-changed", "default-backend") or (
+            change.kind.startswith(("split-", "backend-"))
+        ):
+            assert paths == (), change
+            continue
+        assert paths[0] == change.subject, change
+        assert len(set(paths)) == len(paths), change
+        if len(paths) == 1:
+            continue
+        several += 1
+        module, _, name = change.subject.rpartition(".")
+        suffix = ""
+        if not any(facts.get(("name", module, name)) is not None for facts in ends):
+            suffix, (module, _, name) = f".{name}", module.rpartition(".")  # a member's
+        home = next(
+            facts.get(("defined", module, name)) or module
+            for facts in (ends[1], ends[0])
+            if facts.get(("name", module, name)) is not None
+        )
+        for path in paths:
+            assert path.endswith(f".{name}{suffix}"), (change, path)
+            assert _bound_alike(path.removesuffix(suffix), home, ends), (change, path)
+        for path in paths[1:]:
+            again = (change.kind, change.parameter, change.detail, change.release, path)
+            assert again not in subjects, (change, path)
+    assert several, f"{old} -> {new} has no re-exported change to check"
+
+
+def test_one_module_s_own_binding_is_met_at_its_subject_alone() -> None:
+    """A name a module stops binding, or a module that goes, breaks that import only."""
+    diff = diff_releases("0.6.10", "0.6.10.post1")
+    missing = [c for c in diff.changes if c.kind in ("name-missing", "name-added")]
+    assert len(missing) == 4
+    assert all(c.paths == (c.subject,) for c in missing)
+    factory = next(
+        c for c in diff.changes if c.subject == "flashinfer.comm.create_allreduce_fusion_workspace"
+    )
+    assert factory.paths == (
+        factory.subject,
+        "flashinfer.comm.allreduce.create_allreduce_fusion_workspace",
+    )
+    gone = diff_releases("0.6.8", "0.7.2.post1")
+    modules = [
+        c
+        for c in gone.changes
+        if c.detail.startswith("new module:") or c.detail.endswith("raises ModuleNotFoundError")
+    ]
+    assert {c.kind for c in modules} == {"name-added", "name-missing"}
+    assert all(c.paths == (c.subject,) for c in modules)
+
+
+def test_the_text_names_exactly_the_other_paths() -> None:
+    """The renderer prints what the change holds: ``(also ...)`` with ``paths[1:]``, nothing
+    where the change is met at its subject alone."""
+    diff = diff_releases("0.6.10", "0.6.10.post1")
+    text = render_diff(diff)
+    for change in diff.changes:
+        line = _line(text, f" {change.subject}", f"{change.detail} ({change.kind})")
+        if len(change.paths) > 1:
+            assert f" {change.subject} (also {', '.join(change.paths[1:])}): " in line
+        else:
+            assert f" {change.subject}: " in line
+            assert "(also " not in line
