@@ -105,7 +105,9 @@ class ModuleUnavailableError(FlashInferUnavailableError, ModuleNotFoundError):
 
     ``import fi_compat.comm.mapping`` where the installed ``flashinfer.comm`` has no
     ``mapping``: a ``ModuleNotFoundError``, as ``import flashinfer.comm.mapping`` would
-    raise, whose message names the first recorded release that ships the module. A
+    raise, whose message says, from the recorded releases, whether the module has not
+    arrived yet (the release to install) or was removed (the release that removed it, the
+    last that ships it, what to pin). A
     submodule the release has but cannot import raises its base class,
     :class:`FlashInferUnavailableError`, saying why.
 
@@ -148,7 +150,9 @@ class NameUnavailableError(FiCompatError, AttributeError):
 
     An ``AttributeError``, as the installed ``flashinfer.comm`` would raise, so ``hasattr``
     answers False and ``from fi_compat.comm import name`` raises ``ImportError``; the
-    message names the release that introduced it.
+    message says, from the recorded releases, whether the name has not arrived yet (the
+    release that introduced it) or was removed (the release that removed it, the last that
+    has it, what to pin, and where else it is bound where the records show one).
 
     .. versionadded:: 0.2.0
 

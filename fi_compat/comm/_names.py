@@ -20,8 +20,11 @@ import importlib
 import importlib.util
 import keyword
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from packaging.version import Version
 
 from fi_compat._signature import describe_error, exact_text
 from fi_compat._surface import COMM, FLASHINFER
@@ -33,13 +36,19 @@ from fi_compat.errors import (
     explain,
 )
 
+if TYPE_CHECKING:
+    from fi_compat._records import ReleaseRecord
+
 __all__ = [
     "PATTERN_NAMES",
     "AllReduceFusionPattern",
     "Installed",
+    "Lifespan",
+    "account",
     "hand_through",
     "import_installed",
     "installed_module",
+    "lifespan",
     "module_unavailable",
     "public_part",
     "ships",
@@ -235,6 +244,205 @@ def _version() -> str:
     return "of unknown version" if version is None else version
 
 
+# ------------------------------------------------------------------ both sides of a change
+
+
+@dataclass(frozen=True)
+class Lifespan:
+    """Where the installed release stands in the recorded history of a name or module it
+    lacks: before the thing arrived, after it was removed, or neither can be told.
+
+    Attributes
+    ----------
+    thing
+        What is missing (``flashinfer.comm.trtllm_alltoall``, ``flashinfer.comm.MnnvlMoe``).
+    first
+        The first recorded release that has it (a final release where one does), or None.
+    arrived
+        Set where the installed release is older than every recorded release that has it:
+        the first of those (what to install).
+    last
+        Set where a recorded release older than the installed one has it: the newest such
+        (the last release to pin to).
+    removed_in
+        With ``last``: the first recorded release after it, up to the installed one, that
+        lacks it (a final release where both are final; the installed one itself when it
+        is recorded and nothing lies between); None where no recorded release lies there
+        (the installed release is newer than every recorded one, or falls between two).
+    again
+        With ``last``: the first recorded release newer than the installed one that has it
+        again, or None.
+    moved_to
+        With ``removed_in``: a module of that release that still binds the name (its home
+        in ``last``, or a package above it): where to import it from instead.
+    recorded_with_it
+        The installed release is recorded and its record has the thing: these files are not
+        that release as published (or the thing cannot be told from the records).
+    """
+
+    thing: str
+    first: str | None
+    arrived: str | None = None
+    last: str | None = None
+    removed_in: str | None = None
+    again: str | None = None
+    moved_to: str | None = None
+    recorded_with_it: bool = False
+
+
+def lifespan(
+    thing: str, kind: Callable[[ReleaseRecord], str | None], first: str | None
+) -> Lifespan:
+    """Where the installed release stands between the recorded releases that have ``thing``,
+    ``first`` being the first of them (as :func:`fi_compat._records.introduced_in` answers
+    it); ``kind`` tells what a release has there (a name's kind, ``"module"``), or None.
+    It is "back" in a newer release only as what it was when it went (a function's name
+    bound again as a submodule is not the function back).
+
+    Reads only releases fi-compat already knows (:func:`fi_compat._records.available_releases`),
+    loading as few as it can: the installed release's recorded neighbours, walking away from
+    it until one has the thing. A version that cannot be trusted (unparsable, a source
+    build's ``0.0.0+unknown``) tells nothing: only ``first`` is given.
+    """
+    from fi_compat._records import available_releases, load_release
+    from fi_compat._records._store import finals_first
+
+    info = get_capabilities().flashinfer
+    here = info.parsed_version
+    if first is None or here is None or info.source_build:
+        return Lifespan(thing, first)
+
+    def has(release: str) -> bool:
+        return kind(load_release(release)) is not None
+
+    known = [(Version(release), release) for release in available_releases()]
+    same = [release for version, release in known if version == here]
+    if same and has(same[0]):
+        return Lifespan(thing, first, recorded_with_it=True)
+    # As the diff walks: from a final release, the final releases only (users move from
+    # final to final), unless no final release has it; from a pre-release, every release.
+    start = Version(first)
+    every = here.is_prerelease or start.is_prerelease
+    walk = [(version, release) for version, release in known if every or not version.is_prerelease]
+    # Nothing older than the first release with it has it, except, from a pre-release
+    # where the first is a final release, a pre-release before that final one.
+    bound = None if here.is_prerelease and not start.is_prerelease else start
+    older = [
+        release
+        for version, release in walk
+        if version < here and (bound is None or version >= bound)
+    ]
+    newer = [release for version, release in walk if version > here]
+    last = next((release for release in reversed(older) if has(release)), None)
+    if last is None:
+        arrived = next((release for release in finals_first(newer) if has(release)), None)
+        return Lifespan(thing, first, arrived=arrived)
+    # As the diff cites a change: between two final releases, at the first final release
+    # that has the new state (0.7.0, not 0.7.0rc3); every release where either is a
+    # pre-release.
+    every = here.is_prerelease or Version(last).is_prerelease
+    between = [
+        release
+        for version, release in known
+        if Version(last) < version <= here and (every or not version.is_prerelease)
+    ]
+    removed_in = between[0] if between else None
+    went = kind(load_release(last))
+    again = next(
+        (release for release in finals_first(newer) if kind(load_release(release)) == went), None
+    )
+    moved_to = _moved_to(thing, last, removed_in) if removed_in is not None else None
+    return Lifespan(thing, first, last=last, removed_in=removed_in, again=again, moved_to=moved_to)
+
+
+def _moved_to(thing: str, last: str, removed_in: str) -> str | None:
+    """A module of ``removed_in`` that binds the name ``thing`` names, as ``last`` defined it:
+    its home in ``last``, or a package above that home; None for a module or where none does."""
+    from fi_compat._records import load_release
+
+    module, _, name = thing.rpartition(".")
+    entry = load_release(last).public_names(module).get(name)
+    if entry is None or entry.defined_in is None or entry.kind == "module":
+        return None
+    parts = entry.defined_in.split(".")
+    gone = load_release(removed_in)
+    for end in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:end])
+        if candidate != module and name in gone.public_names(candidate):
+            return candidate
+    return None
+
+
+def account(span: Lifespan) -> tuple[str, str | None, str]:
+    """``(history, changed_in, fix)`` of a missing thing for :func:`~fi_compat.errors.explain`:
+    what the records say of it next to the installed release, the release that changed it
+    (None where no recorded release can be named), and what to do."""
+    thing = span.thing
+    if span.first is None:
+        return (
+            "in no recorded release",
+            None,
+            f"no recorded FlashInfer release has {thing}; check the name",
+        )
+    if span.recorded_with_it:
+        version = _version()
+        return (
+            f"although flashinfer {version} as recorded has it: these files are not that "
+            "release as published",
+            None,
+            f"reinstall flashinfer-python=={version} from the package index",
+        )
+    if span.arrived is not None:
+        return (
+            f"it arrived in {span.arrived}",
+            span.arrived,
+            f"install flashinfer-python >= {span.arrived}",
+        )
+    if span.last is None:  # the installed version tells nothing (unknown, a source build)
+        return (
+            f"first in {span.first}",
+            span.first,
+            f"install flashinfer-python >= {span.first} (a release that has it)",
+        )
+    back = (
+        f", or install flashinfer-python >= {span.again}, which has it again" if span.again else ""
+    )
+    if span.removed_in is None:
+        return (
+            f"last in {span.last}, absent from the installed {_version()}",
+            None,
+            f"pin flashinfer-python <= {span.last}{back}",
+        )
+    moved = (
+        f", or import it from {span.moved_to}, which still binds it in {span.removed_in}"
+        if span.moved_to
+        else ""
+    )
+    return (
+        f"removed in {span.removed_in}, last in {span.last}",
+        span.removed_in,
+        f"pin flashinfer-python < {span.removed_in}{moved}{back}",
+    )
+
+
+def _name_kind(module: str, name: str, submodule: bool) -> Callable[[ReleaseRecord], str | None]:
+    """What a release binds as ``module.name`` (its kind), or None; for a submodule that
+    ``module`` need not bind, ``"module"`` where the release ships it."""
+    if submodule:
+        return _module_kind(f"{module}.{name}")
+
+    def kind(record: ReleaseRecord) -> str | None:
+        entry = record.public_names(module).get(name)
+        return None if entry is None else entry.kind
+
+    return kind
+
+
+def _module_kind(module: str) -> Callable[[ReleaseRecord], str | None]:
+    """``"module"`` where a release ships ``module``, else None."""
+    return lambda record: "module" if record.module(module) is not None else None
+
+
 def unavailable(
     module: str, name: str, why: str | None, *, missing: bool = False
 ) -> NameUnavailableError:
@@ -242,29 +450,48 @@ def unavailable(
 
     ``why`` says why the module itself could not be read, or None when it was read and
     lacks the name; ``missing`` says that the installed release has no such module. The
-    message names the first recorded release whose ``module`` has the name (or, for a
-    submodule, that ships it), and where the module is missing, the first that ships it.
+    message says where the installed release stands in the recorded history of the name
+    (or, for a submodule, of the module; where the module is missing, of the module): not
+    arrived yet (the release to install), or removed (the release that removed it, the
+    last that has it, and where else to import it from where the records show one).
     """
     from fi_compat._records import introduced_in, module_introduced_in  # on failure only
 
     recorded = module.split(".")[0] == FLASHINFER and bool(name)
     first = introduced_in(module, name) if recorded else None
+    submodule = False
     if first is None and recorded and public_part(name):
         first = module_introduced_in(f"{module}.{name}")  # a submodule not bound (or absent)
-    if why is None:
-        found = f"flashinfer {_version()} without it"
-    elif missing:
-        shipped = module_introduced_in(module)
-        since = f"first in {shipped}" if shipped else "in no recorded release"
-        found = f"flashinfer {_version()} without {module} ({since})"
-    else:
+        submodule = first is not None
+    if why is not None and not missing:  # the module is there but cannot be read
         found = f"{module} unusable ({why})"
-    if first is not None:
-        fix = f"install flashinfer-python >= {first}, or do without {name}"
+        span = Lifespan(f"{module}.{name}", first)
+        changed_in = first
+        fix = (
+            f"install flashinfer-python >= {first}"
+            if first is not None
+            else f"no recorded FlashInfer release has {module}.{name}; check the name"
+        )
     else:
-        fix = f"no recorded FlashInfer release has {module}.{name}; check the name"
+        if why is None:  # the module was read and lacks the name
+            span = lifespan(f"{module}.{name}", _name_kind(module, name, submodule), first)
+            what = "it"
+        else:  # the installed release has no such module
+            shipped = module_introduced_in(module) if recorded else None
+            span = lifespan(module, _module_kind(module), shipped)
+            what = module
+        history, changed_in, fix = account(span)
+        if (
+            span.arrived is not None
+            and first is not None
+            and Version(first) > Version(span.arrived)
+        ):
+            changed_in, fix = first, f"install flashinfer-python >= {first}"  # the name came later
+        found = f"flashinfer {_version()} without {what} ({history})"
+    if span.first is not None:
+        fix = f"{fix}, or do without {name}"
     return NameUnavailableError(
-        explain(f"{module}.{name}", found, changed_in=first, fix=fix),
+        explain(f"{module}.{name}", found, changed_in=changed_in, fix=fix),
         name=name,
         introduced_in=first,
     )
@@ -275,21 +502,24 @@ def module_unavailable(module: str, owner: str, installed: Installed) -> FlashIn
     the import of FlashInfer's ``module`` (``flashinfer.comm.mapping``), failed.
 
     A module the installed release lacks gives :class:`ModuleUnavailableError` (a
-    ``ModuleNotFoundError``) naming the first recorded release that ships it; one that is
-    there but raises on import (or whose ``flashinfer.comm`` does) gives
-    :class:`FlashInferUnavailableError` saying why.
+    ``ModuleNotFoundError``) saying where the installed release stands in the module's
+    recorded history: before the first recorded release that ships it, or after the one
+    that removed it (:func:`lifespan`); one that is there but raises on import (or whose
+    ``flashinfer.comm`` does) gives :class:`FlashInferUnavailableError` saying why.
     """
     from fi_compat._records import module_introduced_in  # on failure only
 
     expected = f"{module} (for {owner})"
     if installed.missing:
         first = module_introduced_in(module)
+        history, changed_in, fix = account(lifespan(module, _module_kind(module), first))
         if first is not None:
-            fix = f"install flashinfer-python >= {first}, or do without {owner}"
-        else:
-            fix = f"no recorded FlashInfer release has {module}; check the name"
+            fix = f"{fix}, or do without {owner}"
         message = explain(
-            expected, f"flashinfer {_version()} without it", changed_in=first, fix=fix
+            expected,
+            f"flashinfer {_version()} without it ({history})",
+            changed_in=changed_in,
+            fix=fix,
         )
         return ModuleUnavailableError(message, name=owner, introduced_in=first)
     failed = installed.failed or module

@@ -129,7 +129,7 @@ def test_a_handed_through_module_follows_the_installed_release() -> None:
         with pytest.raises(NameUnavailableError) as info:
             mapping.Mapping  # noqa: B018
         message = str(info.value)
-        assert f"flashinfer {older} without {module} (first in " in message
+        assert f"flashinfer {older} without {module} (it arrived in " in message
         assert str(module_introduced_in(module)) in message
 
 
