@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
+import shutil
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -12,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from fi_compat import capabilities
+from fi_compat._local import CACHE_ENV, UNRECORDED_ENV
 from tests.support import release_classes
 from tests.support.fakes import FakePackage
 
@@ -30,6 +34,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     release_classes.sweep(bool(config.getoption("--all-releases")))
+    # What fi-compat models and measures on a machine goes to a cache of this run's own
+    # (subprocesses inherit it), so no answer depends on what a developer's cache holds;
+    # no shipped release is set aside unless a test says so.
+    os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="fi-compat-cache-")
+    os.environ.pop(UNRECORDED_ENV, None)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    cache = os.environ.pop(CACHE_ENV, None)
+    if cache is not None:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 def _flashinfer_missing() -> str | None:

@@ -10,10 +10,8 @@ the format is documented in ``fi_compat/_records/README.md``.
 from __future__ import annotations
 
 import functools
-import gzip
-import json
 from collections.abc import Callable, Iterator, Mapping
-from importlib import resources
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -21,6 +19,22 @@ from packaging.version import Version
 
 from fi_compat._arguments import describe, require_str
 from fi_compat._deprecation import renamed_keyword
+from fi_compat._local import installed_fingerprint, is_left_out
+from fi_compat._log import get_logger
+from fi_compat._records._catalogue import (
+    RECORD_COMMAND,
+    SUFFIX,
+    Local,
+    build,
+    document,
+    download,
+    installed,
+    known_releases,
+    local_releases,
+    shipped_files,
+    shipped_names,
+)
+from fi_compat._records._catalogue import forget as forget_local
 from fi_compat._records._classes import (
     ClassRecord,
     EnumRecord,
@@ -34,16 +48,25 @@ from fi_compat._records._classes import (
     keyword_support,
 )
 from fi_compat._records._parse import class_record, enum_record, function_record, name_record
-from fi_compat._records._store import ModuleRecord, ModuleTables, finals_first
+from fi_compat._records._store import (
+    ModuleRecord,
+    ModuleTables,
+    finals_first,
+    module_record,
+    modules_of,
+    opened,
+)
 from fi_compat._surface import (
     COMM,
     UNIFIED_FACTORY,
     WORKSPACE,
 )
-from fi_compat.errors import UnknownReleaseError
+from fi_compat._version import __version__
+from fi_compat.errors import RecordingError, UnknownReleaseError
 
 __all__ = [
     "SCHEMA_VERSION",
+    "SUFFIX",
     "ClassRecord",
     "EnumRecord",
     "FunctionRecord",
@@ -57,8 +80,10 @@ __all__ = [
     "available_releases",
     "introduced_in",
     "keyword_support",
+    "known_model",
     "listed_releases",
     "load_release",
+    "model_release",
     "module_introduced_in",
 ]
 
@@ -68,6 +93,8 @@ __all__ = [
 #: store). ``attention_families`` came later within schema 2: a file without it records none.
 SCHEMA_VERSION = 3
 _SCHEMAS = (1, 2, SCHEMA_VERSION)
+
+_logger = get_logger(__name__)
 
 # ----------------------------------------------------------------------------- parsing
 
@@ -200,12 +227,8 @@ class _Parsed(Mapping[str, Any]):
 # ----------------------------------------------------------------------------- loading
 
 
-#: The suffix of a shipped record: compact JSON, gzip-compressed (fi_compat/_recorder/output.py).
-SUFFIX = ".json.gz"
-
-
 def _signatures() -> Any:
-    return resources.files("fi_compat._records")
+    return shipped_files()
 
 
 def _sort_key(version: str) -> Version:
@@ -231,59 +254,197 @@ def _listed() -> tuple[str, ...]:
 
 
 def available_releases() -> list[str]:
-    """Releases with a shipped signature file, sorted by :class:`packaging.version.Version`.
+    """Releases fi-compat has a model of, sorted by :class:`packaging.version.Version`: the
+    shipped ones (less those ``FI_COMPAT_UNRECORDED`` sets aside) and those modelled on this
+    machine from their own files (``fi-compat record``, or the installed release on first
+    use).
 
     .. versionadded:: 0.2.0
+
+    .. versionchanged:: 0.4.0
+       Releases modelled on this machine are listed too.
     """
-    return list(shipped_releases())
+    return list(known_releases())
 
 
-@functools.cache
 def shipped_releases() -> tuple[str, ...]:
-    """The shipped releases, listed once per process (the package's files do not change
-    while it runs, and every fake asks on entry)."""
-    names = [
-        entry.name[: -len(SUFFIX)]
-        for entry in _signatures().iterdir()
-        if entry.name.endswith(SUFFIX)
-    ]
-    return tuple(sorted(names, key=_sort_key))
+    """Every release fi-compat knows (:func:`available_releases`), as a tuple, listed once
+    per process until a release is modelled (every fake asks on entry)."""
+    return known_releases()
 
 
 def canonical_release(version: str) -> str:
-    available = shipped_releases()
-    if version in available:
-        return version
+    """The known release ``version`` names (compared as PEP 440 versions). The installed
+    release, unknown so far, is modelled from its own files first (once per release and
+    machine, kept in the user's cache)."""
+    found = _spelled(version)
+    if found is not None:
+        return found
+    if _model_installed(version):
+        found = _spelled(version)
+        if found is not None:
+            return found
+    available = known_releases()
     try:
         wanted = Version(version)
     except ValueError:  # InvalidVersion, or a number too long for int() (a hostile string)
         wanted = None
-    for name in available:
-        if wanted is not None and Version(name) == wanted:
-            return name
     raise UnknownReleaseError(
-        f"expected one of the recorded flashinfer-python releases "
-        f"({available[0]} .. {available[-1]}, pre-releases included); found "
+        f"expected a flashinfer-python release fi-compat knows "
+        f"({available[0]} .. {available[-1]}); found "
         f"{describe(version)}{_neighbours(wanted, available)}"
     )
 
 
+def _spelled(version: str) -> str | None:
+    available = known_releases()
+    if version in available:
+        return version
+    try:
+        wanted = Version(version)
+    except ValueError:
+        return None
+    for name in available:
+        if Version(name) == wanted:
+            return name
+    return None
+
+
+def _model_installed(version: str) -> bool:
+    """Model the installed release from its files when it is ``version`` and fi-compat has
+    no model of it yet; True when it did."""
+    here = installed()
+    try:
+        if here is None or Version(here[0]) != Version(version):
+            return False
+    except ValueError:
+        return False
+    release, package = here
+    _logger.info(
+        "flashinfer %s has no model in fi-compat %s: modelling it from its installed files "
+        "at %s (once per release and machine)",
+        release,
+        __version__,
+        package,
+    )
+    build(package, release, source=f"installed: {package}")
+    forget()
+    return True
+
+
+def model_release(release: str | None = None, *, path: Path | None = None) -> dict[str, Any]:
+    """Model a release from its own files into the user's cache (``fi-compat record``).
+
+    ``path``: a wheel, an sdist or a tree; else the release ``release`` fetched from the
+    package index; else the installed release. A release fi-compat ships data for (and
+    ``FI_COMPAT_UNRECORDED`` does not set aside) is left as it is, and so is one already
+    modelled from the same files. Returns what was done: ``release``, ``action``
+    (``"shipped"``, ``"cached"`` or ``"modelled"``), ``source``, ``folder`` and
+    ``previous`` (the known release before it, to diff against).
+
+    Raises
+    ------
+    RecordingError
+        No release was named and none is installed, the release is not a PEP 440 version,
+        its files hold no ``flashinfer`` package, or it could not be fetched (the message
+        names the command to run where the index is reachable and the path to give).
+    """
+    if path is not None:
+        return _outcome(build(path, release, source=str(path)), "modelled")
+    if release is None:
+        here = installed()
+        if here is None:
+            raise RecordingError(
+                "expected an installed flashinfer-python to model; found none (or a source "
+                f"build, which names no release). Fix: `{RECORD_COMMAND} RELEASE` or "
+                f"`{RECORD_COMMAND} --path FILE`"
+            )
+        release, package = here
+        if _is_shipped(release):
+            return _shipped_outcome(release)
+        existing = local_releases().get(release)
+        if existing is not None and existing.fingerprint == installed_fingerprint(package):
+            return _outcome(existing, "cached")
+        return _outcome(build(package, release, source=f"installed: {package}"), "modelled")
+    try:
+        release = str(Version(release))
+    except ValueError as error:
+        raise RecordingError(
+            f"expected a PEP 440 release such as 0.7.4; found {describe(release)}"
+        ) from error
+    if _is_shipped(release):
+        return _shipped_outcome(release)
+    existing = local_releases().get(release)
+    if existing is not None:
+        return _outcome(existing, "cached")
+    fetched = download(release)
+    return _outcome(build(fetched, release, source=f"package index: {fetched.name}"), "modelled")
+
+
+def known_model(release: str) -> bool:
+    """True when fi-compat now answers for ``release`` (shipped or modelled here)."""
+    return _spelled(release) is not None
+
+
+def _is_shipped(release: str) -> bool:
+    return release in shipped_names() and not is_left_out(release)
+
+
+def _shipped_outcome(release: str) -> dict[str, Any]:
+    return {
+        "release": release,
+        "action": "shipped",
+        "source": "fi-compat's shipped data",
+        "folder": None,
+        "previous": None,
+    }
+
+
+def _outcome(local: Local, action: str) -> dict[str, Any]:
+    forget()
+    known = known_releases()
+    at = known.index(local.release) if local.release in known else 0
+    return {
+        "release": local.release,
+        "action": action,
+        "source": local.source,
+        "folder": str(local.folder),
+        "previous": known[at - 1] if at > 0 else None,
+    }
+
+
+def forget() -> None:
+    """Drop what this process read of the known releases, after one was modelled here."""
+    forget_local()
+    for cached in (
+        _load,
+        _introduced_in,
+        _module_introduced_in,
+        first_accepting,
+        first_with_member,
+        opened,
+        modules_of,
+        module_record,
+    ):
+        cached.cache_clear()
+
+
 def _neighbours(wanted: Version | None, available: tuple[str, ...]) -> str:
-    """Where an unrecorded release falls among the recorded ones, for the error message."""
+    """Where an unknown release falls among the known ones, and how to model it."""
     if wanted is None:
         return ", which is not a PEP 440 version"
     below = [name for name in available if Version(name) < wanted]
     above = [name for name in available if Version(name) > wanted]
     return (
-        f", which is not recorded: the nearest recorded releases are "
-        f"{below[-1] if below else 'none'} below and {above[0] if above else 'none'} above"
+        f", unknown here (nearest: {below[-1] if below else 'none'} below, "
+        f"{above[0] if above else 'none'} above). Fix: `{RECORD_COMMAND} {wanted}`, or "
+        f"install it"
     )
 
 
 def _document(name: str) -> Any:
-    """The JSON document recorded for the release file ``name`` (uncached: see :func:`_load`)."""
-    data = _signatures().joinpath(f"{name}{SUFFIX}").read_bytes()
-    return json.loads(gzip.decompress(data))
+    """The JSON document of the release ``name`` (uncached: see :func:`_load`)."""
+    return document(name)
 
 
 @functools.cache

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from packaging.version import Version
 
+from fi_compat._records._catalogue import store_source
 from fi_compat._records._classes import NameRecord
 from fi_compat._records._format import expand_name, read_home, read_shape
 from fi_compat._records._parse import name_record
@@ -305,8 +306,10 @@ class Store:
 
 @functools.cache
 def opened() -> Store:
-    """The shipped store, opened once per process."""
-    return Store()
+    """The store of every known release (:func:`fi_compat._records._catalogue.store_source`:
+    the shipped one, or the shipped one with the releases modelled on this machine), opened
+    once per process."""
+    return Store(store_source())
 
 
 @functools.cache
