@@ -16,6 +16,7 @@ submodule of the installed one is fi-compat's module of the same name
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import keyword
@@ -305,7 +306,6 @@ def lifespan(
     build's ``0.0.0+unknown``) tells nothing: only ``first`` is given.
     """
     from fi_compat._records import available_releases, load_release
-    from fi_compat._records._store import finals_first
 
     info = get_capabilities().flashinfer
     here = info.parsed_version
@@ -315,7 +315,7 @@ def lifespan(
     def has(release: str) -> bool:
         return kind(load_release(release)) is not None
 
-    known = [(Version(release), release) for release in available_releases()]
+    known = _versions(tuple(available_releases()))
     same = [release for version, release in known if version == here]
     if same and has(same[0]):
         return Lifespan(thing, first, recorded_with_it=True)
@@ -332,10 +332,13 @@ def lifespan(
         for version, release in walk
         if version < here and (bound is None or version >= bound)
     ]
-    newer = [release for version, release in walk if version > here]
+    # Newer ones, final releases first (what users install; a pre-release is named only
+    # where no final release has it).
+    newer = [release for version, release in walk if version > here and not version.is_prerelease]
+    newer += [release for version, release in walk if version > here and version.is_prerelease]
     last = next((release for release in reversed(older) if has(release)), None)
     if last is None:
-        arrived = next((release for release in finals_first(newer) if has(release)), None)
+        arrived = next((release for release in newer if has(release)), None)
         return Lifespan(thing, first, arrived=arrived)
     # As the diff cites a change: between two final releases, at the first final release
     # that has the new state (0.7.0, not 0.7.0rc3); every release where either is a
@@ -348,11 +351,15 @@ def lifespan(
     ]
     removed_in = between[0] if between else None
     went = kind(load_release(last))
-    again = next(
-        (release for release in finals_first(newer) if kind(load_release(release)) == went), None
-    )
+    again = next((release for release in newer if kind(load_release(release)) == went), None)
     moved_to = _moved_to(thing, last, removed_in) if removed_in is not None else None
     return Lifespan(thing, first, last=last, removed_in=removed_in, again=again, moved_to=moved_to)
+
+
+@functools.cache
+def _versions(releases: tuple[str, ...]) -> tuple[tuple[Version, str], ...]:
+    """Each known release with its parsed version (parsed once per list of releases)."""
+    return tuple((Version(release), release) for release in releases)
 
 
 def _moved_to(thing: str, last: str, removed_in: str) -> str | None:
