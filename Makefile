@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 VENV310 := .venv310
 STAMP310 := $(VENV310)/.installed
 
-.PHONY: setup report test test-fast test-all test-suite test-py310 lint bench clean record \
+.PHONY: setup report test test-fast test-all test-suite test-py310 lint bench clean record add-release \
 	record-all compare-griffe measure-reach measure-layers measure-sizes release-check dist docs \
 	screenshots
 
@@ -138,6 +138,13 @@ screenshots: $(STAMP)
 record: $(STAMP)
 	@test -n "$(V)" || { echo "usage: make record V=<flashinfer-python version>" >&2; exit 2; }
 	$(BIN)/python -m tools.record $(V)
+
+# `make add-release V=0.7.4` adds one FlashInfer release to the shipped data in one go: the
+# release list, its record, its three measurements, the release classes, the docs' tables and
+# charts; then prints `fi-compat diff <previous> V` for review (tools/add_release.py).
+add-release: $(STAMP)
+	@test -n "$(V)" || { echo "usage: make add-release V=<flashinfer-python version>" >&2; exit 2; }
+	$(BIN)/python -m tools.add_release $(V)
 
 # Re-records every release in fi_compat/_records/releases.txt.
 record-all: $(STAMP)
