@@ -1,0 +1,156 @@
+"""Proof by leaving a release out: the installed flashinfer-python, set aside with
+``FI_COMPAT_UNRECORDED`` and modelled from its installed files alone, answers exactly as the
+shipped data does (issue 49).
+
+Every answer is taken twice in fresh interpreters sharing one cache, once from the shipped
+data and once from the day-one path (the release modelled by ``fi-compat record`` from the
+installed package, its facts measured on this machine), and the two must be equal: the
+report's JSON, ``diff`` against its neighbour below, a scan of an engine tree across it,
+and the fake's signatures.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fi_compat._local import CACHE_ENV, UNRECORDED_ENV
+from fi_compat._records import available_releases
+
+pytestmark = [
+    pytest.mark.real_flashinfer,
+    pytest.mark.skipif(
+        importlib.util.find_spec("flashinfer") is None,
+        reason="flashinfer-python is not installed here (make test installs it)",
+    ),
+]
+
+ENGINE = """
+    import flashinfer
+    from flashinfer.comm import allreduce_fusion, create_allreduce_fusion_workspace
+    from flashinfer.decode import BatchDecodeWithPagedKVCacheWrapper
+
+
+    def build(world_size, rank, group):
+        workspace = create_allreduce_fusion_workspace(
+            backend="trtllm", world_size=world_size, rank=rank, max_token_num=128,
+            hidden_dim=4096, group=group,
+        )
+        return workspace
+
+
+    def plan(wrapper: BatchDecodeWithPagedKVCacheWrapper, indptr):
+        wrapper.plan(indptr, fixed_split_size=128, disable_split_kv=False)
+        return flashinfer.utils._get_range_buf(16, "cpu")
+"""
+
+FAKE_SIGNATURES = """
+import inspect, json, sys
+from fi_compat._surface import NAMED_MODULES
+from fi_compat.testing import fake_flashinfer
+import importlib
+found = {}
+with fake_flashinfer(sys.argv[1]):
+    for module in sorted(NAMED_MODULES):
+        try:
+            imported = importlib.import_module(module)
+        except ImportError as error:
+            found[module] = f"ImportError: {error}"
+            continue
+        for name in sorted(vars(imported)):
+            value = getattr(imported, name)
+            if name.startswith("__") or not callable(value):
+                continue
+            try:
+                found[f"{module}.{name}"] = str(inspect.signature(value))
+            except (TypeError, ValueError):
+                found[f"{module}.{name}"] = type(value).__name__
+print(json.dumps(found, sort_keys=True))
+"""
+
+
+def _release() -> str:
+    """The installed release: the venv pins one fi-compat ships data for (else the test
+    has nothing shipped to compare with, which is a broken set-up, not a skip)."""
+    release = importlib.metadata.version("flashinfer-python")
+    assert release in available_releases(), f"fi-compat ships no data for {release}"
+    return release
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The shared cache, with the installed release modelled on the day-one path, and an
+    engine tree to scan."""
+    root = tmp_path_factory.mktemp("day-one")
+    cache, engine = root / "cache", root / "engine"
+    engine.mkdir()
+    (engine / "engine.py").write_text(textwrap.dedent(ENGINE), encoding="utf-8")
+    release = _release()
+    done = _run(["-m", "fi_compat", "record", "--json"], cache, release)
+    assert json.loads(done)["records"][0]["action"] == "modelled"
+    return cache, engine
+
+
+def _run(argv: list[str], cache: Path, left_out: str | None) -> str:
+    env = {**os.environ, CACHE_ENV: str(cache)}
+    env.pop(UNRECORDED_ENV, None)
+    if left_out is not None:
+        env[UNRECORDED_ENV] = left_out
+    done = subprocess.run(
+        [sys.executable, *argv], capture_output=True, text=True, env=env, timeout=1200
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _both(argv: list[str], cache: Path) -> tuple[str, str]:
+    release = _release()
+    return _run(argv, cache, None), _run(argv, cache, release)
+
+
+def _neighbour_below(release: str) -> str:
+    finals = [r for r in available_releases() if "rc" not in r]
+    return finals[finals.index(release) - 1]
+
+
+def test_the_report_from_the_files_alone_equals_the_shipped_one(
+    paths: tuple[Path, Path],
+) -> None:
+    shipped, day_one = _both(["-m", "fi_compat", "report", "--json"], paths[0])
+    assert json.loads(day_one) == json.loads(shipped)
+    assert "not a recorded release" not in day_one
+
+
+def test_the_diff_from_the_files_alone_equals_the_shipped_one(paths: tuple[Path, Path]) -> None:
+    release = _release()
+    argv = ["-m", "fi_compat", "diff", _neighbour_below(release), release, "--json"]
+    shipped, day_one = _both(argv, paths[0])
+    assert json.loads(day_one) == json.loads(shipped)
+    assert json.loads(shipped)["changes"]  # a diff that compares something
+
+
+def test_a_scan_from_the_files_alone_equals_the_shipped_one(paths: tuple[Path, Path]) -> None:
+    release = _release()
+    # From a release far enough below that the engine's uses have changes to judge.
+    argv = ["-m", "fi_compat", "scan", str(paths[1]), "--from", "0.6.8", "--to", release]
+    argv.append("--json")
+    shipped, day_one = _both(argv, paths[0])
+    assert json.loads(day_one) == json.loads(shipped)
+    assert json.loads(shipped)["findings"]
+
+
+def test_the_fakes_signatures_from_the_files_alone_equal_the_shipped_ones(
+    paths: tuple[Path, Path],
+) -> None:
+    release = _release()
+    shipped, day_one = _both(["-c", FAKE_SIGNATURES, release], paths[0])
+    assert json.loads(day_one) == json.loads(shipped)
+    assert len(json.loads(shipped)) > 50
