@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from fi_compat._arguments import require_instance, require_str, require_strs
+from fi_compat._measured import why_unmeasured
 from fi_compat._requirements import table as _requirements
 from fi_compat._requirements.attention import Served, deterministic_answers
 from fi_compat._requirements.comm import (
@@ -347,10 +348,11 @@ def _render_reach(capabilities: Capabilities) -> list[str]:
         f"({deterministic_feature('<Family>', '<backend>')}; measured split reach)",
     ]
     if not section["measured"]:
+        hint = why_unmeasured(release)
         return [
             *lines,
             f"  flashinfer {release or 'unknown'} was not measured: a deterministic planner "
-            "or wrapper refuses every wrapper",
+            "or wrapper refuses every wrapper" + (f" ({hint})" if hint else ""),
         ]
     for family, facts in section["families"].items():
         lines.append(f"  {family}")

@@ -6,7 +6,10 @@ release into ``reach.json`` (:mod:`fi_compat._measured`). The deterministic-atte
 ``docs/guide/attention.md`` ("What reaches the kernel, measured"), says how.
 
 The file is read once, on the first question, and only the asked release's entry is
-turned into objects (cached); the per-``plan`` path never comes here.
+turned into objects (cached); the per-``plan`` path never comes here. The installed
+release fi-compat shipped no measurement for is measured on this machine on the first
+question about it (:mod:`fi_compat._measured.installed`; ``fi-compat measure`` ahead of
+time).
 
 :func:`family_reach` and :func:`reach` are public (``fi_compat.attention.family_reach`` and
 ``split_reach``) and check their arguments before anything else: ``release`` is a str or
@@ -32,7 +35,7 @@ from packaging.version import Version
 from fi_compat import _surface
 from fi_compat._arguments import describe
 from fi_compat._frozen import picklable
-from fi_compat._measured import load
+from fi_compat._measured import load, releases, why_unmeasured
 from fi_compat._signature import exact_text
 from fi_compat.errors import InvalidArgumentError, explain
 
@@ -119,6 +122,8 @@ class FamilyReach:
 
 @functools.lru_cache(maxsize=1)
 def reach_data() -> Mapping[str, Any]:
+    """``reach.json``'s ``releases``, the installed release's measured on this machine where
+    fi-compat shipped none (:func:`fi_compat._measured.releases`)."""
     loaded = load("reach")
     if not isinstance(loaded, dict) or loaded.get("schema") != SCHEMA:
         found = loaded.get("schema") if isinstance(loaded, dict) else type(loaded).__name__
@@ -126,8 +131,7 @@ def reach_data() -> Mapping[str, Any]:
             f"fi_compat/_measured/reach.json has schema {found!r}, this fi-compat reads "
             f"schema {SCHEMA}: the installation is inconsistent; reinstall fi-compat"
         )
-    releases: Mapping[str, Any] = loaded["releases"]
-    return releases
+    return releases("reach")
 
 
 @functools.lru_cache(maxsize=1)
@@ -285,6 +289,9 @@ def reach(release: str | None, family: str, backend: str) -> Reach:
             if release is None
             else f"fi-compat has no measurement of {family} in flashinfer {release}"
         )
+        hint = why_unmeasured(release)
+        if hint:
+            what = f"{what} ({hint})"
         return Reach(release or "unknown", family, backend, Verdict.UNKNOWN, what)
     answer = facts.backends.get(backend)
     if answer is None:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from fi_compat import _surface
 from fi_compat._arguments import require_instance
+from fi_compat._measured import why_unmeasured
 from fi_compat._requirements.names import deterministic_feature, gate_feature
 from fi_compat._signature import Status, Support, inspect_callable
 from fi_compat._surface import ATTENTION_FAMILIES, GATES, PLAN, SPLIT_KEYWORDS
@@ -305,6 +306,9 @@ def refuse_reach(answer: _reach.Reach, what: str, fix_subject: str) -> BackendNo
             f"install a flashinfer-python release fi-compat has measured ({span}), or turn "
             "deterministic inference off"
         )
+        hint = why_unmeasured(answer.release)
+        if hint:
+            fix = f"{hint}, {fix}"
     elif honest:
         fix = (
             f"build {fix_subject} with backend={honest[0]!r} "

@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, NoReturn, Protocol, 
 from packaging.version import InvalidVersion, Version
 
 from fi_compat._arguments import describe, require_bool, require_real
-from fi_compat._measured import load
+from fi_compat._measured import releases, why_unmeasured
 from fi_compat._requirements.names import size_feature
 from fi_compat.errors import (
     CallSizeUnsupportedError,
@@ -562,9 +562,10 @@ _FOLLOWED = {"trtllm": "product", "mnnvl": "bytes"}
 
 @functools.cache
 def measured() -> Mapping[str, Any]:
-    """``sizes.json``'s ``releases``: release -> backend -> its measured entry."""
-    releases: Mapping[str, Any] = load("sizes")["releases"]
-    return releases
+    """``sizes.json``'s ``releases``: release -> backend -> its measured entry, the installed
+    release's measured on this machine where fi-compat shipped none
+    (:func:`fi_compat._measured.releases`)."""
+    return releases("sizes")
 
 
 def relaxed_in(after: str | None = None, backend: str = "trtllm") -> str | None:
@@ -602,7 +603,10 @@ def rule_of(release: str | None, kind: str) -> tuple[Rule, str]:
         )
     entry = measured().get(release) if release is not None else None
     if entry is None:
-        return "exact", f"flashinfer {release}'s per-call sizes were not measured"
+        hint = why_unmeasured(release)
+        return "exact", f"flashinfer {release}'s per-call sizes were not measured" + (
+            f" ({hint})" if hint else ""
+        )
     facts = entry.get(kind)
     if facts is None:
         return "exact", f"the {kind!r} backend's per-call sizes were not measured"

@@ -33,7 +33,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from fi_compat._log import get_logger
-from fi_compat._measured import load
+from fi_compat._measured import releases, why_unmeasured
+from fi_compat._measured.layers import FIXED, HANDLES_ATTACHED, PER_CALL, SOURCES
 from fi_compat._requirements.names import LEGACY_API, UNIFIED_API, gate_feature
 from fi_compat._signature import describe_error
 from fi_compat._surface import (
@@ -80,6 +81,7 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
+    "FIXED",
     "HANDLES_ATTACHED",
     "PER_CALL",
     "SOURCES",
@@ -425,39 +427,6 @@ def _completes_at_end(version: str | None) -> None:
 
 # ------------------------------------------------- the lowest launch layer, as measured
 
-#: Sources of a legacy argument that change per call, in the order the launch computes them:
-#: the flat view of a caller tensor, the weight as given, a new flat tensor like the input,
-#: the token count, the per-call switches and the call's own hidden size (``tools/layers.py``
-#: measures it with a call narrower than the workspace).
-PER_CALL: tuple[str, ...] = (
-    "view:input",
-    "view:residual_in",
-    "view:residual_out",
-    "view:norm_out",
-    "rms_gamma",
-    "scratch",
-    "tokens",
-    "launch_with_pdl",
-    "trigger_completion_at_end",
-    "fp32_acc",
-    "use_oneshot",
-    "rms_eps",
-    "hidden",
-)
-#: Sources fixed when the workspace is created: FlashInfer workspace attributes (read then),
-#: the pattern, and the legacy parameter's own default.
-FIXED: tuple[str, ...] = (
-    "workspace.world_size",
-    "workspace.rank",
-    "workspace.workspace_tensor",
-    "workspace.metadata",
-    "pattern",
-    "default",
-)
-#: Every source a ``layers.json`` argument may name (or ``{"constant": value}``).
-SOURCES: frozenset[str] = frozenset(PER_CALL + FIXED)
-#: The check fi-compat adds per call where the public function makes it.
-HANDLES_ATTACHED = "handles_attached"
 _CHECKS = frozenset({HANDLES_ATTACHED})
 #: Where FlashInfer's trace wrapper is defined, and its name.
 _TRACE_WRAPPER = ("api_logging.py", "_auto_dump_wrapper")
@@ -467,9 +436,9 @@ _DEPRECATION_FILES = ("typing_extensions.py", "warnings.py")
 
 @functools.cache
 def measured() -> Mapping[str, Any]:
-    """``layers.json``'s ``releases``: release -> its measured entry."""
-    releases: Mapping[str, Any] = load("layers")["releases"]
-    return releases
+    """``layers.json``'s ``releases``: release -> its measured entry, the installed release's
+    measured on this machine where fi-compat shipped none (:func:`fi_compat._measured.releases`)."""
+    return releases("layers")
 
 
 @functools.lru_cache(maxsize=64)
@@ -574,7 +543,10 @@ def _decide(
     entry = measured().get(version) if version is not None else None
     public = f"the public {UNIFIED_FUSION.key}"
     if entry is None:
-        return None, f"{public}: flashinfer {version}'s layering was not measured"
+        hint = why_unmeasured(version)
+        return None, f"{public}: flashinfer {version}'s layering was not measured" + (
+            f" ({hint})" if hint else ""
+        )
     if entry["layer"] != "legacy":
         return None, f"{public}: {entry['detail']}"
     function, why = _function_below(fusion)

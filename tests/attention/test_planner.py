@@ -245,6 +245,8 @@ def test_only_call_plan_calls_plan() -> None:
     for path in sorted(root.rglob("*.py")):
         if "testing" in path.relative_to(root).parts:
             continue  # the fake FlashInfer kit defines plan methods, it does not plan
+        if path.parent.name == "_measured" and path.name.endswith("_probe.py"):
+            continue  # a probe plans the release's wrappers in its own subprocess, to measure
         tree = ast.parse(path.read_text())
         for func in ast.walk(tree):
             if not isinstance(func, ast.FunctionDef):

@@ -1,9 +1,9 @@
 """``reach.json`` against the flashinfer-python installed here, measured in a subprocess.
 
-The reach tool's probe (``tools/reach_probe.py``) runs against the installed release with
-the real-release harness's CPU workarounds; the verdicts must equal the shipped entry for
-that version. A version the file does not cover is a failure: ``python -m tools.reach``
-must be run for it.
+The reach probe (``fi_compat/_measured/reach_probe.py``) runs against the installed
+release with the real-release harness's CPU workarounds; the verdicts must equal the
+shipped entry for that version. A version the file does not cover is a failure:
+``python -m tools.reach`` must be run for it.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 from packaging.version import Version
-from fi_compat._measured.sizes_probe import BACKENDS, HIDDEN, MAX_TOKENS, PATTERNS, SHAPES
 
+from fi_compat._measured.sizes_probe import BACKENDS, HIDDEN, MAX_TOKENS, PATTERNS, SHAPES
 from tools import sizes
 from tools.sizes import (
     OUTPUT,

@@ -1,9 +1,11 @@
 """In one release's subprocess: call each attention wrapper's ``plan``, record the kernel calls.
 
-Run by :mod:`tools.reach` as ``python -m tools.reach_probe`` with one flashinfer-python
-release first on ``PYTHONPATH`` and the real-release harness's ``sitecustomize`` (CUDA
-runtime preload, stand-ins for GPU 0's properties) in front of it. It prints one JSON
-document on stdout and nothing else there; FlashInfer's own output goes to stderr.
+Run by path, never imported by fi-compat at run time (it imports no fi-compat itself):
+by :mod:`fi_compat._measured.installed` against the installed release, behind
+:mod:`fi_compat._measured.stand_in`, and by ``tools/reach.py`` against a release from the
+release cache, with the real-release harness's ``sitecustomize`` (CUDA runtime preload,
+stand-ins for GPU 0's properties) in front of it. It prints one JSON document on stdout
+and nothing else there; FlashInfer's own output goes to stderr.
 
 What it does, so that a plan can run on a CPU machine without changing what it decides:
 
@@ -36,7 +38,7 @@ For each family, backend and answer it runs ``plan`` without the split settings,
 without (a plan that fails only when repeated is the probe's state, not a refusal), each
 on a fresh wrapper with fresh tensors, and reports each run's error (if any), the boundary
 calls with their plain arguments, and the wrapper attributes that hold a sentinel
-afterwards. Verdicts are decided by :mod:`tools.reach`, never here.
+afterwards. Verdicts are decided by :mod:`fi_compat._measured.reach`, never here.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ CANDIDATE_BACKENDS: tuple[str, ...] = (
     "cake",
 )
 
-#: Names fi-compat spells in ``fi_compat._surface`` alone, handed over by ``tools.reach``
+#: Names fi-compat spells in ``fi_compat._surface`` alone, handed over by its runner
 #: (this module imports no fi-compat): the decode module and its fast plan's name.
 NAMES: dict[str, Any] = json.loads(os.environ.get("FI_COMPAT_REACH_NAMES", "{}"))
 
@@ -787,7 +789,7 @@ def _constructed_backend(torch: Any, family: str, cls: Any) -> str | None:
 
     Not the signature's default: a class without ``backend=`` may still hand one to its
     base (the CUDA-graph decode wrapper passes the decode wrapper's ``"auto"`` on), and that
-    is what ``plan`` resolves. :mod:`tools.reach` records it as such a class's
+    is what ``plan`` resolves. :mod:`fi_compat._measured.reach` records it as such a class's
     ``default_backend`` (a class with ``backend=`` keeps its signature's default: its
     ``__init__`` may resolve ``"auto"`` for the stand-in GPU). None when the instance cannot
     be built or holds no str.

@@ -1,7 +1,10 @@
 """In one release's subprocess: which call sizes one fused workspace serves.
 
-Run by :mod:`tools.sizes` with one flashinfer-python release first on ``PYTHONPATH`` and
-the real-release harness's ``sitecustomize`` in front of it (the CPU workarounds). It prints
+Run by path, never imported by fi-compat at run time (it imports no fi-compat itself): by
+:mod:`fi_compat._measured.installed` against the installed release, behind
+:mod:`fi_compat._measured.stand_in`, and by ``tools/sizes.py`` against a release from the
+release cache, with the real-release harness's ``sitecustomize`` in front of it (the CPU
+workarounds). It prints
 one JSON document on stdout and nothing else there. The names it looks up arrive in the
 environment variable ``FI_COMPAT_SIZES_NAMES`` (JSON), from ``fi_compat._surface``.
 
@@ -19,7 +22,7 @@ observation says whether it raised (type and message) or reached the compiled ke
 which token count and hidden size reached it (``token_num``/``hidden_dim`` keywords, else
 the shape of the first 2-D tensor argument). ``workspace.is_buffer_size_sufficient`` is
 asked about every shape too, and its signature reported. Verdicts are decided by
-:mod:`tools.sizes`, never here.
+:mod:`fi_compat._measured.sizes`, never here.
 """
 
 from __future__ import annotations
@@ -458,6 +461,7 @@ def measure() -> dict[str, Any]:
     document: dict[str, Any] = {
         "probe": 1,
         "version": getattr(flashinfer, "__version__", None),
+        "location": os.path.dirname(getattr(flashinfer, "__file__", None) or ""),
         "workspace": {
             "max_token_num": MAX_TOKENS,
             "hidden_dim": HIDDEN,

@@ -1,7 +1,10 @@
 """In one release's subprocess: how the unified fused call reaches the TRT-LLM kernel.
 
-Run by :mod:`tools.layers` with one flashinfer-python release first on ``PYTHONPATH`` and
-the real-release harness's ``sitecustomize`` in front of it (the CPU workarounds). It prints
+Run by path, never imported by fi-compat at run time (it imports no fi-compat itself): by
+:mod:`fi_compat._measured.installed` against the installed release, behind
+:mod:`fi_compat._measured.stand_in`, and by ``tools/layers.py`` against a release from the
+release cache, with the real-release harness's ``sitecustomize`` in front of it (the CPU
+workarounds). It prints
 one JSON document on stdout and nothing else there. The names it looks up arrive in the
 environment variable ``FI_COMPAT_LAYERS_NAMES`` (JSON), from ``fi_compat._surface``.
 
@@ -23,7 +26,7 @@ wrote, a SHA-256 of each function's source (the runtime compares them before it 
 the legacy function's decorator, its parameters, each parameter's *source* (which of the
 public call's arguments, workspace attributes or constants it was in every run; see
 :func:`source_of`), the statements run, and whether each run reached the kernel. Verdicts
-are decided by :mod:`tools.layers`, never here.
+are decided by :mod:`fi_compat._measured.layers`, never here.
 """
 
 from __future__ import annotations
