@@ -49,7 +49,7 @@ def __dir__() -> list[str]:
 
 #: Subcommands; each is the module ``fi_compat.cli._<name>``, which defines
 #: ``register(subparsers) -> None`` and sets ``func`` on its parser.
-_COMMANDS: tuple[str, ...] = ("report", "policy", "diff", "scan", "record")
+_COMMANDS: tuple[str, ...] = ("report", "policy", "diff", "scan", "record", "measure")
 #: The cyclic collector's first threshold while a command runs (CPython's default is 700):
 #: a diff allocates about a million objects, and each full collection walks all of them.
 _FIRST_THRESHOLD = 100_000
