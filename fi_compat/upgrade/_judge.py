@@ -427,15 +427,20 @@ class _Judge:
             # a name of a comm module: the drop-in answers for it (a member of FlashInfer's
             # own class stays FlashInfer's AttributeError, below)
             module, _, name = where.rpartition(".")
-            # NameUnavailableError names the release introduced_in gives, and so does this.
+            # NameUnavailableError says which side of the change the release is on: on the
+            # way up from a release with the name, the release that removed it (cited as
+            # here); otherwise the release introduced_in gives, and so does this.
             first = introduced_in(module, name) if module in NAMED_MODULES else None
+            if old.state == _PRESENT and self.history.upgrade and cited:
+                said = f" saying {cited} removed it"
+            else:
+                said = f" naming {first}, the first release with it" if first else ""
             self.add(
                 use,
                 Category.BEHAVIOUR if use.guarded else Category.BREAKS,
                 "fi-compat-refuses",
                 f"{where} ({history}): fi_compat.comm raises NameUnavailableError "
-                f"(an AttributeError; ImportError from a from-import)"
-                + (f" naming {first}, the first release with it" if first else ""),
+                f"(an AttributeError; ImportError from a from-import){said}",
                 cited,
             )
             return

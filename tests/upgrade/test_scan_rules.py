@@ -386,6 +386,18 @@ CASES = [
         ["NameUnavailableError", "0.7.0"],
     ),
     (
+        "after the swap, a name the upgrade removes is refused saying the release that did",
+        "from flashinfer.comm import trtllm_custom_all_reduce\n",
+        "0.6.18.post1",
+        "0.7.0",
+        {"fi_compat": True},
+        1,
+        "fi-compat-refuses",
+        B,
+        "0.7.0",
+        ["NameUnavailableError", "saying 0.7.0 removed it"],
+    ),
+    (
         "after the swap, the CUDA-runtime hazard is gone",
         "import flashinfer.comm\n",
         "0.6.14",
