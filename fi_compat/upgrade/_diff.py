@@ -10,7 +10,7 @@ only sources.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from packaging.version import Version
@@ -79,10 +79,11 @@ class Change:
         re-exports it (``flashinfer.trtllm_fp4_block_scale_moe``,
         ``flashinfer.fused_moe.trtllm_fp4_block_scale_moe``,
         ``flashinfer.fused_moe.core.trtllm_fp4_block_scale_moe``), shortest first; for a
-        method or an enum member, each path of its class with the member's name. Only the
-        subject where the change is one module's own binding (a name it binds or no longer
-        binds, a module that comes or goes); empty where the subject is no dotted path (an
-        import hazard, split reach, a mapping). Added in fi-compat 0.3.0.
+        method or an enum member, each path of its class with the member's name. For a name
+        that modules start or stop binding (or bind as another kind), each binding of the
+        same definition that did so at that release: one change, not one per module. Only
+        the subject for a module that comes or goes; empty where the subject is no dotted
+        path (an import hazard, split reach, a mapping). Added in fi-compat 0.3.0.
     """
 
     kind: str
@@ -184,19 +185,22 @@ class Comparison:
         steps: History,
         *,
         listing: bool = False,
-        importers: Mapping[tuple[str, str], Sequence[str]] | None = None,
+        importers: Mapping[tuple[str, str], Sequence[tuple[int, str]]] | None = None,
     ) -> None:
         self.history = steps
         self.old, self.new = steps.old, steps.new
         self.listing = listing
         #: (home, name) -> every module binding that definition whose binding changed,
         #: shortest first (:func:`importers`): where else a change of it is met.
-        self.importers: Mapping[tuple[str, str], Sequence[str]] = importers or {}
+        self.importers: Mapping[tuple[str, str], Sequence[tuple[int, str]]] = importers or {}
         self.changes: list[Change] = []
         #: (name, before, after) of each move or guard change said: one line per definition,
         #: at its shortest path (the keys come shortest first), not one per importer.
         self._said: set[tuple[str, str, Any, Any]] = set()
         self._about: dict[Key, tuple[Change, ...]] = {}
+        #: (kind, home, name, release, old, new) -> the changes of that definition's
+        #: bindings, one per module, listed as one change by :meth:`finish`.
+        self._bindings: dict[tuple[Any, ...], list[Change]] = {}
 
     def change(
         self,
@@ -259,13 +263,57 @@ class Comparison:
         found = self._about.get(key)
         if found is None:
             saved, self.changes = self.changes, []
+            bindings, self._bindings = self._bindings, {}
             try:
                 self.key(key)
+                self.finish()
                 found = tuple(self.changes)
             finally:
-                self.changes = saved
+                self.changes, self._bindings = saved, bindings
             self._about[key] = found
         return found
+
+    def finish(self) -> None:
+        """List the bindings' changes held back by :meth:`_bind`: the bindings of one
+        definition that came, went or changed kind at the same release are one change,
+        under the first (shortest) path, naming every path in :attr:`Change.paths`."""
+        for group in self._bindings.values():
+            first = group[0]
+            if len(group) == 1:
+                self.changes.append(first)
+                continue
+            others = len(group) - 1
+            both = f"and the {'other module' if others == 1 else f'{others} other modules'} listed"
+            module, _, name = first.subject.rpartition(".")
+            if first.kind == "name-added":
+                detail = first.detail.replace(f"{module} binds", f"{module} {both} bind", 1)
+            elif first.kind == "name-missing":
+                detail = (
+                    f"{module} {both} no longer bind {name}: `from {module} import {name}` "
+                    "raises ImportError, as does the import from each"
+                )
+            else:
+                detail = f"{first.detail}, at every path listed"
+            self.changes.append(
+                replace(first, detail=detail, paths=tuple(change.subject for change in group))
+            )
+        self._bindings = {}
+
+    def _bind(self, change: Change, key: Key) -> None:
+        """Hold back the change of one module's binding (``key``: ``("name", module,
+        name)``) until :meth:`finish` lists it with the other bindings of the same
+        definition that changed alike; listed at once outside a diff's listing."""
+        if not self.listing:
+            self.changes.append(change)
+            return
+        _, module, name = key
+        home = (
+            self.new.get(("defined", module, name))
+            or self.old.get(("defined", module, name))
+            or module
+        )
+        group = (change.kind, home, name, change.release, repr(change.old), repr(change.new))
+        self._bindings.setdefault(group, []).append(change)
 
     def paths(self, key: Key, subject: str) -> tuple[str, ...]:
         """Every path a change of the fact at ``key``, listed under ``subject``, is met at
@@ -295,13 +343,14 @@ class Comparison:
 
     def bindings(self, module: str, name: str) -> tuple[str, ...]:
         """The paths (``module.name``) of every binding of the definition ``module.name``
-        holds, from :attr:`importers`; empty where it holds none."""
-        home = (
-            self.new.get(("defined", module, name))
-            or self.old.get(("defined", module, name))
-            or module
-        )
-        return tuple(f"{where}.{name}" for where in self.importers.get((home, name), ()))
+        holds (defined where either release defines it), from :attr:`importers`, shortest
+        first; empty where it holds none."""
+        found = {
+            entry
+            for home in _homes(self.history, module, name)
+            for entry in self.importers.get((home, name), ())
+        }
+        return tuple(f"{where}.{name}" for _, where in sorted(found))
 
     # -------------------------------------------------------------------- by subject
 
@@ -494,9 +543,11 @@ class Comparison:
         if before is None:
             where = self.new.get(("defined", module, name))
             home = f" (defined in {where})" if where and where != module else ""
-            self.add("name-added", Category.AVAILABLE, path, f"{module} binds {name}{home}", key)
+            change = self.change(
+                "name-added", Category.AVAILABLE, path, f"{module} binds {name}{home}", key
+            )
         elif after is None:
-            self.add(
+            change = self.change(
                 "name-missing",
                 Category.BREAKS,
                 path,
@@ -505,13 +556,14 @@ class Comparison:
                 key,
             )
         else:
-            self.add(
+            change = self.change(
                 "name-kind",
                 Category.BREAKS,
                 path,
                 f"{name} is now a {after}, no longer a {before}",
                 key,
             )
+        self._bind(change, key)
 
     def _module(self, key: Key, before: Any, after: Any) -> None:
         module = key[1]
@@ -845,22 +897,30 @@ def _sort_key(change: Change) -> tuple[int, Version, str, str, str]:
     return _ORDER[change.category], release, change.subject, change.kind, change.detail
 
 
-def importers(keys: Iterable[Key], steps: History) -> dict[tuple[str, str], list[str]]:
+def importers(keys: Iterable[Key], steps: History) -> dict[tuple[str, str], list[tuple[int, str]]]:
     """(home, name) -> every module whose binding of that definition changed between the
-    two releases, in the order ``keys`` name them (shortest module first).
+    two releases, with the position of its key in ``keys`` (shortest module first).
 
     :func:`changed_keys` gives a name's keys in every module where its record differs,
     and a changed definition changes the record of every module that re-exports it; so
     this holds each path a change of the definition is met at, at no cost beyond reading
     the keys the diff walks anyway.
     """
-    found: dict[tuple[str, str], list[str]] = {}
-    for key in keys:
+    found: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    for at, key in enumerate(keys):
         if key[0] == "defined":
             _, module, name = key
-            home = steps.new.get(key) or steps.old.get(key) or module
-            found.setdefault((home, name), []).append(module)
+            for home in _homes(steps, module, name):
+                found.setdefault((home, name), []).append((at, module))
     return found
+
+
+def _homes(steps: History, module: str, name: str) -> set[str]:
+    """Where ``module.name`` is defined in either release (both homes of a definition that
+    moved, so that its bindings are found from either), or ``module`` where neither says."""
+    homes = {steps.new.get(("defined", module, name)), steps.old.get(("defined", module, name))}
+    homes.discard(None)
+    return homes or {module}
 
 
 def diff_releases(old: str, new: str) -> ReleaseDiff:
@@ -888,6 +948,7 @@ def diff_releases(old: str, new: str) -> ReleaseDiff:
     differ = Comparison(steps, listing=True, importers=importers(keys, steps))
     for key in keys:
         differ.key(key)
+    differ.finish()
     notes = []
     for facts in (steps.old, steps.new):
         if not facts.measured:

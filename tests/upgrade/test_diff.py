@@ -94,8 +94,10 @@ def test_each_parameter_change_cites_where_the_records_change() -> None:
 def test_a_downgrade_reverses_the_upgrade() -> None:
     up = diff_releases("0.6.8", "0.7.2.post1")
     down = diff_releases("0.7.2.post1", "0.6.8")
-    added = {(c.subject, c.kind) for c in up.changes if c.kind == "name-added"}
-    removed = {(c.subject, "name-added") for c in down.changes if c.kind == "name-missing"}
+    # every path: the bindings of one definition that arrive at different releases on the
+    # way up all go at once on the way down (one change there, several here)
+    added = {path for c in up.changes if c.kind == "name-added" for path in c.paths}
+    removed = {path for c in down.changes if c.kind == "name-missing" for path in c.paths}
     assert added == removed
     assert down.releases == tuple(reversed(up.releases))
 
@@ -214,14 +216,14 @@ def test_a_name_flashinfer_defines_is_still_listed_when_it_goes() -> None:
 PATH_DIFFS = (("0.6.8", "0.7.2.post1"), ("0.7.2.post1", "0.2.9"), ("0.7.1rc2", "0.7.2"))
 
 
-def _bound_alike(path: str, home: str, ends: tuple[Any, ...]) -> bool:
-    """``path`` is ``module.name`` where either release binds ``name`` with its home ``home``."""
+def _homes(path: str, ends: tuple[Any, ...]) -> set[str]:
+    """Where either release that binds ``path`` (``module.name``) defines it."""
     module, _, name = path.rpartition(".")
-    return any(
-        facts.get(("name", module, name)) is not None
-        and (facts.get(("defined", module, name)) or module) == home
+    return {
+        facts.get(("defined", module, name)) or module
         for facts in ends
-    )
+        if facts.get(("name", module, name)) is not None
+    }
 
 
 def test_a_re_exported_change_names_the_module_engines_import_it_from(
@@ -279,26 +281,31 @@ def test_every_path_binds_the_changed_definition(old: str, new: str) -> None:
         suffix = ""
         if not any(facts.get(("name", module, name)) is not None for facts in ends):
             suffix, (module, _, name) = f".{name}", module.rpartition(".")  # a member's
-        home = next(
-            facts.get(("defined", module, name)) or module
-            for facts in (ends[1], ends[0])
-            if facts.get(("name", module, name)) is not None
-        )
-        for path in paths:
+        homes = _homes(f"{module}.{name}", ends)
+        for path in paths:  # the same definition (where it moved: from either home)
             assert path.endswith(f".{name}{suffix}"), (change, path)
-            assert _bound_alike(path.removesuffix(suffix), home, ends), (change, path)
+            assert _homes(path.removesuffix(suffix), ends) & homes, (change, path)
         for path in paths[1:]:
             again = (change.kind, change.parameter, change.detail, change.release, path)
             assert again not in subjects, (change, path)
     assert several, f"{old} -> {new} has no re-exported change to check"
 
 
-def test_one_module_s_own_binding_is_met_at_its_subject_alone() -> None:
-    """A name a module stops binding, or a module that goes, breaks that import only."""
+def test_a_definition_that_comes_or_goes_is_one_change_at_every_path() -> None:
+    """0.6.10.post1 drops decode_cp_a2a_allocate_workspace from its home and from
+    flashinfer.comm, and brings decode_cp_a2a_allocate_mnnvl_workspace to both: one change
+    each, naming both imports."""
     diff = diff_releases("0.6.10", "0.6.10.post1")
-    missing = [c for c in diff.changes if c.kind in ("name-missing", "name-added")]
-    assert len(missing) == 4
-    assert all(c.paths == (c.subject,) for c in missing)
+    names = {c.kind: c for c in diff.changes if c.kind in ("name-missing", "name-added")}
+    assert len(names) == 2
+    for kind, name in (
+        ("name-missing", "decode_cp_a2a_allocate_workspace"),
+        ("name-added", "decode_cp_a2a_allocate_mnnvl_workspace"),
+    ):
+        change = names[kind]
+        assert change.paths == (f"flashinfer.comm.{name}", f"flashinfer.comm.dcp_alltoall.{name}")
+        assert change.subject == change.paths[0]
+        assert "flashinfer.comm and the other module listed" in change.detail
     factory = next(
         c for c in diff.changes if c.subject == "flashinfer.comm.create_allreduce_fusion_workspace"
     )
@@ -306,14 +313,42 @@ def test_one_module_s_own_binding_is_met_at_its_subject_alone() -> None:
         factory.subject,
         "flashinfer.comm.allreduce.create_allreduce_fusion_workspace",
     )
-    gone = diff_releases("0.6.8", "0.7.2.post1")
-    modules = [
-        c
-        for c in gone.changes
-        if c.detail.startswith("new module:") or c.detail.endswith("raises ModuleNotFoundError")
-    ]
-    assert {c.kind for c in modules} == {"name-added", "name-missing"}
-    assert all(c.paths == (c.subject,) for c in modules)
+
+
+def test_a_re_export_dropped_alone_names_its_own_path() -> None:
+    """0.2.7.post1's flashinfer.comm stops re-exporting JitSpec, which flashinfer.jit.core
+    still defines: that import breaks, the home's does not."""
+    diff = diff_releases("0.2.6.post1", "0.2.7.post1")
+    (change,) = [c for c in diff.changes if c.subject == "flashinfer.comm.JitSpec"]
+    assert change.kind == "name-missing"
+    assert change.paths == ("flashinfer.comm.JitSpec",)
+    assert change.detail.startswith("flashinfer.comm no longer binds JitSpec: ")
+
+
+@pytest.mark.parametrize(("old", "new"), PATH_DIFFS)
+def test_each_binding_change_holds_the_bindings_that_changed_alike(old: str, new: str) -> None:
+    """A name-added, name-missing or name-kind change of bindings: every path is a binding
+    that changed that way, at the release cited; a module's change names its own path."""
+    diff = diff_releases(old, new)
+    ends = (facts_of(old), facts_of(new))
+    grouped = 0
+    for change in diff.changes:
+        if change.kind not in ("name-added", "name-missing", "name-kind"):
+            continue
+        if change.detail.startswith("new module:") or change.detail.endswith(
+            "raises ModuleNotFoundError"
+        ):
+            assert change.paths == (change.subject,)
+            continue
+        module, _, name = change.subject.rpartition(".")
+        if not any(facts.get(("name", module, name)) is not None for facts in ends):
+            continue  # a method or an enum member
+        grouped += len(change.paths) > 1
+        for path in change.paths:
+            module, _, name = path.rpartition(".")
+            before, after = (facts.get(("name", module, name)) for facts in ends)
+            assert (before, after) == (change.old, change.new), (change, path)
+    assert grouped, f"{old} -> {new}: no definition came or went at several paths"
 
 
 def test_the_text_names_exactly_the_other_paths() -> None:
