@@ -19,9 +19,12 @@ Nothing here imports torch or FlashInfer.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -34,6 +37,7 @@ __all__ = [
     "installed_fingerprint",
     "is_left_out",
     "left_out",
+    "locked",
 ]
 
 #: The environment variable naming the cache directory.
@@ -110,3 +114,32 @@ def installed_fingerprint(package: Path) -> str:
         if record.is_file():
             return "record-" + hashlib.sha256(record.read_bytes()).hexdigest()[:16]
     return files_fingerprint(package)
+
+
+@contextlib.contextmanager
+def locked(path: Path, wait: float) -> Iterator[bool]:
+    """Hold the lock file ``path`` (True), or give up after ``wait`` seconds (False): the
+    processes of one engine (a rank each) that need the same release modelled or measured
+    do it once, the others wait and read the result. Where ``fcntl`` is missing (Windows),
+    nothing is locked."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - POSIX here
+        yield True
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() >= deadline:
+                    yield False
+                    return
+                time.sleep(0.1)
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -350,7 +350,7 @@ def model_release(release: str | None = None, *, path: Path | None = None) -> di
         names the command to run where the index is reachable and the path to give).
     """
     if path is not None:
-        return _outcome(build(path, release, source=str(path)), "modelled")
+        return _outcome(*build(path, release, source=str(path)))
     if release is None:
         here = installed()
         if here is None:
@@ -364,8 +364,8 @@ def model_release(release: str | None = None, *, path: Path | None = None) -> di
             return _shipped_outcome(release)
         existing = local_releases().get(release)
         if existing is not None and existing.fingerprint == installed_fingerprint(package):
-            return _outcome(existing, "cached")
-        return _outcome(build(package, release, source=f"installed: {package}"), "modelled")
+            return _outcome(existing, False)
+        return _outcome(*build(package, release, source=f"installed: {package}"))
     try:
         release = str(Version(release))
     except ValueError as error:
@@ -376,9 +376,9 @@ def model_release(release: str | None = None, *, path: Path | None = None) -> di
         return _shipped_outcome(release)
     existing = local_releases().get(release)
     if existing is not None:
-        return _outcome(existing, "cached")
+        return _outcome(existing, False)
     fetched = download(release)
-    return _outcome(build(fetched, release, source=f"package index: {fetched.name}"), "modelled")
+    return _outcome(*build(fetched, release, source=f"package index: {fetched.name}"))
 
 
 def known_model(release: str) -> bool:
@@ -400,8 +400,9 @@ def _shipped_outcome(release: str) -> dict[str, Any]:
     }
 
 
-def _outcome(local: Local, action: str) -> dict[str, Any]:
+def _outcome(local: Local, made: bool) -> dict[str, Any]:
     forget()
+    action = "modelled" if made else "cached"
     known = known_releases()
     at = known.index(local.release) if local.release in known else 0
     return {

@@ -42,7 +42,13 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from fi_compat._local import cache_root, files_fingerprint, installed_fingerprint, is_left_out
+from fi_compat._local import (
+    cache_root,
+    files_fingerprint,
+    installed_fingerprint,
+    is_left_out,
+    locked,
+)
 from fi_compat._surface import DISTRIBUTIONS, FLASHINFER
 from fi_compat._version import __version__
 from fi_compat.errors import RecordingError
@@ -74,6 +80,11 @@ STORE = "surface.zip"
 FORMAT = 1
 #: The command that models a release on this machine, for messages.
 RECORD_COMMAND = "fi-compat record"
+
+#: The longest the builder may take (a 0.7 release takes about two minutes on 2 cores).
+BUILD_TIMEOUT = 1800.0
+#: How long a process waits for another that models the same release or packs the store.
+LOCK_WAIT = 3600.0
 
 _RECORD = "record.json.gz"
 _SURFACE = "surface.json.gz"
@@ -216,7 +227,9 @@ def store_source() -> Any:
     ).hexdigest()[:16]
     target = records_dir() / f"store-{key}.zip"
     if not target.is_file():
-        _pack_store(target, dropped, local)
+        with locked(records_dir() / ".lock-store", LOCK_WAIT):
+            if not target.is_file():  # another process may have packed it meanwhile
+                _pack_store(target, dropped, local)
     return target
 
 
@@ -227,24 +240,15 @@ def _shipped_store_size() -> int:
 
 
 def _pack_store(target: Path, dropped: list[str], local: list[str]) -> None:
-    from fi_compat._recorder.store import pack, unpack  # the builder, only when asked
-
-    surfaces = unpack(shipped_files().joinpath(STORE).read_bytes())
-    for release in dropped:
-        surfaces.pop(release, None)
-    for release in local:
-        surfaces[release] = local_releases()[release].read(_SURFACE)
-    _write_atomic(target, pack(surfaces))
+    """Pack the merged store in the builder's process (about 25 s and a few GB for every
+    shipped release, which the caller's process never holds), then keep only it."""
+    command = [sys.executable, "-m", "fi_compat._recorder", "store", str(target)]
+    command += [f"--drop={release}" for release in dropped]
+    command += [f"--add={local_releases()[release].folder / _SURFACE}" for release in local]
+    _run(command, f"pack the store of {', '.join(local + dropped)}")
     for old in target.parent.glob("store-*.zip"):  # one merged store is enough
         if old != target:
             old.unlink(missing_ok=True)
-
-
-def _write_atomic(target: Path, data: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=target.parent, delete=False, suffix=".tmp") as tmp:
-        tmp.write(data)
-    os.replace(tmp.name, target)
 
 
 # ----------------------------------------------------------------------------- building
@@ -276,42 +280,52 @@ def installed() -> tuple[str, Path] | None:
     return str(parsed), Path(next(iter(spec.submodule_search_locations)))
 
 
-def build(path: Path, release: str | None = None, *, source: str | None = None) -> Local:
+def build(
+    path: Path, release: str | None = None, *, source: str | None = None
+) -> tuple[Local, bool]:
     """Model the release whose files are at ``path`` (a wheel, an sdist, or a folder holding
-    the ``flashinfer`` package) into the cache, replacing an older model of it.
+    the ``flashinfer`` package) into the cache, replacing an older model of it. The builder
+    runs in a process of its own (``python -m fi_compat._recorder``): reading a recent
+    release takes a minute or two and a few GB, which the caller's process never holds.
+    Returns the model and whether this call made it (False: another process had modelled
+    the same files, and this one waited for it).
 
     Raises
     ------
     RecordingError
-        The files hold no ``flashinfer`` package, or their release cannot be told.
+        The files hold no ``flashinfer`` package, their release cannot be told, or the
+        builder failed (its reason is the message).
     """
-    from fi_compat._recorder import record_release  # the builder, only when asked
-    from fi_compat._recorder.archive import read_release
-    from fi_compat._recorder.resolve import Package
-    from fi_compat._recorder.surface import SURFACE_VERSION, surface
-
     tree = path.parent if path.is_dir() and path.name == FLASHINFER else path
-    record = record_release(tree, release=release)
-    found = surface(Package(read_release(tree)))
-    name = record["release"]
     try:
-        name = str(Version(name))
-    except InvalidVersion as error:
+        fingerprint = (
+            installed_fingerprint(tree / FLASHINFER)
+            if (tree / FLASHINFER).is_dir()
+            else files_fingerprint(tree)
+        )
+    except OSError as error:
         raise RecordingError(
-            f"expected a PEP 440 release for the files at {path}; found {name!r}. "
-            f"Fix: pass the release ({RECORD_COMMAND} --path PATH --release VERSION)"
+            f"expected a wheel, an sdist or a tree holding flashinfer/ at {path}; found "
+            f"{type(error).__name__}: {error.strerror or error}. Fix: give the path of the "
+            f"release's files"
         ) from error
-    record["release"] = name
-    fingerprint = (
-        installed_fingerprint(tree / FLASHINFER)
-        if (tree / FLASHINFER).is_dir()
-        else files_fingerprint(tree)
-    )
-    folder = records_dir() / name
-    scratch = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=_made(records_dir())))
+    with locked(records_dir() / f".lock-{fingerprint}", LOCK_WAIT):
+        # Another process (an engine's other rank) may have modelled these files meanwhile.
+        forget()
+        for local in local_releases().values():
+            if local.fingerprint == fingerprint and release in (None, local.release):
+                return local, False
+        return _build(path, tree, release, fingerprint, source), True
+
+
+def _build(
+    path: Path, tree: Path, release: str | None, fingerprint: str, source: str | None
+) -> Local:
+    from fi_compat._recorder.surface import SURFACE_VERSION  # the builder, only when asked
+
+    scratch = Path(tempfile.mkdtemp(prefix=".build-", dir=_made(records_dir())))
     try:
-        _write_json_gz(scratch / _RECORD, record)
-        _write_json_gz(scratch / _SURFACE, found)
+        name = _run_builder(tree, scratch, release)
         meta = {
             "format": FORMAT,
             "release": name,
@@ -321,6 +335,8 @@ def build(path: Path, release: str | None = None, *, source: str | None = None) 
             "fi_compat": __version__,
         }
         (scratch / _SOURCE).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        scratch.chmod(0o755)
+        folder = records_dir() / name
         if folder.exists():
             shutil.rmtree(folder, ignore_errors=True)
         os.replace(scratch, folder)
@@ -328,19 +344,41 @@ def build(path: Path, release: str | None = None, *, source: str | None = None) 
         shutil.rmtree(scratch, ignore_errors=True)
     forget()
     local = local_releases().get(name)
-    if local is None:  # another process replaced it at the same moment: read theirs
-        raise RecordingError(f"the model of {name} at {folder} could not be read back")
+    if local is None:
+        raise RecordingError(
+            f"expected the model of {name} at {folder} to read back; found it incomplete "
+            f"(another process replacing it?). Fix: run `{RECORD_COMMAND}` again"
+        )
     return local
+
+
+def _run_builder(tree: Path, out: Path, release: str | None) -> str:
+    command = [sys.executable, "-m", "fi_compat._recorder", "model", str(tree), str(out)]
+    if release is not None:
+        command.append(f"--release={release}")
+    return _run(command, f"model {tree}").strip().splitlines()[-1]
+
+
+def _run(command: list[str], what: str) -> str:
+    """Run the builder; its standard output, or its reason as a :class:`RecordingError`."""
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        raise RecordingError(
+            f"expected the builder to {what}; found {type(error).__name__}: {error}. "
+            f"Fix: run `{RECORD_COMMAND}` and read its output"
+        ) from error
+    if done.returncode != 0 or not done.stdout.strip():
+        last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        raise RecordingError(last.removeprefix("RecordingError: "))
+    return done.stdout
 
 
 def _made(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     return folder
-
-
-def _write_json_gz(path: Path, data: Any) -> None:
-    text = json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8")
-    path.write_bytes(gzip.compress(text, mtime=0))
 
 
 def download(release: str) -> Path:

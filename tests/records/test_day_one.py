@@ -25,7 +25,13 @@ from fi_compat._records import (
     load_release,
     model_release,
 )
-from fi_compat._records._catalogue import build, installed, local_releases, records_dir
+from fi_compat._records._catalogue import (
+    build,
+    installed,
+    local_releases,
+    records_dir,
+    shipped_names,
+)
 from fi_compat.cli import main
 from fi_compat.errors import RecordingError, UnknownReleaseError
 
@@ -151,7 +157,7 @@ def test_a_damaged_or_foreign_model_is_never_trusted(cache: Path) -> None:
         (folder / "source.json").write_text(meta, encoding="utf-8")
     forget()
     assert local_releases() == {}
-    assert available_releases()[-1] == "0.7.2.post1"
+    assert available_releases() == list(shipped_names())
 
 
 def test_the_installed_release_is_modelled_on_first_use_then_read_from_the_cache(
@@ -219,13 +225,16 @@ def test_record_models_a_tree_and_names_the_diff_to_review(
     result = json.loads(capsys.readouterr().out)["records"][0]
     assert result["release"] == "9.9.7"
     assert result["action"] == "modelled"
-    assert result["previous"] == "0.7.2.post1"
+    assert result["previous"] == available_releases()[-2]
     assert result["known"] is True
     assert Path(result["folder"]) == records_dir() / "9.9.7"
     assert main(["record", "--path", str(tree), "--release", "9.9.7"]) == 0
-    out = capsys.readouterr().out
-    assert "flashinfer 9.9.7: modelled from" in out
-    assert "review what changed: fi-compat diff 0.7.2.post1 9.9.7" in out
+    out = capsys.readouterr().out  # the same files: read back, not modelled again
+    assert f"flashinfer 9.9.7: already modelled from {tree}" in out
+    assert f"review what changed: fi-compat diff {available_releases()[-2]} 9.9.7" in out
+    (tree / "flashinfer" / "norm.py").write_text("def rmsnorm(x):\n    pass\n", encoding="utf-8")
+    assert main(["record", "--path", str(tree), "--release", "9.9.7"]) == 0
+    assert "flashinfer 9.9.7: modelled from" in capsys.readouterr().out  # other files
 
 
 def test_record_leaves_a_shipped_release_alone(
@@ -279,3 +288,30 @@ def test_a_release_the_index_cannot_give_names_the_command_and_the_path(
 def test_model_release_refuses_a_release_that_names_none(cache: Path, release: str) -> None:
     with pytest.raises(RecordingError, match="expected a PEP 440 release"):
         model_release(release)
+
+
+def test_processes_modelling_the_same_files_at_once_model_them_once(tmp_path: Path) -> None:
+    # An engine's ranks start together: one models the release, the others wait and read it.
+    tree = write_tree(tmp_path / "tree")
+    script = textwrap.dedent(
+        """
+        import sys
+        from pathlib import Path
+        from fi_compat._records._catalogue import build
+        local, made = build(Path(sys.argv[1]), "9.9.4")
+        print(local.release, made)
+        """
+    )
+    env = {**os.environ, CACHE_ENV: str(tmp_path / "cache")}
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(tree)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(3)
+    ]
+    said = sorted(rank.communicate(timeout=600)[0].strip() for rank in ranks)
+    assert said == ["9.9.4 False", "9.9.4 False", "9.9.4 True"]

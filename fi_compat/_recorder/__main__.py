@@ -1,0 +1,101 @@
+"""The builder's two jobs for :mod:`fi_compat._records._catalogue`, each run in a process of
+its own: reading a recent release's source, or packing every release's surface into one
+store, takes a minute or two and a few GB, which an engine's process should neither wait in
+nor keep.
+
+``python -m fi_compat._recorder model PATH OUT [--release R]``
+    Model the release at ``PATH`` into ``OUT``: its record (``record.json.gz``) and surface
+    (``surface.json.gz``), compact JSON, gzip-compressed; prints the release.
+``python -m fi_compat._recorder store TARGET [--drop R ...] [--add SURFACE ...]``
+    Pack the shipped store less the releases dropped, plus each surface file added, into
+    ``TARGET`` (written whole or not at all); prints ``TARGET``.
+
+Either exits 1 with ``RecordingError: <why>`` as the last line of stderr when it cannot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from fi_compat.errors import RecordingError
+
+
+def _write(path: Path, data: Any) -> None:
+    text = json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    path.write_bytes(gzip.compress(text, mtime=0))
+
+
+def model(path: Path, out: Path, release: str | None) -> str:
+    """Write the record and surface of the release at ``path`` into ``out``; its release."""
+    from fi_compat._recorder.archive import read_release
+    from fi_compat._recorder.record import record_release
+    from fi_compat._recorder.resolve import Package
+    from fi_compat._recorder.surface import surface
+
+    record = record_release(path, release=release)
+    try:
+        name = str(Version(record["release"]))
+    except InvalidVersion as error:
+        raise RecordingError(
+            f"expected a PEP 440 release for the files at {path}; found "
+            f"{record['release']!r}. Fix: give the release (--release VERSION)"
+        ) from error
+    record["release"] = name
+    _write(out / "record.json.gz", record)
+    _write(out / "surface.json.gz", surface(Package(read_release(path))))
+    return name
+
+
+def store(target: Path, dropped: Sequence[str], added: Sequence[Path]) -> Path:
+    """Pack the shipped store less ``dropped``, plus the ``added`` surfaces, into ``target``."""
+    from importlib import resources
+
+    from fi_compat._recorder.store import pack, unpack
+
+    shipped = resources.files("fi_compat._records").joinpath("surface.zip").read_bytes()
+    surfaces = unpack(shipped)
+    for release in dropped:
+        surfaces.pop(release, None)
+    for path in added:
+        record = json.loads(gzip.decompress((path.parent / "record.json.gz").read_bytes()))
+        surfaces[record["release"]] = json.loads(gzip.decompress(path.read_bytes()))
+    scratch = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    scratch.write_bytes(pack(surfaces))
+    os.replace(scratch, target)
+    return target
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fi_compat._recorder")
+    jobs = parser.add_subparsers(dest="job", required=True)
+    modelling = jobs.add_parser("model")
+    modelling.add_argument("path", type=Path)
+    modelling.add_argument("out", type=Path)
+    modelling.add_argument("--release")
+    packing = jobs.add_parser("store")
+    packing.add_argument("target", type=Path)
+    packing.add_argument("--drop", action="append", default=[])
+    packing.add_argument("--add", action="append", default=[], type=Path)
+    args = parser.parse_args(argv)
+    try:
+        if args.job == "model":
+            print(model(args.path, args.out, args.release))
+        else:
+            print(store(args.target, args.drop, args.add))
+    except (RecordingError, OSError, ValueError, KeyError) as error:
+        print(f"RecordingError: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
