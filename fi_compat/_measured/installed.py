@@ -61,6 +61,7 @@ __all__ = [
     "cache_path",
     "entry",
     "find_installed",
+    "forget",
     "measure",
     "read_cached",
     "same_release",
@@ -577,6 +578,13 @@ def entry(measurement: Measurement, installed: Installed) -> dict[str, Any] | No
             errors[0] if errors else result.error or "no entry"
         )
     return found
+
+
+def forget() -> None:
+    """Forget the entries and reasons this process took (the files in the cache stay):
+    the next reader asks the cache, and measures, anew."""
+    _ENTRIES.clear()
+    _REASONS.clear()
 
 
 def why_unmeasured(release: str | None) -> str:
