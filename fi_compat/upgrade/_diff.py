@@ -185,14 +185,16 @@ class Comparison:
         steps: History,
         *,
         listing: bool = False,
-        importers: Mapping[tuple[str, str], Sequence[tuple[int, str]]] | None = None,
+        importers: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.history = steps
         self.old, self.new = steps.old, steps.new
         self.listing = listing
-        #: (home, name) -> every module binding that definition whose binding changed,
-        #: shortest first (:func:`importers`): where else a change of it is met.
-        self.importers: Mapping[tuple[str, str], Sequence[tuple[int, str]]] = importers or {}
+        #: name -> every module whose binding of it changed, shortest first
+        #: (:func:`importers`): where else a change of a definition is met.
+        self.importers: Mapping[str, Sequence[str]] = importers or {}
+        self._homes: dict[tuple[str, str], frozenset[str]] = {}
+        self._bound: dict[tuple[str, str], tuple[str, ...]] = {}
         self.changes: list[Change] = []
         #: (name, before, after) of each move or guard change said: one line per definition,
         #: at its shortest path (the keys come shortest first), not one per importer.
@@ -345,12 +347,30 @@ class Comparison:
         """The paths (``module.name``) of every binding of the definition ``module.name``
         holds (defined where either release defines it), from :attr:`importers`, shortest
         first; empty where it holds none."""
-        found = {
-            entry
-            for home in _homes(self.history, module, name)
-            for entry in self.importers.get((home, name), ())
-        }
-        return tuple(f"{where}.{name}" for _, where in sorted(found))
+        found = self._bound.get((module, name))
+        if found is None:
+            homes = self.homes(module, name)
+            found = tuple(
+                f"{where}.{name}"
+                for where in self.importers.get(name, ())
+                if homes & self.homes(where, name)
+            )
+            self._bound[module, name] = found
+        return found
+
+    def homes(self, module: str, name: str) -> frozenset[str]:
+        """Where ``module.name`` is defined in either release (both homes of a definition
+        that moved, so that its bindings are found from either), or ``module`` where
+        neither says."""
+        found = self._homes.get((module, name))
+        if found is None:
+            homes = {
+                facts.get(("defined", module, name)) or module
+                for facts in (self.old, self.new)
+                if facts.get(("name", module, name)) is not None
+            }
+            found = self._homes[module, name] = frozenset(homes or {module})
+        return found
 
     # -------------------------------------------------------------------- by subject
 
@@ -897,30 +917,20 @@ def _sort_key(change: Change) -> tuple[int, Version, str, str, str]:
     return _ORDER[change.category], release, change.subject, change.kind, change.detail
 
 
-def importers(keys: Iterable[Key], steps: History) -> dict[tuple[str, str], list[tuple[int, str]]]:
-    """(home, name) -> every module whose binding of that definition changed between the
-    two releases, with the position of its key in ``keys`` (shortest module first).
+def importers(keys: Iterable[Key]) -> dict[str, list[str]]:
+    """Name -> every module whose binding of a name so spelled changed between the two
+    releases, in the order ``keys`` give them (shortest module first).
 
     :func:`changed_keys` gives a name's keys in every module where its record differs,
     and a changed definition changes the record of every module that re-exports it; so
-    this holds each path a change of the definition is met at, at no cost beyond reading
-    the keys the diff walks anyway.
+    the modules binding one definition whose change is listed are all here, read off the
+    keys the diff walks anyway (:meth:`Comparison.bindings` keeps those of the definition).
     """
-    found: dict[tuple[str, str], list[tuple[int, str]]] = {}
-    for at, key in enumerate(keys):
+    found: dict[str, list[str]] = {}
+    for key in keys:
         if key[0] == "defined":
-            _, module, name = key
-            for home in _homes(steps, module, name):
-                found.setdefault((home, name), []).append((at, module))
+            found.setdefault(key[2], []).append(key[1])
     return found
-
-
-def _homes(steps: History, module: str, name: str) -> set[str]:
-    """Where ``module.name`` is defined in either release (both homes of a definition that
-    moved, so that its bindings are found from either), or ``module`` where neither says."""
-    homes = {steps.new.get(("defined", module, name)), steps.old.get(("defined", module, name))}
-    homes.discard(None)
-    return homes or {module}
 
 
 def diff_releases(old: str, new: str) -> ReleaseDiff:
@@ -945,7 +955,7 @@ def diff_releases(old: str, new: str) -> ReleaseDiff:
     require_str("new", new, nonempty=True)
     steps = history(old, new)
     keys = list(changed_keys(steps.old, steps.new))
-    differ = Comparison(steps, listing=True, importers=importers(keys, steps))
+    differ = Comparison(steps, listing=True, importers=importers(keys))
     for key in keys:
         differ.key(key)
     differ.finish()
