@@ -233,3 +233,16 @@ def test_a_name_no_release_has_points_at_the_name(fake_package: FakePackage) -> 
     assert "(in no recorded release)" in str(error)
     assert "check the name" in str(error)
     assert error.introduced_in is None
+
+
+@pytest.mark.parametrize("name", ["not an identifier", "x" * 5000, "naïve", "class", "9lives"])
+def test_a_hostile_name_is_in_no_recorded_release(name: str) -> None:
+    """Names no module can bind still get the typed error, in no recorded release, without
+    the records being asked anything they cannot answer."""
+    with fake_flashinfer("0.7.2.post1"):
+        error = _missing_name(name)
+    message = str(error)
+    assert "(in no recorded release)" in message
+    assert "check the name" in message
+    assert "removed" not in message
+    assert error.introduced_in is None
