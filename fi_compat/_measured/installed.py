@@ -560,7 +560,7 @@ def entry(measurement: Measurement, installed: Installed) -> dict[str, Any] | No
     if key in _REASONS:
         return None
     if not auto_enabled():
-        _REASONS[key] = f"automatic measuring is off ({AUTO_ENV}=0)"
+        _REASONS[key] = f"automatic measuring is off: {AUTO_ENV}=0"
         return None
     failure = _recorded_failure(installed)
     if failure is not None:

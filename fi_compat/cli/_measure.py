@@ -107,9 +107,7 @@ def measure_document(*, force: bool = False, timeout: float | None = None) -> di
         "location": str(installed.package),
         "fingerprint": installed.fingerprint,
     }
-    shipped = installed.version in load("reach")["releases"] and not is_left_out(
-        installed.version
-    )
+    shipped = installed.version in load("reach")["releases"] and not is_left_out(installed.version)
     if shipped:
         return {
             "flashinfer": described,

@@ -429,7 +429,7 @@ def test_automatic_measuring_can_be_turned_off(
     assert releases("reach").get(VERSION) is None
     assert _runs(tmp_path) == []
     assert why_unmeasured(VERSION) == (
-        f"automatic measuring is off ({AUTO_ENV}=0); run `{COMMAND}` to measure it on this machine"
+        f"automatic measuring is off: {AUTO_ENV}=0; run `{COMMAND}` to measure it on this machine"
     )
     assert measure(release).ok  # the command still measures, and readers read it
     installed.forget()
