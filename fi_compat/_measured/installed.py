@@ -20,14 +20,15 @@ finding: no entry, and the reason (:func:`why_unmeasured`), never an exception; 
 attempt that failed is recorded beside the entries and not retried by later processes of
 the same fi-compat version until ``fi-compat measure`` is run.
 
-Nothing here imports torch or FlashInfer; the installed package is found with
-:func:`importlib.util.find_spec` and its version read from its distribution's metadata.
+Nothing here imports torch or FlashInfer; the installed package is found on ``sys.path``
+(:class:`importlib.machinery.PathFinder`) and its version read from its distribution's
+metadata.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
+import importlib.machinery
 import json
 import os
 import sys
@@ -117,12 +118,16 @@ class Installed:
 
 
 def find_installed() -> Installed | None:
-    """The ``flashinfer`` package this interpreter would import and the version its
+    """The ``flashinfer`` package on this interpreter's path and the version its
     distribution (``flashinfer_python-*.dist-info`` beside it) declares; None when there is
-    none, or when it is not an installed distribution (a source tree, a fake)."""
+    none, or when it is not an installed distribution (a source tree). A fake
+    ``flashinfer`` (:mod:`fi_compat.testing`) or a module put in ``sys.modules`` is not
+    it."""
     try:
-        spec = importlib.util.find_spec("flashinfer")
-    except (ImportError, ValueError):  # a broken or spec-less module of that name
+        # The path finder alone: what pip installed on sys.path, not a module already
+        # imported under the name nor an import hook's (fi_compat.testing's fake).
+        spec = importlib.machinery.PathFinder.find_spec("flashinfer")
+    except (ImportError, ValueError, OSError):  # an unreadable entry of sys.path
         return None
     locations = list(spec.submodule_search_locations or []) if spec is not None else []
     if not locations:
@@ -287,7 +292,7 @@ def _write(path: Path, document: Mapping[str, Any]) -> None:
     with tempfile.NamedTemporaryFile(
         "w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8"
     ) as tmp:
-        json.dump(document, tmp, indent=1, sort_keys=True)
+        json.dump(document, tmp, indent=1)  # key order kept: layers.json's arguments are ordered
         tmp.write("\n")
     os.replace(tmp.name, path)
 
@@ -485,7 +490,7 @@ def measure(
         return Measured(
             None,
             error="no installed flashinfer-python distribution was found "
-            "(importlib.util.find_spec('flashinfer') and its flashinfer_python-*.dist-info)",
+            "(a flashinfer package on sys.path with its flashinfer_python-*.dist-info)",
         )
     try:
         installed.directory.mkdir(parents=True, exist_ok=True)

@@ -96,7 +96,7 @@ def measure_document(*, force: bool = False, timeout: float | None = None) -> di
             "flashinfer": None,
             "ok": False,
             "error": "no installed flashinfer-python was found by this Python "
-            "(importlib.util.find_spec('flashinfer') and its flashinfer_python-*.dist-info); "
+            "(a flashinfer package on sys.path with its flashinfer_python-*.dist-info); "
             "install flashinfer-python into this environment, then run "
             f"`{COMMAND}` again",
             "measurements": {},

@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -265,6 +266,20 @@ def test_the_cache_is_kept_per_release_and_installed_files(release: Installed) -
     assert all(read_cached(other, measurement) is None for measurement in MEASUREMENTS)
 
 
+def test_the_cache_keeps_the_order_of_an_entry(release: Installed) -> None:
+    """A legacy launch places its arguments in the order the layers entry lists them."""
+    shipped = load("layers")["releases"]["0.7.2.post1"]
+    backwards = {**shipped, "arguments": dict(reversed(list(shipped["arguments"].items())))}
+    monkeypatch = pytest.MonkeyPatch()
+    with monkeypatch.context() as patched:
+        patched.setenv("FAKE_PROBE_DOCUMENT_layers", json.dumps({"runs": []}))
+        patched.setattr(layers, "classify", lambda document: backwards)
+        assert measure(release).ok
+    kept = json.loads(cache_path(release, "layers").read_text(encoding="utf-8"))["entry"]
+    assert list(kept["arguments"]) == list(backwards["arguments"])
+    assert list(read_cached(release, "layers")["arguments"]) == list(backwards["arguments"])  # type: ignore[index]
+
+
 def test_a_shipped_release_never_measures(release: Installed, tmp_path: Path) -> None:
     assert releases("reach")["0.7.2.post1"] == load("reach")["releases"]["0.7.2.post1"]
     assert "0.7.2.post1" in releases("sizes")
@@ -504,7 +519,8 @@ def test_the_installed_package_is_found_without_importing_it(
     )
     (info / "RECORD").write_text("flashinfer/__init__.py,sha256=x,1\n")
     monkeypatch.syspath_prepend(str(site))
-    monkeypatch.delitem(sys.modules, "flashinfer", raising=False)
+    # A module already imported under the name (a fake's) is not the installed package.
+    monkeypatch.setitem(sys.modules, "flashinfer", types.ModuleType("flashinfer"))
     found = find_installed()
     assert found is not None
     assert (found.version, found.package) == ("0.7.4", site / "flashinfer")
