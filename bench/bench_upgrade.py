@@ -136,10 +136,10 @@ def first_read_ms() -> float:
 
 
 def data_bytes() -> int:
-    """The bytes of data fi-compat installs: the records, the store, the measurements."""
+    """The bytes of data fi-compat installs: the store (records and surfaces), the
+    measurements."""
     package = ROOT / "fi_compat"
-    data = [*package.glob("_records/*.json.gz"), package / "_records" / "surface.zip"]
-    data += [*package.glob("comm/*.json"), *package.glob("attention/*.json")]
+    data = [package / "_records" / "surface.zip", *package.glob("_measured/*.json")]
     return sum(path.stat().st_size for path in data)
 
 

@@ -2,7 +2,7 @@
 
 Each release is imitated by :func:`fi_compat.testing.fake_flashinfer`, which builds a fake
 ``flashinfer`` with exactly that release's recorded signatures. Every expectation is read
-from the recorded JSON (``fi_compat/_records/<version>.json.gz``) through
+from the recorded data (the store ``fi_compat/_records/surface.zip``) through
 :func:`fi_compat.testing.load_release`; none is typed in here.
 """
 

@@ -77,7 +77,8 @@ def _previous(release: str) -> str | None:
     ]
     below = [name for name in listed if Version(name) < Version(release)]
     finals = [name for name in below if not Version(name).is_prerelease]
-    return (finals or below or [None])[-1]
+    candidates = finals or below
+    return candidates[-1] if candidates else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,10 +10,11 @@ Run from the repository root::
 
 A release is downloaded once into the release cache (:mod:`tools.releases`), as a wheel
 when it has one, else as its sdist, and read without being imported. Each release gives
-two things: its record, written to ``<output>/<version>.json.gz`` (``--output -`` prints
-it instead), and its surface (every module, :mod:`fi_compat._recorder.surface`), merged into
-``<output>/surface.zip`` (:mod:`fi_compat._recorder.store`): the store is unpacked, the
-release's surface put in (replacing an older one) and the store packed again. A surface
+two things, both merged into the one store ``<output>/surface.zip``
+(:mod:`fi_compat._recorder.store`): its record and its surface (every module,
+:mod:`fi_compat._recorder.surface`). The store is unpacked, the release put in (replacing
+an older recording of it) and the store packed again; ``--output -`` prints the record
+instead. A surface
 takes a minute to record for a recent release, so it is kept in the release cache under
 the release file's digest and :data:`~fi_compat._recorder.surface.SURFACE_VERSION`; a change
 to what the surface records bumps that number. Output is deterministic: re-recording an
@@ -31,11 +32,11 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from fi_compat._recorder import dump_record, record_release, write_record
+from fi_compat._recorder import dump_record, record_release
 from fi_compat._recorder.archive import read_release
 from fi_compat._recorder.record import file_sha256
 from fi_compat._recorder.resolve import Package
-from fi_compat._recorder.store import pack, unpack
+from fi_compat._recorder.store import pack, unpack, unpack_records
 from fi_compat._recorder.surface import SURFACE_VERSION, surface
 from fi_compat._records._store import STORE
 from fi_compat._surface import DISTRIBUTIONS
@@ -82,11 +83,17 @@ def _record(job: Job) -> Recorded:
     return record, surface_of(path, record["release"], sha256=record["source"]["sha256"])
 
 
-def merge_surfaces(store: Path, surfaces: dict[str, dict[str, Any]]) -> Path:
-    """Put these releases' surfaces into the store at ``store`` (made when absent)."""
-    every = unpack(store.read_bytes()) if store.is_file() else {}
+def merge_surfaces(
+    store: Path, surfaces: dict[str, dict[str, Any]], records: dict[str, dict[str, Any]]
+) -> Path:
+    """Put these releases' surfaces and records into the store at ``store`` (made when
+    absent)."""
+    data = store.read_bytes() if store.is_file() else None
+    every = unpack(data) if data is not None else {}
+    every_record = unpack_records(data) if data is not None else {}
     every.update(surfaces)
-    store.write_bytes(pack(every))
+    every_record.update(records)
+    store.write_bytes(pack(every, every_record))
     return store
 
 
@@ -110,7 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     which.add_argument("--path", type=Path, help="a .whl, an sdist .tar.gz or a source tree")
     parser.add_argument("--release", help="with --path: the version (default: from the name)")
     parser.add_argument(
-        "--output", default=str(SIGNATURES), help="directory for <version>.json.gz, or - for stdout"
+        "--output", default=str(SIGNATURES), help="directory of the store, or - for stdout"
     )
     parser.add_argument("--cache", type=Path, help="release cache (default: tools.releases)")
     parser.add_argument("--jobs", type=int, default=2, help="releases recorded at once")
@@ -134,14 +141,17 @@ def main(argv: list[str] | None = None) -> int:
                 for version in versions
             ]
         surfaces: dict[str, dict[str, Any]] = {}
+        records: dict[str, dict[str, Any]] = {}
         for record, found in _recorded(jobs, max(1, min(args.jobs, len(jobs)))):
             if args.output == "-":
                 sys.stdout.write(dump_record(record))
             else:
-                print(write_record(record, Path(args.output)))
+                print(f"recorded {record['release']}")
                 surfaces[record["release"]] = found
+                records[record["release"]] = record
         if surfaces:
-            print(merge_surfaces(Path(args.output) / STORE, surfaces))
+            Path(args.output).mkdir(parents=True, exist_ok=True)
+            print(merge_surfaces(Path(args.output) / STORE, surfaces, records))
     except (DownloadError, RegistryUnreachableError, RecordingError) as error:
         print(f"python -m tools.record: {error}", file=sys.stderr)
         return 1

@@ -7,8 +7,9 @@ nor keep.
     Model the release at ``PATH`` into ``OUT``: its record (``record.json.gz``) and surface
     (``surface.json.gz``), compact JSON, gzip-compressed; prints the release.
 ``python -m fi_compat._recorder store TARGET [--drop R ...] [--add SURFACE ...]``
-    Pack the shipped store less the releases dropped, plus each surface file added, into
-    ``TARGET`` (written whole or not at all); prints ``TARGET``.
+    Pack the shipped store less the releases dropped, plus each surface file added (with the
+    ``record.json.gz`` beside it), into ``TARGET`` (written whole or not at all); prints
+    ``TARGET``.
 
 Either exits 1 with ``RecordingError: <why>`` as the last line of stderr when it cannot.
 """
@@ -59,17 +60,19 @@ def store(target: Path, dropped: Sequence[str], added: Sequence[Path]) -> Path:
     """Pack the shipped store less ``dropped``, plus the ``added`` surfaces, into ``target``."""
     from importlib import resources
 
-    from fi_compat._recorder.store import pack, unpack
+    from fi_compat._recorder.store import pack, unpack, unpack_records
 
     shipped = resources.files("fi_compat._records").joinpath("surface.zip").read_bytes()
-    surfaces = unpack(shipped)
+    surfaces, records = unpack(shipped), unpack_records(shipped)
     for release in dropped:
         surfaces.pop(release, None)
+        records.pop(release, None)
     for path in added:
         record = json.loads(gzip.decompress((path.parent / "record.json.gz").read_bytes()))
         surfaces[record["release"]] = json.loads(gzip.decompress(path.read_bytes()))
+        records[record["release"]] = record
     scratch = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    scratch.write_bytes(pack(surfaces))
+    scratch.write_bytes(pack(surfaces, records))
     os.replace(scratch, target)
     return target
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import ast
 import hashlib
-from collections.abc import Callable, Iterable
+import json
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ from fi_compat._surface import (
 )
 from fi_compat.errors import RecordingError
 
-__all__ = ["SCHEMA_VERSION", "file_sha256", "record_release"]
+__all__ = ["SCHEMA_VERSION", "dump_record", "file_sha256", "record_release"]
 
 #: Bumped whenever the JSON layout changes in a way a reader of the previous version would
 #: misread (2: name tables, ``decode``, class attributes; 3: the name tables left for the
@@ -266,3 +267,9 @@ def file_sha256(path: Path) -> str | None:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def dump_record(record: Mapping[str, Any]) -> str:
+    """A record's one canonical text (sorted keys, no whitespace, final newline): the same
+    record always gives the same text (``python -m tools.record --output -`` prints it)."""
+    return json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"

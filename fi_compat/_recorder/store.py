@@ -1,4 +1,4 @@
-"""The surface of every recorded release as one compact file: ``fi_compat/_records/surface.zip``.
+"""Everything recorded of every release as one compact file: ``fi_compat/_records/surface.zip``.
 
 Most facts hold for many releases: a function keeps its signature across dozens of them.
 The store keeps each distinct record of a name once, with the releases it holds for. It is
@@ -27,11 +27,16 @@ a zip archive whose members are read one at a time:
   JSON array decoded only when that name is asked for (a diff reads few of a shard's
   records, and splitting lines is ten times faster than decoding them all). A function's
   parameters are short lists (``["x"]``, ``["eps", 1, "1e-06", "float"]``: name, kind, default,
-  annotation; ``fi_compat._records._format.compact_parameter``).
+  annotation; ``fi_compat._records._format.compact_parameter``);
+* ``records/<release>.json``: each release's record, what fi-compat adapts and measures
+  beyond names (the comm functions, enums and classes under every name they have had, the
+  attention wrappers and families, ``fast_decode_plan``, the import hazards), in the
+  per-release schema of ``fi_compat/_records/README.md``.
 
 ``RELEASES`` is a string of indices into ``releases`` and ranges of them (``"0-12,15"``).
-Packing is lossless (:func:`unpack` gives back every release's surface, which tests check),
-so recording one more release unpacks the store, adds it and packs again.
+Packing is lossless (:func:`unpack` gives back every release's surface and
+:func:`unpack_records` its record, which tests check), so recording one more release unpacks
+the store, adds it and packs again.
 """
 
 from __future__ import annotations
@@ -59,7 +64,9 @@ __all__ = [
     "decode_ranges",
     "encode_ranges",
     "pack",
+    "release_record_member",
     "unpack",
+    "unpack_records",
 ]
 
 STORE_SCHEMA = 1
@@ -70,6 +77,8 @@ TABLES = "tables.json"
 NAMES = ".names.json"
 #: The suffix of a shard's records member (``<shard>.records``).
 RECORDS = ".records"
+#: The folder of the members holding each release's record (``records/<release>.json``).
+RELEASE_RECORDS = "records/"
 #: About how much JSON one shard holds (its name index and its records together).
 SHARD_BYTES = 1 << 20
 _DATE = (2020, 1, 1, 0, 0, 0)  # a fixed timestamp: the same store gives the same bytes
@@ -173,8 +182,21 @@ def _versions(values: list[tuple[int, Any]]) -> list[list[Any]]:
     return [[encode_ranges(indices), value] for indices, value in keyed.values()]
 
 
-def pack(surfaces: Surfaces) -> bytes:
-    """The store's bytes for these releases' surfaces (deterministic)."""
+def release_record_member(release: str) -> str:
+    """The member holding ``release``'s record (what fi-compat adapts and measures beyond
+    names: ``fi_compat/_records/README.md``'s per-release schema)."""
+    return f"{RELEASE_RECORDS}{release}.json"
+
+
+def pack(surfaces: Surfaces, release_records: Mapping[str, Record]) -> bytes:
+    """The store's bytes for these releases' surfaces and records (deterministic): one
+    file holds everything recorded of every release. Each release needs both."""
+    if set(surfaces) != set(release_records):
+        raise ValueError(
+            f"expected a record for every surface; found surfaces without a record "
+            f"{sorted(set(surfaces) - set(release_records))} and records without a surface "
+            f"{sorted(set(release_records) - set(surfaces))}"
+        )
     releases = sorted(surfaces, key=Version)
     modules: dict[str, list[int]] = {}
     tables: dict[str, dict[str, dict[str, list[tuple[int, Any]]]]] = {}
@@ -226,6 +248,8 @@ def pack(surfaces: Surfaces) -> bytes:
             ]
             text = "\n".join(lines).encode()
             archive.writestr(_member(f"{number}{RECORDS}"), text, compresslevel=9)
+        for release in releases:
+            _write(archive, release_record_member(release), release_records[release])
     return buffer.getvalue()
 
 
@@ -319,6 +343,16 @@ def _shards(indexes: Mapping[str, Record], records: Mapping[str, Record]) -> lis
 def _write(archive: zipfile.ZipFile, name: str, data: Any) -> None:
     text = _dump(data)
     archive.writestr(_member(name), text, compresslevel=9)
+
+
+def unpack_records(data: bytes) -> dict[str, Record]:
+    """Every release's record, as :func:`pack` was given it."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        releases: list[str] = json.loads(archive.read(INDEX))["releases"]
+        return {
+            release: json.loads(archive.read(release_record_member(release)))
+            for release in releases
+        }
 
 
 def unpack(data: bytes) -> dict[str, dict[str, Record]]:

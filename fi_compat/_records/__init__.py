@@ -1,10 +1,11 @@
 """The recorded signatures of real flashinfer-python releases, and their typed loader.
 
 The product's data about FlashInfer: read by the errors that name a release, the report, the
-fake of :mod:`fi_compat.testing` (which re-exports the loader) and the tools. One file per
-release ships in this package (``fi_compat/_records/<version>.json.gz``, compact JSON,
-gzip-compressed), read with :mod:`importlib.resources` when a release is first asked for;
-the format is documented in ``fi_compat/_records/README.md``.
+fake of :mod:`fi_compat.testing` (which re-exports the loader) and the tools. One store ships
+in this package (``fi_compat/_records/surface.zip``: each release's record and every
+module's names), read lazily when a release is first asked for; a release modelled on the
+user's machine joins it there (:mod:`fi_compat._records._catalogue`). The format is
+documented in ``fi_compat/_records/README.md``.
 """
 
 from __future__ import annotations
@@ -23,10 +24,8 @@ from fi_compat._local import installed_fingerprint, is_left_out
 from fi_compat._log import get_logger
 from fi_compat._records._catalogue import (
     RECORD_COMMAND,
-    SUFFIX,
     Local,
     build,
-    document,
     download,
     installed,
     known_releases,
@@ -66,7 +65,6 @@ from fi_compat.errors import RecordingError, UnknownReleaseError
 
 __all__ = [
     "SCHEMA_VERSION",
-    "SUFFIX",
     "ClassRecord",
     "EnumRecord",
     "FunctionRecord",
@@ -444,8 +442,9 @@ def _neighbours(wanted: Version | None, available: tuple[str, ...]) -> str:
 
 
 def _document(name: str) -> Any:
-    """The JSON document of the release ``name`` (uncached: see :func:`_load`)."""
-    return document(name)
+    """The record of the release ``name`` as decoded JSON, from the store (uncached: see
+    :func:`_load`)."""
+    return opened().record(name)
 
 
 @functools.cache

@@ -3,8 +3,8 @@
 Two places hold a release's model, both written by the one builder
 (:mod:`fi_compat._recorder`) and read by the one loader (:mod:`fi_compat._records`):
 
-* the data shipped in this package (``<release>.json.gz`` and ``surface.zip``), for the
-  releases fi-compat was built with;
+* the store shipped in this package (``surface.zip``: every release's record and every
+  module's names), for the releases fi-compat was built with;
 * the user's cache (:func:`fi_compat._local.cache_root`), for a release modelled on this
   machine from its own files: the installed ``flashinfer`` package (on first use), a wheel,
   sdist or tree given by path, or a release fetched from the package index on request
@@ -34,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -56,10 +57,8 @@ from fi_compat.errors import RecordingError
 __all__ = [
     "FORMAT",
     "RECORD_COMMAND",
-    "SUFFIX",
     "Local",
     "build",
-    "document",
     "download",
     "forget",
     "installed",
@@ -71,8 +70,6 @@ __all__ = [
     "store_source",
 ]
 
-#: The suffix of a shipped record: compact JSON, gzip-compressed (fi_compat/_recorder/output.py).
-SUFFIX = ".json.gz"
 #: The store's file in this package.
 STORE = "surface.zip"
 #: What a cached model is made by: a folder whose ``source.json`` names another format was
@@ -108,11 +105,8 @@ def shipped_names() -> tuple[str, ...]:
 
 @functools.cache
 def _shipped() -> tuple[str, ...]:
-    names = [
-        entry.name[: -len(SUFFIX)]
-        for entry in shipped_files().iterdir()
-        if entry.name.endswith(SUFFIX)
-    ]
+    with shipped_files().joinpath(STORE).open("rb") as handle, zipfile.ZipFile(handle) as store:
+        names: list[str] = json.loads(store.read("index.json"))["releases"]
     return tuple(sorted(names, key=Version))
 
 
@@ -191,14 +185,6 @@ def known_releases() -> tuple[str, ...]:
 
 def _is_local(release: str) -> bool:
     return release not in _shipped() or is_left_out(release)
-
-
-def document(release: str) -> Any:
-    """The record of a known release (its JSON document), shipped or modelled here."""
-    if _is_local(release):
-        return local_releases()[release].read(_RECORD)
-    data = shipped_files().joinpath(f"{release}{SUFFIX}").read_bytes()
-    return json.loads(gzip.decompress(data))
 
 
 def forget() -> None:

@@ -1,4 +1,4 @@
-"""Every module of every recorded release, read lazily from ``surface.zip``.
+"""Every module and record of every known release, read lazily from one store.
 
 The store (written by the recorder, ``fi_compat/_recorder/store.py``, and described in
 ``fi_compat/_records/README.md``) keeps each distinct record of a name once, with the
@@ -49,6 +49,8 @@ __all__ = [
 STORE = "surface.zip"
 _INDEX = "index.json"
 _TABLES = "tables.json"
+#: The folder of the members holding each release's record.
+RELEASE_RECORDS = "records/"
 #: The suffixes of a shard's name index and records members.
 NAMES = ".names.json"
 RECORDS = ".records"
@@ -240,6 +242,13 @@ class Store:
         #: (module, name, version) -> its NameRecord: a stored record is built once.
         self.built: dict[tuple[str, str, int], NameRecord] = {}
         self._lock = threading.Lock()
+
+    def record(self, release: str) -> Any:
+        """``release``'s record (``records/<release>.json``), decoded anew on each call (the
+        loader parses it once)."""
+        with self._lock:
+            data = self._archive.read(f"{RELEASE_RECORDS}{release}.json")
+        return json.loads(data)
 
     def close(self) -> None:
         """Close the archive (a store made for a test; the shipped one stays open)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import gzip
 import inspect
 import io
 import json
@@ -27,11 +26,10 @@ import fi_compat._recorder
 import fi_compat._recorder.record
 import tools
 from fi_compat import _surface
-from fi_compat._recorder import dump_record, record_release, version_from_filename, write_record
+from fi_compat._recorder import dump_record, record_release, version_from_filename
 from fi_compat._recorder.archive import read_release
-from fi_compat._recorder.output import encode_record
 from fi_compat._recorder.resolve import Package
-from fi_compat._recorder.store import unpack
+from fi_compat._recorder.store import unpack, unpack_records
 from fi_compat._recorder.surface import surface
 from fi_compat._records import parse_record
 from fi_compat._records._parse import name_record
@@ -468,10 +466,7 @@ def test_dump_is_deterministic_and_round_trips(tree: Tree, tmp_path: Path) -> No
     assert first == second
     assert first.endswith("}\n")
     assert "\n" not in first[:-1]
-    written = write_record(json.loads(first), tmp_path / "out")
-    assert written.name == "9.9.9.json.gz"
-    assert gzip.decompress(written.read_bytes()).decode("utf-8") == first
-    assert written.read_bytes() == encode_record(json.loads(first))
+    assert dump_record(json.loads(first)) == first
 
 
 def test_cli_writes_the_json(
@@ -480,16 +475,18 @@ def test_cli_writes_the_json(
     root = tree(_base_files())
     arguments = ["--path", str(root), "--release", "9.9.9"]
     assert record_main([*arguments, "--output", str(tmp_path / "o")]) == 0
-    data = json.loads(gzip.decompress((tmp_path / "o" / "9.9.9.json.gz").read_bytes()))
-    assert data["comm"]["functions"]["allreduce_fusion"]["defined_in"] == (
+    # The release's record and its surface went into the one store.
+    data = (tmp_path / "o" / "surface.zip").read_bytes()
+    record = unpack_records(data)["9.9.9"]
+    assert record["comm"]["functions"]["allreduce_fusion"]["defined_in"] == (
         "flashinfer.comm.allreduce"
     )
-    # ... and the release's surface went into the store next to it
-    stored = unpack((tmp_path / "o" / "surface.zip").read_bytes())
+    stored = unpack(data)
     assert list(stored) == ["9.9.9"]
     assert stored["9.9.9"] == _surface_of(tree)
     written = capsys.readouterr().out.splitlines()
-    assert written == [str(tmp_path / "o" / "9.9.9.json.gz"), str(tmp_path / "o" / "surface.zip")]
+    assert written == ["recorded 9.9.9", str(tmp_path / "o" / "surface.zip")]
+    assert not list((tmp_path / "o").glob("*.json.gz"))
     assert record_main([*arguments, "--output", "-"]) == 0
     assert json.loads(capsys.readouterr().out)["release"] == "9.9.9"
 

@@ -19,6 +19,7 @@ from fi_compat._recorder.store import (
     encode_ranges,
     pack,
     unpack,
+    unpack_records,
 )
 from fi_compat._recorder.surface import (
     PRIVATE,
@@ -368,11 +369,30 @@ def _three(tmp_path: Path) -> dict[str, dict[str, Any]]:
     }
 
 
+def _records_of(surfaces: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """A record per release (what the per-release part of the store holds)."""
+    return {release: {"schema": 3, "release": release} for release in surfaces}
+
+
 def test_packing_is_lossless_and_deterministic(tmp_path: Path) -> None:
     surfaces = _three(tmp_path)
-    data = pack(surfaces)
-    assert pack(surfaces) == data
+    records = _records_of(surfaces)
+    data = pack(surfaces, records)
+    assert pack(surfaces, records) == data
     assert unpack(data) == surfaces
+    assert unpack_records(data) == records
+    (tmp_path / "surface.zip").write_bytes(data)
+    store = Store(tmp_path / "surface.zip")
+    assert store.record("1.1") == records["1.1"]
+    store.close()
+
+
+def test_a_release_without_its_record_is_not_packed(tmp_path: Path) -> None:
+    surfaces = _three(tmp_path)
+    records = _records_of(surfaces)
+    del records["1.1"]
+    with pytest.raises(ValueError, match=r"surfaces without a record \['1.1'\]"):
+        pack(surfaces, records)
 
 
 def test_each_distinct_record_is_stored_once(tmp_path: Path) -> None:
@@ -380,7 +400,8 @@ def test_each_distinct_record_is_stored_once(tmp_path: Path) -> None:
     import json
     import zipfile
 
-    data = pack(_three(tmp_path))
+    three = _three(tmp_path)
+    data = pack(three, _records_of(three))
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         index = json.loads(archive.read("index.json"))
         # small modules: one shard holds them all
@@ -414,7 +435,8 @@ def test_each_distinct_record_is_stored_once(tmp_path: Path) -> None:
 @pytest.fixture
 def stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
     path = tmp_path / "surface.zip"
-    path.write_bytes(pack(_three(tmp_path)))
+    three = _three(tmp_path)
+    path.write_bytes(pack(three, _records_of(three)))
     opened = Store(path)
     monkeypatch.setattr(store_module, "opened", lambda: opened)
     store_module.module_record.cache_clear()
@@ -537,8 +559,7 @@ def test_binds_tells_present_absent_and_unknown() -> None:
 def test_the_installed_data_stays_within_8_mb() -> None:
     # the records, the store and the measurements fi-compat ships (issue 39's budget)
     package = Path(store_module.__file__).parent.parent
-    data = [*package.glob("_records/*.json.gz"), package / "_records" / "surface.zip"]
-    data += [*package.glob("comm/*.json"), *package.glob("attention/*.json")]
+    data = [package / "_records" / "surface.zip", *package.glob("_measured/*.json")]
     assert (package / "_records" / "surface.zip") in data
     assert sum(path.stat().st_size for path in data) <= 8_000_000
 

@@ -33,9 +33,13 @@ def test_pre_releases_and_old_releases_are_recorded() -> None:
 
 
 def test_an_unrecorded_release_names_its_neighbours() -> None:
-    with pytest.raises(UnknownReleaseError, match=r"0\.7\.2\.post1 below and none above"):
+    with pytest.raises(UnknownReleaseError, match=r"nearest: 0\.7\.2\.post1 below, none above"):
         load_release("0.7.3")
-    with pytest.raises(UnknownReleaseError, match=r"0\.6\.16\.post4 below and 0\.6\.17rc1 above"):
+    with pytest.raises(UnknownReleaseError, match=r"fi-compat record 0\.7\.3"):
+        load_release("0.7.3")
+    with pytest.raises(
+        UnknownReleaseError, match=r"nearest: 0\.6\.16\.post4 below, 0\.6\.17rc1 above"
+    ):
         load_release("0.6.16.post5")
     with pytest.raises(UnknownReleaseError, match="not a PEP 440 version"):
         load_release("banana")
