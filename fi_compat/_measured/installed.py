@@ -309,32 +309,6 @@ def _recorded_failure(installed: Installed) -> str | None:
     return error if isinstance(error, str) else None
 
 
-@contextlib.contextmanager
-def _locked(directory: Path, wait: float) -> Iterator[bool]:
-    """Hold the release's lock file (True), or give up after ``wait`` seconds (False).
-    Where ``fcntl`` is missing (Windows), nothing is locked."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - POSIX here
-        yield True
-        return
-    with open(directory / _LOCK, "a+") as handle:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError:
-                if time.monotonic() >= deadline:
-                    yield False
-                    return
-                time.sleep(0.1)
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 # ------------------------------------------------------------------------- measuring
 
 
@@ -500,7 +474,7 @@ def measure(
             error=f"the cache directory {installed.directory} cannot be created ({error}); "
             f"set {_local.CACHE_ENV} to a writable directory",
         )
-    with _locked(installed.directory, LOCK_WAIT) as held:
+    with _local.locked(installed.directory / _LOCK, LOCK_WAIT) as held:
         if not held:
             return Measured(
                 installed,
