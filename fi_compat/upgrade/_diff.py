@@ -771,8 +771,8 @@ class Comparison:
                 value,
                 name,
             )
-            if old_default is None or new_default is not None:
-                return  # a kind change that keeps a default (or never had one) is all
+            if old_default is None or old_default == new_default:
+                return  # a kind change that keeps its default (or never had one) is all
         if old_default is not None and new_default is None:
             self.add(
                 "required-missing",
@@ -902,6 +902,10 @@ class Comparison:
 
     def _mapping(self, key: Key, before: Any, after: Any) -> None:
         name = key[1]
+        if name == "per_call_sizes" and not all(
+            facts.get(("sizes_measured",)) is not False for facts in (self.old, self.new)
+        ):
+            return  # an unmeasured release's rule is fi-compat's refusal, not a change (notes)
         self.add(
             "mapping-changed",
             Category.BEHAVIOUR,
@@ -964,6 +968,10 @@ def diff_releases(old: str, new: str) -> ReleaseDiff:
         if not facts.measured:
             notes.append(
                 f"split reach was not measured for {facts.release}: backend changes are not listed"
+            )
+        if facts.get(("sizes_measured",)) is False and facts.get(("mapping", "per_call_sizes")):
+            notes.append(
+                f"per-call sizes were not measured for {facts.release}: their change is not listed"
             )
     return ReleaseDiff(
         steps.old.release,

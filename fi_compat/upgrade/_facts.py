@@ -550,8 +550,11 @@ def _mappings(facts: Facts) -> None:
             if checkpointing
             else Answer("raises", "raises NotImplementedError (CheckpointUnsupportedError)")
         )
+        from fi_compat._measured import releases as measured_releases
         from fi_compat.comm._call import rule_of
 
+        # Without a measurement the rule is the honest refusal, not a change of the release's.
+        table["sizes_measured",] = release in measured_releases("sizes")
         rule, _ = rule_of(release, "trtllm")
         table["mapping", "per_call_sizes"] = (
             Answer("passes", "served when tokens x hidden size fit")
