@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 __all__ = [
     "CACHE_ENV",
@@ -69,7 +69,7 @@ def _parse(text: str) -> frozenset[Version]:
     for word in text.replace(",", " ").split():
         try:
             found.add(Version(word))
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or a number too long for int()
             continue
     return frozenset(found)
 
@@ -81,7 +81,7 @@ def is_left_out(release: str) -> bool:
         return False
     try:
         return Version(release) in wanted
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number too long for int()
         return False
 
 
