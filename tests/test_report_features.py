@@ -37,7 +37,7 @@ from tests.support.spellings import docstrings
 TOKENS, HIDDEN, DTYPE = 4, 64, torch.bfloat16
 LEGACY = "0.5.3"  # the legacy API only, six patterns
 OLD_UNIFIED = "0.6.5"  # the unified API, six patterns, a factory without group=
-NEWEST = "0.7.2.post1"  # every pattern and option of the drop-in
+NEWEST = "0.7.4"  # every pattern and option of the drop-in (0.7.4 brought the MXFP8 ones)
 NO_FAST_PLAN = "0.3.1"  # before flashinfer.decode.fast_decode_plan (0.4.0)
 PATTERN = comm.AllReduceFusionPattern
 FACTORY = "dropin:create_allreduce_fusion_workspace"
@@ -81,7 +81,7 @@ def met(name: str) -> None:
 # ------------------------------------------------------------------------------ patterns
 
 
-@pytest.mark.parametrize("release", [LEGACY, OLD_UNIFIED, "0.6.11", NEWEST])
+@pytest.mark.parametrize("release", [LEGACY, OLD_UNIFIED, "0.6.11", "0.7.2.post1", NEWEST])
 def test_a_pattern_runs_exactly_where_its_name_is_met(release: str) -> None:
     record = load_release(release)
     enum = record.comm_enums["AllReduceFusionPattern"]

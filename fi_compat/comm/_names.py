@@ -60,11 +60,13 @@ _ABSENT = object()
 
 
 class AllReduceFusionPattern:
-    """Fusion pattern codes of ``allreduce_fusion`` (FlashInfer 0.7.2.post1 names and values).
+    """Fusion pattern codes of ``allreduce_fusion`` (FlashInfer 0.7.4 names and values).
 
     ``kARResidualRMSNorm`` (all-reduce, residual add, RMSNorm) exists in every release with
-    allreduce fusion (0.2.9+); the MoE patterns arrived in 0.6.8 and the dynamic and
-    per-token-group FP8 patterns later.
+    allreduce fusion (0.2.9+); the MoE patterns arrived in 0.6.8, the dynamic and
+    per-token-group FP8 patterns later, and the MXFP8 patterns in 0.7.4. A release without a
+    pattern refuses it (``fi-compat report --require AllReduceFusionPattern.<name>`` says
+    which release brought it).
 
     .. versionadded:: 0.2.0
     """
@@ -82,6 +84,8 @@ class AllReduceFusionPattern:
     kARResidualRMSNormDynamicFP8Quant = 10
     kARResidualRMSNormOutDynamicFP8Quant = 11
     kMoEFinalizeARResidualRMSNormFP8Quant = 12
+    kARResidualRMSNormMXFP8Quant = 13
+    kARResidualRMSNormOutMXFP8Quant = 14
 
 
 #: Member name -> value, for messages and checks.

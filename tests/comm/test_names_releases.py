@@ -18,7 +18,11 @@ import pytest
 from packaging.version import Version
 
 import fi_compat.comm
-from fi_compat._records import available_releases, introduced_in, load_release
+from fi_compat._records import (
+    available_releases,
+    introduced_in,
+    load_release,
+)
 from fi_compat._surface import COMM
 from fi_compat.comm import _names, _submodules
 from fi_compat.errors import ModuleUnavailableError, NameUnavailableError
@@ -157,20 +161,32 @@ def _package(version: str, *, extra_comm: str = "") -> dict[str, str]:
 
 
 def test_a_release_newer_than_every_recorded_one(fake_package: FakePackage) -> None:
-    """The issue's case: 0.7.4 removed flashinfer.comm.trtllm_alltoall, which every recorded
-    release from 0.2.7.post1 to the newest has."""
+    """A release newer than every known one that lacks a submodule the newest known release
+    has (the day 0.7.4 came out: flashinfer.comm.trtllm_alltoall, there from 0.2.7.post1 to
+    0.7.2.post1, was gone): the last release with it, and absent from the installed one."""
     newest = available_releases()[-1]
+    present = next(
+        submodule
+        for submodule in ("mapping", "cuda_ipc", "trtllm_ar", "comm_backend")
+        if f"flashinfer.comm.{submodule}" in load_release(newest).names
+    )
     version = "99.0.0"
     fake_package(_package(version))
-    message = str(_missing_module("trtllm_alltoall"))
+    message = str(_missing_module(present))
     assert f"found flashinfer {version} without it (last in {newest}" in message
-    if version in available_releases():  # modelled here from its own files on first use
-        assert f"removed in {version}" in message
-        assert f"pin flashinfer-python < {version}" in message
-    else:
-        assert f"last in {newest}, absent from the installed {version})" in message
-        assert "FlashInfer changed this" not in message
-        assert f"Fix: pin flashinfer-python <= {newest}, or do without" in message
+    assert f"last in {newest}, absent from the installed {version})" in message
+    assert "FlashInfer changed this" not in message
+    assert f"Fix: pin flashinfer-python <= {newest}, or do without" in message
+    assert "install flashinfer-python >=" not in message
+
+
+def test_the_release_that_removed_a_submodule_is_named(fake_package: FakePackage) -> None:
+    """0.7.4 removed flashinfer.comm.trtllm_alltoall: on it, the message names 0.7.4 as the
+    release that removed it, where it once said to install >= 0.2.7.post1."""
+    fake_package(_package("0.7.4"))
+    message = str(_missing_module("trtllm_alltoall"))
+    assert "removed in 0.7.4, last in 0.7.2.post1" in message
+    assert "pin flashinfer-python < 0.7.4" in message
     assert "install flashinfer-python >=" not in message
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "computed",
     "releases",
     "sweep",
+    "sweeping",
 ]
 
 #: The generated fact: surface -> its classes, each a list of releases in version order.
@@ -48,6 +49,11 @@ FACT = Path(__file__).with_name("release_classes.json")
 
 #: Set by ``pytest --all-releases`` (tests/conftest.py): :func:`releases` selects nothing out.
 _SWEEP = False
+
+
+def sweeping() -> bool:
+    """True under ``--all-releases``: every test runs on every release it names."""
+    return _SWEEP
 
 
 def sweep(on: bool) -> None:

@@ -100,7 +100,7 @@ ALL = {
 ALL_SUMMARY = ["0.6.4: 1 passed", "0.6.5: 1 failed, 2 passed", "0.7.2.post1: 2 passed, 1 skipped"]
 
 SELECTIONS = {
-    "all": (ALL, ALL_SUMMARY, "0.2.0.post1, 0.2.0.post2, ..., 0.7.2.post1 (73)"),
+    "all": (ALL, ALL_SUMMARY, "0.2.0.post1, 0.2.0.post2, ..., 0.7.4 (74)"),
     "newest": (
         {
             "test_fused[flashinfer-0.6.5]": "FAILED",
@@ -110,7 +110,7 @@ SELECTIONS = {
             "test_unmarked": "PASSED",
         },
         ["0.6.5: 1 failed", "0.7.2.post1: 2 passed, 1 skipped"],
-        "0.7.2.post1,",
+        "0.7.4,",
     ),
     "oldest-per-minor": (
         {

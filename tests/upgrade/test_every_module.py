@@ -33,8 +33,10 @@ def test_pre_releases_and_old_releases_are_recorded() -> None:
 
 
 def test_an_unrecorded_release_names_its_neighbours() -> None:
-    with pytest.raises(UnknownReleaseError, match=r"nearest: 0\.7\.2\.post1 below, none above"):
+    with pytest.raises(UnknownReleaseError, match=r"nearest: 0\.7\.2\.post1 below, 0\.7\.4 above"):
         load_release("0.7.3")
+    with pytest.raises(UnknownReleaseError, match=r"nearest: 0\.7\.4 below, none above"):
+        load_release("0.7.5")
     with pytest.raises(UnknownReleaseError, match=r"fi-compat record 0\.7\.3"):
         load_release("0.7.3")
     with pytest.raises(

@@ -1,0 +1,81 @@
+"""Proof by leaving releases out, from the releases' published files (issue 49).
+
+Each release here is set aside with ``FI_COMPAT_UNRECORDED`` and modelled from its published
+wheel or sdist alone (``fi-compat record --path``), in a fresh interpreter with an empty cache:
+its record and every module's names must equal the shipped ones byte for byte (so every
+answer read from them does), and ``fi-compat diff`` against the release below it must print
+what the shipped data prints. By default the two ends of the record, the oldest release and
+the newest; ``--all-releases`` (``make test-all``) runs every recorded release.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.version import Version
+
+from fi_compat._local import CACHE_ENV, UNRECORDED_ENV
+from fi_compat._records import available_releases
+from tests.support import release_classes
+from tools.releases import ReleaseCache
+
+pytestmark = [pytest.mark.release_matrix]
+
+
+def _releases() -> list[str]:
+    every = available_releases()
+    return every if release_classes.sweeping() else [every[0], every[-1]]
+
+
+def _shipped(release: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    from importlib import resources
+
+    from fi_compat._recorder.store import unpack, unpack_records
+
+    data = resources.files("fi_compat._records").joinpath("surface.zip").read_bytes()
+    return unpack_records(data)[release], unpack(data)[release]
+
+
+def _run(argv: list[str], cache: Path, left_out: str | None) -> str:
+    env = {**os.environ, CACHE_ENV: str(cache)}
+    env.pop(UNRECORDED_ENV, None)
+    if left_out is not None:
+        env[UNRECORDED_ENV] = left_out
+    done = subprocess.run(
+        [sys.executable, "-m", "fi_compat", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("release", _releases())
+def test_a_release_modelled_from_its_published_file_equals_the_shipped_one(
+    release: str, tmp_path: Path
+) -> None:
+    published = ReleaseCache().download(f"flashinfer-python=={release}", wheel_only=False)
+    cache = tmp_path / "cache"
+    argv = ["record", "--path", str(published), "--release", release, "--json"]
+    done = json.loads(_run(argv, cache, release))["records"][0]
+    assert done["action"] == "modelled"
+    folder = Path(done["folder"])
+    record = json.loads(gzip.decompress((folder / "record.json.gz").read_bytes()))
+    surface = json.loads(gzip.decompress((folder / "surface.json.gz").read_bytes()))
+    shipped_record, shipped_surface = _shipped(release)
+    assert surface == shipped_surface
+    assert {**record, "source": None} == {**shipped_record, "source": None}
+    assert record["source"] == shipped_record["source"]  # the same published file
+    below = [r for r in available_releases() if Version(r) < Version(release)]
+    if below:
+        diff = ["diff", below[-1], release, "--json"]
+        assert _run(diff, cache, release) == _run(diff, cache, None)
