@@ -8,6 +8,7 @@ an installed 0.7.2.post1 set aside and modelled again, is ``test_day_one_real.py
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -71,21 +72,32 @@ def write_tree(root: Path, files: Mapping[str, str] = FILES) -> Path:
     return root
 
 
+@contextlib.contextmanager
+def switched(cache: Path, left_out: str | None) -> Iterator[Path]:
+    """``cache`` as the cache and ``left_out`` set aside, in this process, until the block
+    ends; the loader forgets what it read on both sides."""
+    saved = {name: os.environ.get(name) for name in (CACHE_ENV, UNRECORDED_ENV)}
+    os.environ[CACHE_ENV] = str(cache)
+    os.environ.pop(UNRECORDED_ENV, None)
+    if left_out is not None:
+        os.environ[UNRECORDED_ENV] = left_out
+    forget()
+    try:
+        yield cache
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        forget()
+
+
 @pytest.fixture
 def cache(tmp_path: Path) -> Iterator[Path]:
-    """An empty cache of the test's own, and no release set aside; the loader forgets what
-    it read on both sides."""
-    saved = {name: os.environ.get(name) for name in (CACHE_ENV, UNRECORDED_ENV)}
-    os.environ[CACHE_ENV] = str(tmp_path / "cache")
-    os.environ.pop(UNRECORDED_ENV, None)
-    forget()
-    yield tmp_path / "cache"
-    for name, value in saved.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-    forget()
+    """An empty cache of the test's own, and no release set aside."""
+    with switched(tmp_path / "cache", None) as found:
+        yield found
 
 
 @pytest.fixture(scope="module")
@@ -93,18 +105,9 @@ def modelled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A cache holding the synthetic release, with shipped 0.7.2 set aside: the store the
     loader reads is then packed once (the slow step) for every test that uses it."""
     root = tmp_path_factory.mktemp("modelled")
-    saved = {name: os.environ.get(name) for name in (CACHE_ENV, UNRECORDED_ENV)}
-    os.environ[CACHE_ENV] = str(root / "cache")
-    os.environ[UNRECORDED_ENV] = "0.7.2"
-    forget()
-    build(write_tree(root / "tree"), NEW)
-    yield root / "cache"
-    for name, value in saved.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-    forget()
+    with switched(root / "cache", "0.7.2") as found:
+        build(write_tree(root / "tree"), NEW)
+        yield found
 
 
 def test_a_modelled_release_is_known_and_read_like_a_shipped_one(modelled: Path) -> None:

@@ -14,16 +14,13 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from fi_compat._local import CACHE_ENV, UNRECORDED_ENV
 from fi_compat._records import available_releases
+from tests.support.day_one import run_python
 
 pytestmark = [
     pytest.mark.real_flashinfer,
@@ -94,26 +91,14 @@ def paths(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     engine.mkdir()
     (engine / "engine.py").write_text(textwrap.dedent(ENGINE), encoding="utf-8")
     release = _release()
-    done = _run(["-m", "fi_compat", "record", "--json"], cache, release)
+    done = run_python(["-m", "fi_compat", "record", "--json"], cache, release)
     assert json.loads(done)["records"][0]["action"] == "modelled"
     return cache, engine
 
 
-def _run(argv: list[str], cache: Path, left_out: str | None) -> str:
-    env = {**os.environ, CACHE_ENV: str(cache)}
-    env.pop(UNRECORDED_ENV, None)
-    if left_out is not None:
-        env[UNRECORDED_ENV] = left_out
-    done = subprocess.run(
-        [sys.executable, *argv], capture_output=True, text=True, env=env, timeout=1200
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 def _both(argv: list[str], cache: Path) -> tuple[str, str]:
     release = _release()
-    return _run(argv, cache, None), _run(argv, cache, release)
+    return run_python(argv, cache, None), run_python(argv, cache, release)
 
 
 def _neighbour_below(release: str) -> str:

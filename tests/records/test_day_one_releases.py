@@ -12,18 +12,15 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from packaging.version import Version
 
-from fi_compat._local import CACHE_ENV, UNRECORDED_ENV
 from fi_compat._records import available_releases
 from tests.support import release_classes
+from tests.support.day_one import run_python
 from tools.releases import ReleaseCache
 
 pytestmark = [pytest.mark.release_matrix]
@@ -44,19 +41,7 @@ def _shipped(release: str) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _run(argv: list[str], cache: Path, left_out: str | None) -> str:
-    env = {**os.environ, CACHE_ENV: str(cache)}
-    env.pop(UNRECORDED_ENV, None)
-    if left_out is not None:
-        env[UNRECORDED_ENV] = left_out
-    done = subprocess.run(
-        [sys.executable, "-m", "fi_compat", *argv],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=1800,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    return run_python(["-m", "fi_compat", *argv], cache, left_out)
 
 
 @pytest.mark.parametrize("release", _releases())
