@@ -258,9 +258,6 @@ def available_releases() -> list[str]:
     use).
 
     .. versionadded:: 0.2.0
-
-    .. versionchanged:: 0.4.0
-       Releases modelled on this machine are listed too.
     """
     return list(known_releases())
 
