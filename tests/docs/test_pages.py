@@ -5,6 +5,7 @@ Runs without torch and without the documentation tools (Python 3.10 too).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shlex
@@ -111,8 +112,13 @@ def test_documented_commands_run(page: str, arguments: list[str]) -> None:
         timeout=300,
     )
     allowed = {0, 1} if "--require" in arguments else {0}
+    if arguments[0] in ("record", "measure") and importlib.util.find_spec("flashinfer") is None:
+        allowed = {1}  # they model and measure the installed release: none here, said so
     assert done.returncode in allowed, (page, arguments, done.stderr)
-    assert done.stdout, (page, arguments)
+    if allowed == {1}:
+        assert "flashinfer-python" in done.stderr, (page, arguments, done.stderr)
+    else:
+        assert done.stdout, (page, arguments)
 
 
 def test_every_page_is_in_the_navigation() -> None:

@@ -37,7 +37,7 @@ from fi_compat._measured.installed import (
 )
 from fi_compat._version import __version__
 
-pytest.importorskip("torch", reason="the stand-in the probes run behind imports torch")
+pytest.importorskip("torch", reason="needs torch (the stand-in the probes run behind imports it)")
 
 VERSION = "9.9.9"
 #: What each fake probe prints for the made-up release (version and location are added).

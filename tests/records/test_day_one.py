@@ -9,6 +9,7 @@ an installed 0.7.2.post1 set aside and modelled again, is ``test_day_one_real.py
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -214,10 +215,14 @@ def test_installed_names_no_release_for_a_source_build(tmp_path: Path) -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
     )
     assert done.stdout.strip() == "None"
-    # In this interpreter the installed release is a shipped one, found without importing it.
+    # In this interpreter: the installed release (a shipped one), found without importing it,
+    # or none where flashinfer-python is not installed (the Python 3.10 run).
     here = installed()
-    assert here is not None
-    assert here[1].name == "flashinfer"
+    if importlib.util.find_spec("flashinfer") is None:
+        assert here is None
+    else:
+        assert here is not None
+        assert here[1].name == "flashinfer"
 
 
 def test_record_models_a_tree_and_names_the_diff_to_review(
