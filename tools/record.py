@@ -16,7 +16,7 @@ two things, both merged into the one store ``<output>/surface.zip``
 an older recording of it) and the store packed again; ``--output -`` prints the record
 instead. A surface
 takes a minute to record for a recent release, so it is kept in the release cache under
-the release file's digest and :data:`~fi_compat._recorder.surface.SURFACE_VERSION`; a change
+the release file's digest and :data:`~fi_compat._records._format.SURFACE_VERSION`; a change
 to what the surface records bumps that number. Output is deterministic: re-recording an
 unchanged release writes identical files.
 """
@@ -37,7 +37,8 @@ from fi_compat._recorder.archive import read_release
 from fi_compat._recorder.record import file_sha256
 from fi_compat._recorder.resolve import Package
 from fi_compat._recorder.store import pack, unpack, unpack_records
-from fi_compat._recorder.surface import SURFACE_VERSION, surface
+from fi_compat._recorder.surface import surface
+from fi_compat._records._format import SURFACE_VERSION
 from fi_compat._records._store import STORE
 from fi_compat._surface import DISTRIBUTIONS
 from fi_compat.testing import RecordingError, listed_releases

@@ -38,16 +38,12 @@ from fi_compat.errors import RecordingError
 __all__ = [
     "PACKAGE_DATA",
     "PRIVATE",
-    "SURFACE_VERSION",
     "is_private_module",
     "is_recorded_module",
     "module_surface",
     "surface",
 ]
 
-#: Bumped whenever what :func:`surface` records changes: surfaces cached by ``tools.record``
-#: under another number are recorded again.
-SURFACE_VERSION = 7
 
 #: The part of the wheel that is data, not modules of FlashInfer's (see the docstring).
 PACKAGE_DATA = "flashinfer.data"

@@ -50,6 +50,7 @@ from fi_compat._local import (
     is_left_out,
     locked,
 )
+from fi_compat._records._format import SURFACE_VERSION
 from fi_compat._surface import DISTRIBUTIONS, FLASHINFER
 from fi_compat._version import __version__
 from fi_compat.errors import RecordingError
@@ -139,19 +140,13 @@ def _read_local(folder: Path) -> Local | None:
             return None
         if release != folder.name or str(Version(release)) != release:
             return None
-        if meta.get("surface_version") != _surface_version():
+        if meta.get("surface_version") != SURFACE_VERSION:
             return None
         if not ((folder / _RECORD).is_file() and (folder / _SURFACE).is_file()):
             return None
     except (OSError, ValueError, KeyError, TypeError, InvalidVersion):
         return None
     return Local(release, folder, fingerprint, source)
-
-
-def _surface_version() -> int:
-    from fi_compat._recorder.surface import SURFACE_VERSION  # the builder, only when asked
-
-    return SURFACE_VERSION
 
 
 @functools.cache
@@ -175,11 +170,7 @@ def known_releases() -> tuple[str, ...]:
     """Every release fi-compat can answer for, oldest first: the shipped ones not set aside
     by ``FI_COMPAT_UNRECORDED``, and those modelled on this machine."""
     shipped = [release for release in _shipped() if not is_left_out(release)]
-    extra = [
-        release
-        for release in local_releases()
-        if release not in shipped and (release not in _shipped() or is_left_out(release))
-    ]
+    extra = [release for release in local_releases() if _is_local(release)]
     return tuple(sorted({*shipped, *extra}, key=Version))
 
 
@@ -295,20 +286,24 @@ def build(
             f"{type(error).__name__}: {error.strerror or error}. Fix: give the path of the "
             f"release's files"
         ) from error
-    with locked(records_dir() / f".lock-{fingerprint}", LOCK_WAIT):
-        # Another process (an engine's other rank) may have modelled these files meanwhile.
-        forget()
-        for local in local_releases().values():
-            if local.fingerprint == fingerprint and release in (None, local.release):
-                return local, False
-        return _build(path, tree, release, fingerprint, source), True
+    try:
+        with locked(records_dir() / f".lock-{fingerprint}", LOCK_WAIT):
+            # Another process (an engine's other rank) may have modelled these files meanwhile.
+            forget()
+            for local in local_releases().values():
+                if local.fingerprint == fingerprint and release in (None, local.release):
+                    return local, False
+            return _build(path, tree, release, fingerprint, source), True
+    except OSError as error:
+        raise RecordingError(
+            f"expected a writable cache at {records_dir()}; found {type(error).__name__}: "
+            f"{error.strerror or error}. Fix: set FI_COMPAT_CACHE_DIR to a writable folder"
+        ) from error
 
 
 def _build(
     path: Path, tree: Path, release: str | None, fingerprint: str, source: str | None
 ) -> Local:
-    from fi_compat._recorder.surface import SURFACE_VERSION  # the builder, only when asked
-
     scratch = Path(tempfile.mkdtemp(prefix=".build-", dir=_made(records_dir())))
     try:
         name = _run_builder(tree, scratch, release)

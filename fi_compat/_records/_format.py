@@ -18,6 +18,7 @@ from typing import Any, Literal, get_args
 
 __all__ = [
     "KINDS",
+    "SURFACE_VERSION",
     "ParameterKind",
     "compact_name",
     "compact_parameter",
@@ -28,6 +29,12 @@ __all__ = [
     "read_shape",
     "shape_of",
 ]
+
+#: Bumped whenever what the builder's surface records changes
+#: (:func:`fi_compat._recorder.surface.surface`): surfaces cached by ``tools.record``, and
+#: releases modelled on a user's machine, made under another number are made again. Kept
+#: here, with the spelling, so that checking a cached model does not import the builder.
+SURFACE_VERSION = 7
 
 #: ``inspect.Parameter.kind.name`` values.
 ParameterKind = Literal[
