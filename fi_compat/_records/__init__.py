@@ -11,6 +11,7 @@ documented in ``fi_compat/_records/README.md``.
 from __future__ import annotations
 
 import functools
+import shutil
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -275,10 +276,10 @@ def canonical_release(version: str) -> str:
     found = _spelled(version)
     if found is not None:
         return found
-    if _model_installed(version):
-        found = _spelled(version)
-        if found is not None:
-            return found
+    failed = _model_installed(version)
+    found = _spelled(version)
+    if found is not None:
+        return found
     available = known_releases()
     try:
         wanted = Version(version)
@@ -288,6 +289,7 @@ def canonical_release(version: str) -> str:
         f"expected a flashinfer-python release fi-compat knows "
         f"({available[0]} .. {available[-1]}); found "
         f"{describe(version)}{_neighbours(wanted, available)}"
+        + (f" (modelling the installed release failed: {failed})" if failed else "")
     )
 
 
@@ -305,15 +307,18 @@ def _spelled(version: str) -> str | None:
     return None
 
 
-def _model_installed(version: str) -> bool:
+def _model_installed(version: str) -> str | None:
     """Model the installed release from its files when it is ``version`` and fi-compat has
-    no model of it yet; True when it did."""
+    no model of it yet, and join it to the store every process reads. None when that was
+    done or was not for this call to do; else why it failed (an unwritable cache, a builder
+    that could not read the files): the release then stays unknown, as any other, and
+    nothing half-made is kept for later processes to trip on."""
     here = installed()
     try:
         if here is None or Version(here[0]) != Version(version):
-            return False
+            return None
     except ValueError:
-        return False
+        return None
     release, package = here
     _logger.info(
         "flashinfer %s has no model in fi-compat %s: modelling it from its installed files "
@@ -322,9 +327,18 @@ def _model_installed(version: str) -> bool:
         __version__,
         package,
     )
-    build(package, release, source=f"installed: {package}")
-    forget()
-    return True
+    made: Local | None = None
+    try:
+        made, _ = build(package, release, source=f"installed: {package}")
+        forget()
+        opened()  # packs the store with the model, once, here where a failure is caught
+    except (RecordingError, OSError) as error:
+        _logger.info("modelling flashinfer %s failed: %s", release, error)
+        if made is not None:
+            shutil.rmtree(made.folder, ignore_errors=True)
+        forget()
+        return f"{type(error).__name__}: {error}"
+    return None
 
 
 def model_release(release: str | None = None, *, path: Path | None = None) -> dict[str, Any]:

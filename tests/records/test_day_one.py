@@ -323,3 +323,89 @@ def test_processes_modelling_the_same_files_at_once_model_them_once(tmp_path: Pa
     ]
     said = sorted(rank.communicate(timeout=600)[0].strip() for rank in ranks)
     assert said == ["9.9.4 False", "9.9.4 False", "9.9.4 True"]
+
+
+#: An installed flashinfer that must never be imported: it prints, leaves a mark and raises.
+HOSTILE_INIT = """
+    import os, pathlib
+    print("flashinfer was imported")
+    pathlib.Path(os.environ["IMPORTED_MARK"]).touch()
+    raise RuntimeError("import flashinfer ran")
+"""
+
+
+def _hostile_site(tmp_path: Path, release: str) -> Path:
+    site = write_tree(tmp_path / "site", {**FILES, "flashinfer/__init__.py": HOSTILE_INIT})
+    (site / "flashinfer" / "norm.py").write_text("def rmsnorm(x, *, eps=1e-6):\n    pass\n")
+    info = site / f"flashinfer_python-{release}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: flashinfer-python\nVersion: {release}\n", encoding="utf-8"
+    )
+    return site
+
+
+LOAD = """
+import json, sys
+from fi_compat._records import load_release
+from fi_compat.errors import UnknownReleaseError
+try:
+    record = load_release(sys.argv[1])
+    names = sorted(record.public_names("flashinfer"))
+    print(json.dumps({"release": record.release, "names": names}))
+except UnknownReleaseError as error:
+    lookup = isinstance(error, LookupError)
+    print(json.dumps({"error": type(error).__name__, "lookup": lookup, "message": str(error)}))
+print(json.dumps({"flashinfer_imported": "flashinfer" in sys.modules}))
+"""
+
+
+def test_first_use_models_a_flashinfer_that_raises_on_import_without_importing_it(
+    tmp_path: Path,
+) -> None:
+    site = _hostile_site(tmp_path, "9.9.2")
+    mark = tmp_path / "imported"
+    env = {**os.environ, CACHE_ENV: str(tmp_path / "cache"), "PYTHONPATH": str(site)}
+    env["IMPORTED_MARK"] = str(mark)
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD, "9.9.2"], capture_output=True, text=True, env=env, check=True
+    )
+    first, after = map(json.loads, done.stdout.splitlines())
+    assert first == {"release": "9.9.2", "names": ["os", "pathlib"]}  # what its source binds
+    assert after == {"flashinfer_imported": False}
+    assert not mark.exists()
+    assert "flashinfer was imported" not in done.stdout + done.stderr
+
+
+def test_first_use_with_an_unwritable_cache_leaves_the_release_unknown_saying_why(
+    tmp_path: Path,
+) -> None:
+    site = _hostile_site(tmp_path, "9.9.1")
+    blocked = tmp_path / "cache-is-a-file"
+    blocked.write_text("not a folder", encoding="utf-8")
+    env = {**os.environ, CACHE_ENV: str(blocked), "PYTHONPATH": str(site)}
+    env["IMPORTED_MARK"] = str(tmp_path / "imported")
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD, "9.9.1"], capture_output=True, text=True, env=env, check=True
+    )
+    first, after = map(json.loads, done.stdout.splitlines())
+    assert first["error"] == "UnknownReleaseError"
+    assert first["lookup"] is True  # a LookupError, as for any release fi-compat does not know
+    assert "modelling the installed release failed: RecordingError" in first["message"]
+    assert "FI_COMPAT_CACHE_DIR" in first["message"]
+    assert after == {"flashinfer_imported": False}
+    assert blocked.read_text(encoding="utf-8") == "not a folder"
+    assert not (tmp_path / "imported").exists()
+
+
+def test_record_with_an_unwritable_cache_exits_1_naming_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocked = tmp_path / "cache-is-a-file"
+    blocked.write_text("not a folder", encoding="utf-8")
+    with switched(blocked, None):
+        tree = write_tree(tmp_path / "tree")
+        assert main(["record", "--path", str(tree), "--release", "9.9.0"]) == 1
+    said = capsys.readouterr().err
+    assert "expected a writable cache" in said
+    assert "FI_COMPAT_CACHE_DIR" in said
