@@ -59,15 +59,15 @@ test:
 test-all:
 	@$(MAKE) --no-print-directory test PYTEST_ARGS="--all-releases $(PYTEST_ARGS)"
 
-# The whole Python 3.11 suite under branch coverage, on $(WORKERS) pytest-xdist workers; each
-# worker (and every Python subprocess a test starts) writes its own coverage data, combined
-# before the report.
+# The whole Python 3.11 suite under branch coverage, on $(WORKERS) pytest-xdist workers:
+# pytest-cov measures each worker and saves its data before the worker finishes, coverage's
+# subprocess patch measures every Python subprocess a test starts, and the controller
+# combines them all before the report (a worker whose data is missing fails the run:
+# tests/support/coverage_workers.py). The run ends with its 20 slowest tests.
 test-suite: $(STAMP)
 	rm -f .coverage .coverage.*
-	$(BIN)/python -m coverage run -m pytest -p no:cacheprovider -n $(WORKERS) --dist loadfile --strict-skips \
-		$(PYTEST_ARGS)
-	$(BIN)/python -m coverage combine --quiet
-	$(BIN)/python -m coverage report
+	$(BIN)/python -m pytest -p no:cacheprovider -n $(WORKERS) --dist loadfile --strict-skips \
+		--cov --cov-report=term-missing:skip-covered --durations=20 $(PYTEST_ARGS)
 
 # The inner loop (well under 2 minutes): the Python 3.11 suite on $(WORKERS) workers without
 # coverage, the release check, the real-release matrix, the docs build or Python 3.10.

@@ -1,6 +1,7 @@
 #!/bin/sh
 # One stage of `make test`, timed: `sh scripts/stage.sh NAME COMMAND [ARG...]` runs COMMAND,
-# prints how long it took and appends "NAME SECONDS STATUS" to $STAGES (default .stages);
+# prints how long it took (wall and CPU seconds: user plus system time of COMMAND and every
+# process it waited for) and appends "NAME SECONDS STATUS CPU" to $STAGES (default .stages);
 # `sh scripts/stage.sh --summary` prints the table of every stage so far and removes the file.
 # A failing stage prints the table too, then exits with the command's status.
 STAGES=${STAGES:-.stages}
@@ -8,9 +9,10 @@ STAGES=${STAGES:-.stages}
 summary() {
     test -f "$STAGES" || return 0
     echo
-    echo "stage        wall (s)  status"
-    awk '{ printf "%-12s %8.1f  %s\n", $1, $2, ($3 == 0 ? "ok" : "failed (" $3 ")"); total += $2 }
-         END { printf "%-12s %8.1f\n", "total", total }' "$STAGES"
+    echo "stage        wall (s)   CPU (s)  status"
+    awk '{ printf "%-12s %8.1f  %8.1f  %s\n", $1, $2, $4, ($3 == 0 ? "ok" : "failed (" $3 ")")
+           total += $2; cpu += $4 }
+         END { printf "%-12s %8.1f  %8.1f\n", "total", total, cpu }' "$STAGES"
     rm -f "$STAGES"
 }
 
@@ -27,8 +29,17 @@ start=$(date +%s.%N)
 status=$?
 end=$(date +%s.%N)
 seconds=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
-echo "$name $seconds $status" >>"$STAGES"
-echo "== stage $name: $seconds s"
+# CPU seconds of COMMAND and every process it waited for: the second line of `times` ("XmY.Zs
+# XmY.Zs", user then system, of this shell's finished children), written to a file because
+# `times` in a command substitution would run in a subshell, which has no children.
+times >"$STAGES.times"
+used=$(awk 'NR == 2 {
+    n = split($0, t, " ")
+    for (i = 1; i <= n; i++) { split(t[i], ms, "m"); s += ms[1] * 60 + ms[2] }
+    printf "%.1f", s }' "$STAGES.times")
+rm -f "$STAGES.times"
+echo "$name $seconds $status $used" >>"$STAGES"
+echo "== stage $name: $seconds s, $used CPU s"
 if [ "$status" -ne 0 ]; then
     summary
 fi

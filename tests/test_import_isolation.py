@@ -150,3 +150,30 @@ def test_runtime_imports_load_no_testing_kit(statement: str) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert result.stdout.strip() == "[]", result.stdout
+
+
+# ------------------------------------------------------------ the pytest plugin stays light
+
+#: What loading the plugin may not import: pytest loads it (the ``pytest11`` entry point) in
+#: every session of a project that installs fi-compat, and under pytest-cov it loads before
+#: coverage starts, so anything it imports at start would go unmeasured in ``make test``.
+PLUGIN_DEFERS = ("fi_compat._records", "fi_compat.testing._fake", "fi_compat.attention")
+
+
+def test_loading_the_pytest_plugin_defers_the_records_and_the_fake() -> None:
+    loaded = f"print(sorted(m for m in sys.modules if m.startswith({PLUGIN_DEFERS!r})))\n"
+    code = (
+        "import sys, fi_compat.testing, fi_compat.testing.pytest_plugin\n"
+        "import fi_compat.testing._plugin_matrix\n"
+        f"{loaded}"
+        # the names still arrive on first use
+        "from fi_compat.testing import fake_flashinfer, FlashInferRelease, load_release\n"
+        f"{loaded}"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    before, after = result.stdout.splitlines()
+    assert before == "[]", result.stdout
+    assert "'fi_compat._records'" in after
+    assert "'fi_compat.testing._fake'" in after

@@ -21,36 +21,43 @@ imports neither torch nor flashinfer.
 
 from __future__ import annotations
 
+import importlib
 import warnings
-from typing import Any
 
-from fi_compat._records import (
-    ClassRecord,
-    EnumRecord,
-    FunctionRecord,
-    HazardRecord,
-    ModuleRecord,
-    NameRecord,
-    ParameterRecord,
-    ReleaseRecord,
-    available_releases,
-    introduced_in,
-    listed_releases,
-    load_release,
-    module_introduced_in,
-)
-from fi_compat.errors import FakeUninstalledError, RecordingError, UnknownReleaseError
-from fi_compat.testing._fake import (
-    CUDART_MESSAGE,
-    Call,
-    Default,
-    FakeFlashInfer,
-    KernelPlan,
-    StandIn,
-    fake_flashinfer,
-)
-from fi_compat.testing._matrix import FlashInferRelease
-from fi_compat.testing._table import compat_table
+# typing is not imported at run time: the names below exist for type checkers only (mypy
+# treats a TYPE_CHECKING constant specially). The pytest plugin imports this package in every
+# pytest session of a project that installs fi-compat, so it loads nothing until asked.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from fi_compat._records import (
+        ClassRecord,
+        EnumRecord,
+        FunctionRecord,
+        HazardRecord,
+        ModuleRecord,
+        NameRecord,
+        ParameterRecord,
+        ReleaseRecord,
+        available_releases,
+        introduced_in,
+        listed_releases,
+        load_release,
+        module_introduced_in,
+    )
+    from fi_compat.errors import FakeUninstalledError, RecordingError, UnknownReleaseError
+    from fi_compat.testing._fake import (
+        CUDART_MESSAGE,
+        Call,
+        Default,
+        FakeFlashInfer,
+        KernelPlan,
+        StandIn,
+        fake_flashinfer,
+    )
+    from fi_compat.testing._matrix import FlashInferRelease
+    from fi_compat.testing._table import compat_table
 
 __all__ = [
     "CUDART_MESSAGE",
@@ -81,6 +88,38 @@ __all__ = [
 ]
 
 
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "ClassRecord",
+            "EnumRecord",
+            "FunctionRecord",
+            "HazardRecord",
+            "ModuleRecord",
+            "NameRecord",
+            "ParameterRecord",
+            "ReleaseRecord",
+            "available_releases",
+            "introduced_in",
+            "listed_releases",
+            "load_release",
+            "module_introduced_in",
+        ),
+        "fi_compat._records",
+    ),
+    **dict.fromkeys(
+        ("FakeUninstalledError", "RecordingError", "UnknownReleaseError"), "fi_compat.errors"
+    ),
+    **dict.fromkeys(
+        ("CUDART_MESSAGE", "Call", "Default", "FakeFlashInfer", "KernelPlan", "StandIn"),
+        "fi_compat.testing._fake",
+    ),
+    "fake_flashinfer": "fi_compat.testing._fake",
+    "FlashInferRelease": "fi_compat.testing._matrix",
+    "compat_table": "fi_compat.testing._table",
+}
+
+
 def __dir__() -> list[str]:
     return list(__all__)
 
@@ -95,5 +134,10 @@ def __getattr__(name: str) -> Any:
             DeprecationWarning,
             stacklevel=2,
         )
-        return HazardRecord
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        name = "HazardRecord"
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value

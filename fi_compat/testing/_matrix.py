@@ -18,9 +18,11 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from fi_compat._records import available_releases
 from fi_compat.errors import InvalidArgumentError, UnknownReleaseError
-from fi_compat.testing._objects import FakeFlashInfer
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from fi_compat.testing._objects import FakeFlashInfer
 
 __all__ = [
     "CELL",
@@ -131,9 +133,16 @@ class Entry:
         return self.release if self.release is not None else "installed"
 
 
+def _available() -> list[str]:
+    # The records load when a marker is first read, not when pytest loads the plugin.
+    from fi_compat._records import available_releases
+
+    return available_releases()
+
+
 def _recorded(text: str) -> str:
     """The recorded release ``text`` names (``0.6.05`` is ``0.6.5``); UnknownReleaseError."""
-    recorded = available_releases()
+    recorded = _available()
     try:
         wanted = Version(text)
     except InvalidVersion:
@@ -172,7 +181,7 @@ def _matching(specifier: SpecifierSet) -> tuple[str, ...]:
     named = any(Version(spec.version).is_prerelease for spec in specifier)
     return tuple(
         release
-        for release in available_releases()
+        for release in _available()
         if specifier.contains(release, prereleases=True)
         and (named or not Version(release).is_prerelease)
     )
@@ -180,7 +189,7 @@ def _matching(specifier: SpecifierSet) -> tuple[str, ...]:
 
 def _finals() -> tuple[str, ...]:
     """Every recorded final release (pre-releases run when named or specified)."""
-    return tuple(r for r in available_releases() if not Version(r).is_prerelease)
+    return tuple(r for r in _available() if not Version(r).is_prerelease)
 
 
 def parse_selection(text: str) -> Selection:

@@ -19,7 +19,6 @@ from typing import Any, NoReturn
 import pytest
 from packaging.version import InvalidVersion, Version
 
-from fi_compat.testing._fake import fake_flashinfer
 from fi_compat.testing._matrix import (
     CELL,
     FAKE_OPTIONS,
@@ -229,6 +228,8 @@ def _fi_compat_flashinfer_release(
         yield None
         return
     if entry.release is not None:
+        from fi_compat.testing._fake import fake_flashinfer  # on first use, not at start
+
         with fake_flashinfer(entry.release, **entry.options) as fake:
             yield FlashInferRelease(entry.release, fake)
         return

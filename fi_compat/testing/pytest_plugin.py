@@ -35,9 +35,11 @@ from typing import Any, Protocol
 import pytest
 
 from fi_compat._deprecation import renamed_keyword
-from fi_compat.testing._fake import FakeFlashInfer
-from fi_compat.testing._fake import fake_flashinfer as _fake_flashinfer
 from fi_compat.testing._matrix import CELL, FIXTURE, FlashInferRelease
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from fi_compat.testing._objects import FakeFlashInfer
 
 __all__ = ["FakeFlashInferFactory", "fake_flashinfer", "flashinfer_release"]
 
@@ -65,6 +67,9 @@ def fake_flashinfer() -> Iterator[FakeFlashInferFactory]:
 
     .. versionadded:: 0.2.0
     """
+    # The fake (and the records) load here, not when pytest loads this plugin in every session.
+    from fi_compat.testing._fake import fake_flashinfer as _fake_flashinfer
+
     with contextlib.ExitStack() as stack:
 
         @renamed_keyword("version", "release", until="0.4.0")
