@@ -57,22 +57,20 @@ def model(path: Path, out: Path, release: str | None) -> str:
 
 
 def store(target: Path, dropped: Sequence[str], added: Sequence[Path]) -> Path:
-    """Pack the shipped store less ``dropped``, plus the ``added`` surfaces, into ``target``."""
+    """The shipped store less ``dropped``, plus the ``added`` surfaces, into ``target``."""
     from importlib import resources
 
-    from fi_compat._recorder.store import pack, unpack, unpack_records
+    from fi_compat._recorder.store import extend
 
     shipped = resources.files("fi_compat._records").joinpath("surface.zip").read_bytes()
-    surfaces, records = unpack(shipped), unpack_records(shipped)
-    for release in dropped:
-        surfaces.pop(release, None)
-        records.pop(release, None)
+    surfaces: dict[str, Any] = {}
+    records: dict[str, Any] = {}
     for path in added:
         record = json.loads(gzip.decompress((path.parent / "record.json.gz").read_bytes()))
         surfaces[record["release"]] = json.loads(gzip.decompress(path.read_bytes()))
         records[record["release"]] = record
     scratch = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    scratch.write_bytes(pack(surfaces, records))
+    scratch.write_bytes(extend(shipped, surfaces, records, dropped))
     os.replace(scratch, target)
     return target
 

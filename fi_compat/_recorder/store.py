@@ -35,8 +35,9 @@ a zip archive whose members are read one at a time:
 
 ``RELEASES`` is a string of indices into ``releases`` and ranges of them (``"0-12,15"``).
 Packing is lossless (:func:`unpack` gives back every release's surface and
-:func:`unpack_records` its record, which tests check), so recording one more release unpacks
-the store, adds it and packs again.
+:func:`unpack_records` its record, which tests check). :func:`extend` adds releases to a
+packed store (or sets some aside) without unpacking the others: the same bytes as packing
+every release again, in a fraction of the time.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ __all__ = [
     "STORE_SCHEMA",
     "decode_ranges",
     "encode_ranges",
+    "extend",
     "pack",
     "release_record_member",
     "unpack",
@@ -172,14 +174,25 @@ def _member(name: str) -> zipfile.ZipInfo:
     return info
 
 
-def _versions(values: list[tuple[int, Any]]) -> list[list[Any]]:
-    """(release index, value) pairs -> ``[[RELEASES, value], ...]``, each value once, in the
-    order of the first release that has it."""
-    keyed: dict[bytes, tuple[list[int], Any]] = {}
-    for index, value in values:
-        key = _dump(value)
-        keyed.setdefault(key, ([], value))[0].append(index)
-    return [[encode_ranges(indices), value] for indices, value in keyed.values()]
+#: The fields of a module's record besides its names, each stored as its versions.
+EXTRAS = ("all", "open", "getattr", "unreadable")
+
+#: A name's (or a module field's) versions while packing: the stored value's JSON -> (the
+#: positions of the releases that hold it, the value).
+Versions = dict[bytes, tuple[list[int], Any]]
+#: Module -> ``{"names": {name: Versions}, "all" | "open" | ...: Versions}``.
+Tables = dict[str, dict[str, Any]]
+
+
+def _add(versions: Versions, position: int, value: Any) -> None:
+    versions.setdefault(_dump(value), ([], value))[0].append(position)
+
+
+def _ordered(versions: Versions) -> list[list[Any]]:
+    """``[[RELEASES, value], ...]``, each value once, in the order of the first release that
+    has it."""
+    found = sorted(versions.values(), key=lambda held: min(held[0]))
+    return [[encode_ranges(positions), value] for positions, value in found]
 
 
 def release_record_member(release: str) -> str:
@@ -188,47 +201,137 @@ def release_record_member(release: str) -> str:
     return f"{RELEASE_RECORDS}{release}.json"
 
 
-def pack(surfaces: Surfaces, release_records: Mapping[str, Record]) -> bytes:
-    """The store's bytes for these releases' surfaces and records (deterministic): one
-    file holds everything recorded of every release. Each release needs both."""
+def _add_surface(
+    tables: Tables, modules: dict[str, list[int]], position: int, surface: Mapping[str, Record]
+) -> None:
+    for module, found in surface.items():
+        modules.setdefault(module, []).append(position)
+        table = tables.setdefault(module, {})
+        for name, record in found.get("names", {}).items():
+            _add(table.setdefault("names", {}).setdefault(name, {}), position, compact_name(record))
+        for key in EXTRAS:
+            if key in found:
+                _add(table.setdefault(key, {}), position, found[key])
+
+
+def _check(surfaces: Surfaces, release_records: Mapping[str, Any]) -> None:
     if set(surfaces) != set(release_records):
         raise ValueError(
             f"expected a record for every surface; found surfaces without a record "
             f"{sorted(set(surfaces) - set(release_records))} and records without a surface "
             f"{sorted(set(release_records) - set(surfaces))}"
         )
+
+
+def pack(surfaces: Surfaces, release_records: Mapping[str, Record]) -> bytes:
+    """The store's bytes for these releases' surfaces and records (deterministic): one
+    file holds everything recorded of every release. Each release needs both."""
+    _check(surfaces, release_records)
     releases = sorted(surfaces, key=Version)
     modules: dict[str, list[int]] = {}
-    tables: dict[str, dict[str, dict[str, list[tuple[int, Any]]]]] = {}
+    tables: Tables = {}
     for position, release in enumerate(releases):
-        for module, found in surfaces[release].items():
-            modules.setdefault(module, []).append(position)
-            table = tables.setdefault(module, {})
-            for name, record in found.get("names", {}).items():
-                table.setdefault("names", {}).setdefault(name, []).append(
-                    (position, compact_name(record))
-                )
-            for key in ("all", "open", "getattr", "unreadable"):
-                if key in found:
-                    table.setdefault(key, {}).setdefault("", []).append((position, found[key]))
+        _add_surface(tables, modules, position, surfaces[release])
+    records = {release: _dump(release_records[release]) for release in releases}
+    return _packed(releases, modules, tables, records)
+
+
+def extend(
+    data: bytes,
+    surfaces: Surfaces,
+    release_records: Mapping[str, Record],
+    dropped: Iterable[str] = (),
+) -> bytes:
+    """The store ``data`` less the ``dropped`` releases, plus (or in place of their stored
+    selves) the releases of ``surfaces``: the bytes :func:`pack` gives for that set of
+    releases, made from the packed store without unpacking every release (a few seconds
+    where unpacking and packing the 112 shipped releases takes half a minute)."""
+    _check(surfaces, release_records)
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        index = json.loads(archive.read(INDEX))
+        old: list[str] = index["releases"]
+        gone = set(dropped) | set(surfaces)
+        kept = [release for release in old if release not in gone]
+        releases = sorted([*kept, *surfaces], key=Version)
+        position_of = {release: position for position, release in enumerate(releases)}
+        moved = [position_of.get(release) if release not in gone else None for release in old]
+
+        def remap(ranges: str) -> list[int]:
+            return [p for p in (moved[i] for i in decode_ranges(ranges)) if p is not None]
+
+        modules: dict[str, list[int]] = {}
+        for module, ranges in index["modules"].items():
+            if found := remap(ranges):
+                modules[module] = found
+        known = {
+            module: [run for run in map(remap, runs) if run]
+            for module, runs in json.loads(archive.read(TABLES)).items()
+            if module in modules
+        }
+        tables: Tables = {module: {} for module in modules}
+        for number in range(len(index["shards"])):
+            stored: dict[tuple[str, str], list[Any]] = {}
+            for line in archive.read(f"{number}{RECORDS}").decode().splitlines():
+                module, name, versions = line.split("\t", 2)
+                stored[module, name] = json.loads(versions)
+            for module, table_index in json.loads(archive.read(f"{number}{NAMES}")).items():
+                if module not in tables:
+                    continue
+                table = tables[module]
+                for name, versions in table_index["names"].items():
+                    full = stored.get((module, name))
+                    held: Versions = {}
+                    for number_of, (ranges, shape) in enumerate(versions):
+                        value = full[number_of] if full is not None else None
+                        if value is None:
+                            value = read_home(shape, module)
+                        if positions := remap(ranges):
+                            held[_dump(value)] = (positions, value)
+                    if held:
+                        table.setdefault("names", {})[name] = held
+                for key in EXTRAS:
+                    held = {}
+                    for ranges, value in table_index.get(key, []):
+                        if positions := remap(ranges):
+                            held[_dump(value)] = (positions, value)
+                    if held:
+                        table[key] = held
+        records = {release: archive.read(release_record_member(release)) for release in kept}
+    for release, surface in surfaces.items():
+        _add_surface(tables, modules, position_of[release], surface)
+        records[release] = _dump(release_records[release])
+    for positions in modules.values():
+        positions.sort()
+    fresh = frozenset(position_of[release] for release in surfaces)
+    return _packed(releases, modules, tables, records, known, fresh)
+
+
+def _packed(
+    releases: list[str],
+    modules: Mapping[str, list[int]],
+    tables: Tables,
+    release_records: Mapping[str, bytes],
+    known: Mapping[str, list[list[int]]] | None = None,
+    fresh: frozenset[int] = frozenset(),
+) -> bytes:
     indexes: dict[str, Record] = {}
     records: dict[str, Record] = {}
     for module in sorted(tables):
         table = tables[module]
         index: Record = {"names": {}}
         stored: Record = {}
-        for name, values in sorted(table.get("names", {}).items()):
-            versions = _versions(values)
+        for name, held in sorted(table.get("names", {}).items()):
+            versions = _ordered(held)
             index["names"][name] = [[ranges, shape_of(value, module)] for ranges, value in versions]
             full = [None if isinstance(value, str) else value for _, value in versions]
             if any(value is not None for value in full):
                 stored[name] = full
-        for key in ("all", "open", "getattr", "unreadable"):
+        for key in EXTRAS:
             if key in table:
-                index[key] = _versions(table[key][""])
+                index[key] = _ordered(table[key])
         indexes[module], records[module] = index, stored
     shards = _shards(indexes, records)
-    alike = _alike(indexes, modules)
+    alike = _alike(indexes, modules, known, fresh)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
         index_data = {
@@ -249,17 +352,26 @@ def pack(surfaces: Surfaces, release_records: Mapping[str, Record]) -> bytes:
             text = "\n".join(lines).encode()
             archive.writestr(_member(f"{number}{RECORDS}"), text, compresslevel=9)
         for release in releases:
-            _write(archive, release_record_member(release), release_records[release])
+            archive.writestr(
+                _member(release_record_member(release)), release_records[release], compresslevel=9
+            )
     return buffer.getvalue()
 
 
-def _alike(indexes: Mapping[str, Record], modules: Mapping[str, list[int]]) -> dict[str, list[str]]:
+def _alike(
+    indexes: Mapping[str, Record],
+    modules: Mapping[str, list[int]],
+    known: Mapping[str, list[list[int]]] | None = None,
+    fresh: frozenset[int] = frozenset(),
+) -> dict[str, list[str]]:
     """Module -> its releases cut into runs where the module reads the same (``tables.json``).
 
     A module's identity at a release is the version each of its names holds there (a
     re-export stored as ``&kind:home:name`` takes the identity of that name in its home,
     as the reader compares them), with the versions of ``all``, ``open``, ``getattr`` and
-    ``unreadable``.
+    ``unreadable``. ``known`` gives runs already found among the releases that are not
+    ``fresh`` (adding or dropping other releases cannot make two of them read alike or
+    apart): only each run's first release and the fresh ones are then compared.
     """
     picked: dict[tuple[str, int], dict[str, int]] = {}
     shipped = {module: frozenset(found) for module, found in modules.items()}
@@ -290,27 +402,33 @@ def _alike(indexes: Mapping[str, Record], modules: Mapping[str, list[int]]) -> d
             return (number, None)
         return number
 
+    def reads(module: str, position: int) -> Any:
+        table = indexes[module]
+        names = tuple((name, identity(module, name, position)) for name in sorted(table["names"]))
+        extras = tuple(
+            next(
+                (
+                    number
+                    for number, (ranges, _) in enumerate(table.get(key, []))
+                    if position in _members(ranges)
+                ),
+                None,
+            )
+            for key in EXTRAS
+        )
+        return names, extras
+
     alike: dict[str, list[str]] = {}
     for module in sorted(indexes):
         runs: dict[Any, list[int]] = {}
-        for position in modules[module]:
-            table = indexes[module]
-            names = tuple(
-                (name, identity(module, name, position)) for name in sorted(table["names"])
-            )
-            extras = tuple(
-                next(
-                    (
-                        number
-                        for number, (ranges, _) in enumerate(table.get(key, []))
-                        if position in _members(ranges)
-                    ),
-                    None,
-                )
-                for key in ("all", "open", "getattr", "unreadable")
-            )
-            runs.setdefault((names, extras), []).append(position)
-        alike[module] = [encode_ranges(found) for found in runs.values()]
+        todo = modules[module]
+        if known is not None and module in known:
+            for run in known[module]:
+                runs[reads(module, run[0])] = list(run)
+            todo = [position for position in todo if position in fresh]
+        for position in todo:
+            runs.setdefault(reads(module, position), []).append(position)
+        alike[module] = [encode_ranges(found) for found in sorted(runs.values(), key=min)]
     return alike
 
 

@@ -15,6 +15,7 @@ import pytest
 from fi_compat._recorder.archive import read_release
 from fi_compat._recorder.resolve import Package
 from fi_compat._recorder.store import (
+    extend,
     decode_ranges,
     encode_ranges,
     pack,
@@ -427,6 +428,46 @@ def test_each_distinct_record_is_stored_once(tmp_path: Path) -> None:
     assert core["names"]["enum"] == [["0-2", "@enum"]]
     assert core["names"]["MoEConfig"] == [["0-2", "#class:."]]
     assert "enum" not in records  # no full record to keep
+
+
+def _four(tmp_path: Path) -> dict[str, dict[str, Any]]:
+    """``_three`` and a 1.2 between 1.1 and 2.0rc1 with ``__all__`` and a module of its own."""
+    third = dict(BASE)
+    third["flashinfer/__init__.py"] = "from . import norm\n__all__ = ['norm']\n"
+    third["flashinfer/extra.py"] = "def only_here(x, *, y=2):\n    pass\n"
+    return {**_three(tmp_path), "1.2": _surface(tmp_path / "d", third)}
+
+
+@pytest.mark.parametrize(
+    ("start", "drop", "add"),
+    [
+        (["1.0", "1.1", "1.2"], [], ["2.0rc1"]),  # the day-one case: a newer release
+        (["1.0", "1.1", "2.0rc1"], [], ["1.2"]),  # one between (positions move)
+        (["1.1", "1.2", "2.0rc1"], [], ["1.0"]),  # an older one
+        (["1.0", "1.1", "1.2", "2.0rc1"], ["1.2"], []),  # set aside
+        (["1.0", "1.1", "1.2", "2.0rc1"], ["1.0", "2.0rc1"], []),
+        (["1.0", "1.1", "1.2", "2.0rc1"], ["1.1"], ["1.1"]),  # modelled in place of itself
+        (["1.0", "1.1", "2.0rc1"], ["2.0rc1"], ["1.2"]),
+        (["1.0"], ["1.0"], ["1.2", "2.0rc1"]),  # nothing left of the start
+    ],
+)
+def test_extending_a_packed_store_gives_the_bytes_of_packing_the_result(
+    tmp_path: Path, start: list[str], drop: list[str], add: list[str]
+) -> None:
+    four = _four(tmp_path)
+    records = _records_of(four)
+    data = pack({r: four[r] for r in start}, {r: records[r] for r in start})
+    extended = extend(data, {r: four[r] for r in add}, {r: records[r] for r in add}, drop)
+    result = sorted({*start, *add} - (set(drop) - set(add)))
+    assert extended == pack({r: four[r] for r in result}, {r: records[r] for r in result})
+    assert unpack(extended) == {r: four[r] for r in result}
+
+
+def test_extending_needs_a_record_for_every_surface(tmp_path: Path) -> None:
+    four = _four(tmp_path)
+    data = pack({"1.0": four["1.0"]}, _records_of({"1.0": 0}))
+    with pytest.raises(ValueError, match=r"surfaces without a record \['1.2'\]"):
+        extend(data, {"1.2": four["1.2"]}, {})
 
 
 # ----------------------------------------------------------------------------- the reader
