@@ -11,6 +11,7 @@ and the fake's signatures.
 
 from __future__ import annotations
 
+import gzip
 import importlib.metadata
 import importlib.util
 import json
@@ -83,17 +84,43 @@ def _release() -> str:
 
 
 @pytest.fixture(scope="module")
-def paths(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The shared cache, with the installed release modelled on the day-one path, and an
-    engine tree to scan."""
+def modelled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """The shared cache, with the installed release modelled on the day-one path, an engine
+    tree to scan, and the folder holding the model."""
     root = tmp_path_factory.mktemp("day-one")
     cache, engine = root / "cache", root / "engine"
     engine.mkdir()
     (engine / "engine.py").write_text(textwrap.dedent(ENGINE), encoding="utf-8")
     release = _release()
-    done = run_python(["-m", "fi_compat", "record", "--json"], cache, release)
-    assert json.loads(done)["records"][0]["action"] == "modelled"
-    return cache, engine
+    done = json.loads(run_python(["-m", "fi_compat", "record", "--json"], cache, release))
+    assert done["records"][0]["action"] == "modelled"
+    return cache, engine, Path(done["records"][0]["folder"])
+
+
+@pytest.fixture(scope="module")
+def paths(modelled: tuple[Path, Path, Path]) -> tuple[Path, Path]:
+    """The shared cache and the engine tree."""
+    return modelled[0], modelled[1]
+
+
+def test_the_model_of_the_installed_files_is_the_shipped_one(
+    modelled: tuple[Path, Path, Path],
+) -> None:
+    """The record and every module's names, built from the installed package's files, equal
+    what fi-compat ships for the release (from the published wheel), byte for byte but
+    where the files were read from."""
+    from importlib import resources
+
+    from fi_compat._recorder.store import unpack, unpack_records
+
+    release, folder = _release(), modelled[2]
+    record = json.loads(gzip.decompress((folder / "record.json.gz").read_bytes()))
+    surface = json.loads(gzip.decompress((folder / "surface.json.gz").read_bytes()))
+    data = resources.files("fi_compat._records").joinpath("surface.zip").read_bytes()
+    shipped_record, shipped_surface = unpack_records(data)[release], unpack(data)[release]
+    assert surface == shipped_surface
+    assert {**record, "source": None} == {**shipped_record, "source": None}
+    assert record["source"] != shipped_record["source"]  # an installed tree, not the wheel
 
 
 def _both(argv: list[str], cache: Path) -> tuple[str, str]:
