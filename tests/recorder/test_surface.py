@@ -15,9 +15,9 @@ import pytest
 from fi_compat._recorder.archive import read_release
 from fi_compat._recorder.resolve import Package
 from fi_compat._recorder.store import (
-    extend,
     decode_ranges,
     encode_ranges,
+    extend,
     pack,
     unpack,
     unpack_records,
