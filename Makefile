@@ -96,7 +96,8 @@ $(STAMP310): pyproject.toml constraints/dev.txt scripts/find_python310.sh
 	touch $(STAMP310)
 
 test-py310: $(STAMP310)
-	$(VENV310)/bin/python -m pytest -p no:cacheprovider -n $(WORKERS) --dist loadfile --strict-skips $(PYTEST_ARGS)
+	$(VENV310)/bin/python -m pytest -p no:cacheprovider -n $(WORKERS) --dist loadfile --strict-skips \
+		--durations=20 $(PYTEST_ARGS)
 
 # The release check alone (tests/release/, marker `release`, also part of `make test`): builds
 # the sdist and the wheel into a temporary directory with `python -m build`, runs

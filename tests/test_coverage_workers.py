@@ -26,7 +26,10 @@ TESTS = {
 }
 #: What the runs under test measure: the project's two modules, branch coverage, data files
 #: of their own, and the subprocess patch the suite uses.
-COVERAGERC = "[run]\nbranch = true\nparallel = true\npatch = subprocess\nsource = left, right\n"
+COVERAGERC = (
+    "[run]\nbranch = true\nparallel = true\npatch =\n    subprocess\n    _exit\n"
+    "source = left, right\n"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -107,3 +110,23 @@ def test_a_crashed_worker_is_named_too(pytester: pytest.Pytester) -> None:
     result = _run(pytester)
     assert result.ret != 0
     result.stdout.fnmatch_lines(["*coverage data missing*", "xdist worker gw* returned no *"])
+
+
+def test_a_subprocess_a_test_starts_is_measured_however_it_ends(pytester: pytest.Pytester) -> None:
+    """The workers through pytest-cov, the subprocesses their tests start through coverage's
+    patch: ``right`` runs only in subprocesses, one of which leaves through ``os._exit``."""
+    pytester.makepyfile(**MEASURED)
+    (pytester.path / ".coveragerc").write_text(COVERAGERC, encoding="utf-8")
+    pytester.makepyfile(
+        test_left=TESTS["test_left"],
+        test_right=(
+            "import subprocess, sys\n\n"
+            "def test_right(tmp_path):\n"
+            "    code = 'import os, sys; sys.path.insert(0, {!r}); import right; right.used(); '\n"
+            "    subprocess.run([sys.executable, '-c', code.format(str(__import__('os')"
+            ".path.dirname(__file__))) + 'os._exit(0)'], check=True, cwd=tmp_path)\n"
+        ),
+    )
+    result = _run(pytester)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["right.py * 100%", "TOTAL * 100%"])
