@@ -134,6 +134,25 @@ def _bound(node: ast.AST, passed: Passed, module: str, package: bool) -> Iterato
         yield node.arg, _OTHER
 
 
+Shape = tuple[dict[ast.AST, ast.AST], dict[ast.AST, ast.AST]]
+
+
+def _shape(tree: ast.Module) -> Shape:
+    """Each node's parent, and each node's scope (the innermost function or lambda strictly
+    around it, else the module), in one walk (:func:`inventory` keeps it for later rounds)."""
+    parents: dict[ast.AST, ast.AST] = {}
+    scopes: dict[ast.AST, ast.AST] = {tree: tree}
+    stack: list[tuple[ast.AST, ast.AST]] = [(tree, tree)]
+    while stack:
+        node, scope = stack.pop()
+        inner = node if isinstance(node, _SCOPES) else scope
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+            scopes[child] = inner
+            stack.append((child, inner))
+    return parents, scopes
+
+
 class _File:
     """One file: its scopes' bindings, each class's ``self.<attr>`` aliases, its uses."""
 
@@ -144,17 +163,15 @@ class _File:
         passed: Passed | None = None,
         module: str = "",
         package: bool = False,
+        shape: Shape | None = None,
     ) -> None:
         self.path = path
         self.tree = tree
-        self.parents: dict[ast.AST, ast.AST] = {}
-        for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                self.parents[child] = node
+        self.parents, self.scopes = shape or _shape(tree)
         #: scope node -> name -> the paths it is bound to there.
         self.bindings: dict[ast.AST, dict[str, set[str]]] = {}
         for node in ast.walk(tree):
-            scope = self.scope_of(node)
+            scope = self.scopes[node]
             for name, path in _bound(node, passed or {}, module, package):
                 self.bindings.setdefault(scope, {}).setdefault(name, set()).add(path)
         #: class node -> "self.attr" -> the paths assigned to it in the class's methods.
@@ -180,18 +197,9 @@ class _File:
                     )
 
     def scope_of(self, node: ast.AST) -> ast.AST:
-        """The function (or module) whose namespace ``node`` binds in: a def's own name and
-        its decorators belong to the enclosing scope, its arguments to itself."""
-        parent = self.parents.get(node)
-        if isinstance(node, ast.arg):
-            while parent is not None and not isinstance(parent, _SCOPES):
-                parent = self.parents.get(parent)
-            return parent or self.tree
-        while parent is not None:
-            if isinstance(parent, _SCOPES):
-                return parent
-            parent = self.parents.get(parent)
-        return self.tree
+        """The function (or module) whose namespace ``node`` binds in: the innermost
+        function or lambda around it (for an argument, the function that takes it)."""
+        return self.scopes[node]
 
     def class_of(self, node: ast.AST) -> ast.AST | None:
         parent = self.parents.get(node)
@@ -325,6 +333,7 @@ def inventory(root: Path, *, follow: bool = False) -> list[EngineUse]:
     (``from engine.kernels import X``, ``from .kernels import X``, through chains of them)."""
     uses: dict[tuple[str, int, str, str], EngineUse] = {}
     passed: Passed = {}
+    parsed: dict[Path, tuple[ast.Module, Shape] | None] = {}
     for _ in range(8 if follow else 1):
         before = {module: dict(names) for module, names in passed.items()}
         for file in sorted(root.rglob("*.py")):
@@ -332,12 +341,20 @@ def inventory(root: Path, *, follow: bool = False) -> list[EngineUse]:
             names = {name for given in passed.values() for name in given}
             if b"flashinfer" not in source and not any(n.encode() in source for n in names):
                 continue
-            try:
-                tree = ast.parse(source, str(file))
-            except SyntaxError:
+            if file not in parsed:  # each file is parsed once, whatever the rounds
+                try:
+                    tree = ast.parse(source, str(file))
+                except SyntaxError:
+                    parsed[file] = None
+                else:
+                    parsed[file] = tree, _shape(tree)
+            found = parsed[file]
+            if found is None:
                 continue
+            tree, shape = found
             module, package = _module(file)
-            reader = _File(file.relative_to(root).as_posix(), tree, before, module, package)
+            relative = file.relative_to(root).as_posix()
+            reader = _File(relative, tree, before, module, package, shape)
             if follow and reader.passes():
                 passed[module] = reader.passes()
             for use in reader.uses():
