@@ -92,7 +92,7 @@ $(STAMP310): pyproject.toml constraints/dev.txt scripts/find_python310.sh
 		python310=$$(sh scripts/find_python310.sh) && "$$python310" -m venv $(VENV310); }
 	$(VENV310)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(VENV310)/bin/python -m pip install --quiet --disable-pip-version-check \
-		-c constraints/dev.txt -e . pytest hypothesis pytest-examples pytest-xdist jsonschema
+		-c constraints/dev.txt -e . pytest hypothesis pytest-examples pytest-xdist pytest-cov jsonschema
 	touch $(STAMP310)
 
 test-py310: $(STAMP310)
