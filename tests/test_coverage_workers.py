@@ -130,3 +130,16 @@ def test_a_subprocess_a_test_starts_is_measured_however_it_ends(pytester: pytest
     result = _run(pytester)
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["right.py * 100%", "TOTAL * 100%"])
+
+
+def test_make_test_measures_the_workers_through_pytest_cov() -> None:
+    """The suite's recipe is the one these cases run: pytest-cov over xdist, not ``coverage
+    run -m pytest`` (which saves a worker's data at exit, where xdist may kill it first)."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    recipe = makefile.split("\ntest-suite:", 1)[1].split("\n\n", 1)[0]
+    assert "-m pytest" in recipe
+    assert "--cov " in recipe
+    assert "-n $(WORKERS)" in recipe
+    assert "coverage run" not in recipe
+    conftest = (ROOT / "tests" / "conftest.py").read_text(encoding="utf-8")
+    assert '"tests.support.coverage_workers"' in conftest
