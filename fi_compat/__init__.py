@@ -8,8 +8,7 @@ loaded on first use.
 
 from __future__ import annotations
 
-import importlib
-
+from fi_compat._lazy import attribute
 from fi_compat._version import __version__
 
 # typing is not imported at run time: every annotation here is a string, and the names
@@ -66,12 +65,7 @@ _LAZY: dict[str, str] = {
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fi_compat' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
+    return attribute(globals(), _LAZY, __name__, name)
 
 
 def __dir__() -> list[str]:

@@ -21,8 +21,9 @@ imports neither torch nor flashinfer.
 
 from __future__ import annotations
 
-import importlib
 import warnings
+
+from fi_compat._lazy import attribute
 
 # typing is not imported at run time: the names below exist for type checkers only (mypy
 # treats a TYPE_CHECKING constant specially). The pytest plugin imports this package in every
@@ -135,9 +136,4 @@ def __getattr__(name: str) -> Any:
             stacklevel=2,
         )
         name = "HazardRecord"
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
+    return attribute(globals(), _LAZY, __name__, name)
