@@ -473,12 +473,17 @@ def unpack_records(data: bytes) -> dict[str, Record]:
         }
 
 
-def unpack(data: bytes) -> dict[str, dict[str, Record]]:
-    """Every release's surface, as :func:`pack` was given it."""
+def unpack(data: bytes, only: Iterable[str] | None = None) -> dict[str, dict[str, Record]]:
+    """Every release's surface, as :func:`pack` was given it (``only`` these releases)."""
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         index = json.loads(archive.read(INDEX))
         releases: list[str] = index["releases"]
-        surfaces: dict[str, dict[str, Record]] = {release: {} for release in releases}
+        wanted = frozenset(releases if only is None else only)
+        surfaces: dict[str, dict[str, Record]] = {r: {} for r in releases if r in wanted}
+
+        def positions(ranges: str) -> list[int]:
+            return [p for p in decode_ranges(ranges) if releases[p] in wanted]
+
         tables: dict[str, Record] = {}
         stored: dict[str, Record] = {}
         for number in range(len(index["shards"])):
@@ -488,17 +493,20 @@ def unpack(data: bytes) -> dict[str, dict[str, Record]]:
                 stored.setdefault(module, {})[name] = json.loads(versions)
         for module, ranges in index["modules"].items():
             table, records = tables[module], stored.get(module, {})
-            for position in decode_ranges(ranges):
+            for position in positions(ranges):
                 surfaces[releases[position]][module] = {"names": {}}
             for name, versions in table["names"].items():
                 full = records.get(name, [None] * len(versions))
                 for (ranges_of, shape), value in zip(versions, full, strict=True):
+                    held = positions(ranges_of)
+                    if not held:
+                        continue
                     record = expand_name(read_home(shape, module) if value is None else value)
-                    for position in decode_ranges(ranges_of):
+                    for position in held:
                         surfaces[releases[position]][module]["names"][name] = record
             for key in ("all", "open", "getattr", "unreadable"):
                 for ranges_of, value in table.get(key, []):
-                    for position in decode_ranges(ranges_of):
+                    for position in positions(ranges_of):
                         found = surfaces[releases[position]][module]
                         if key == "unreadable":
                             found.pop("names", None)

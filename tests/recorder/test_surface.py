@@ -381,6 +381,7 @@ def test_packing_is_lossless_and_deterministic(tmp_path: Path) -> None:
     data = pack(surfaces, records)
     assert pack(surfaces, records) == data
     assert unpack(data) == surfaces
+    assert unpack(data, only=["1.1", "2.0rc1"]) == {r: surfaces[r] for r in ("1.1", "2.0rc1")}
     assert unpack_records(data) == records
     (tmp_path / "surface.zip").write_bytes(data)
     store = Store(tmp_path / "surface.zip")

@@ -37,7 +37,7 @@ def _shipped(release: str) -> tuple[dict[str, Any], dict[str, Any]]:
     from fi_compat._recorder.store import unpack, unpack_records
 
     data = resources.files("fi_compat._records").joinpath("surface.zip").read_bytes()
-    return unpack_records(data)[release], unpack(data)[release]
+    return unpack_records(data)[release], unpack(data, only=[release])[release]
 
 
 def _run(argv: list[str], cache: Path, left_out: str | None) -> str:
