@@ -42,7 +42,8 @@ def model(path: Path, out: Path, release: str | None) -> str:
     from fi_compat._recorder.resolve import Package
     from fi_compat._recorder.surface import surface
 
-    record = record_release(path, release=release)
+    package = Package(read_release(path))  # read and parsed once, for both
+    record = record_release(path, release=release, package=package)
     try:
         name = str(Version(record["release"]))
     except InvalidVersion as error:
@@ -52,7 +53,7 @@ def model(path: Path, out: Path, release: str | None) -> str:
         ) from error
     record["release"] = name
     _write(out / "record.json.gz", record)
-    _write(out / "surface.json.gz", surface(Package(read_release(path))))
+    _write(out / "surface.json.gz", surface(package))
     return name
 
 

@@ -93,7 +93,9 @@ def _of_kind(kind: str) -> list[Symbol]:
     return [symbol for symbol in COMM_SYMBOLS if symbol.kind == kind]
 
 
-def record_release(path: Path, *, release: str | None = None) -> Record:
+def record_release(
+    path: Path, *, release: str | None = None, package: Package | None = None
+) -> Record:
     """Record one release.
 
     Parameters
@@ -102,6 +104,9 @@ def record_release(path: Path, *, release: str | None = None) -> Record:
         A ``.whl``, an sdist ``.tar.gz`` or a directory containing ``flashinfer/``.
     release
         The version to record; by default taken from the file name.
+    package
+        The release's files already read from ``path`` (a caller that also takes the
+        release's surface reads and parses them once).
 
     Returns
     -------
@@ -111,7 +116,8 @@ def record_release(path: Path, *, release: str | None = None) -> Record:
     version = release or version_from_filename(path.name)
     if version is None:
         raise RecordingError(f"cannot tell the release version of {path}; pass release=")
-    package = Package(read_release(path))
+    if package is None:
+        package = Package(read_release(path))
     recorder = Recorder(package)
     workspace_classes, classes = _comm_classes(recorder)
     return {
