@@ -12,9 +12,11 @@ to FlashInfer, through as many modules as pass it on.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import stat
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -203,6 +205,14 @@ def _mentions(names: set[str]) -> re.Pattern[bytes]:
     return re.compile(rb"\b(?:" + b"|".join(spelled) + rb")\b|import\s*\*")
 
 
+#: The trees scanned last, by their files' contents: judging one tree against several pairs
+#: of releases (one ``scan_tree`` per pair, as an engine's CI checks a few bumps) reads and
+#: parses it once. A tree whose files changed in any way is read again.
+_RECENT: dict[tuple[object, ...], Scanned] = {}
+_RECENT_SIZE = 4
+_RECENT_LOCK = threading.Lock()
+
+
 def scan_paths(*roots: Path) -> Scanned:
     """Uses and diagnostics under ``roots`` (each a directory or one file). Paths are
     relative to the root (a file root's own name) for one root, and to the deepest
@@ -210,6 +220,28 @@ def scan_paths(*roots: Path) -> Scanned:
     base = _base(roots)
     diagnostics: list[Diagnostic] = []
     sources, count = _sources(roots, base, diagnostics)
+    key = (
+        base,
+        count,
+        tuple(diagnostics),
+        tuple(
+            (s.name, s.module, s.package, hashlib.blake2b(s.data, digest_size=16).digest())
+            for s in sources
+        ),
+    )
+    with _RECENT_LOCK:
+        known = _RECENT.get(key)
+    if known is None:
+        known = _read(sources, count, base, diagnostics)
+        with _RECENT_LOCK:
+            _RECENT[key] = known
+            while len(_RECENT) > _RECENT_SIZE:
+                del _RECENT[next(iter(_RECENT))]  # the oldest
+    return Scanned(list(known.uses), list(known.diagnostics), known.files, known.base)
+
+
+def _read(sources: list[_Source], count: int, base: Path, diagnostics: list[Diagnostic]) -> Scanned:
+    """What :func:`scan_paths` finds in ``sources`` (``diagnostics``: the files not read)."""
     readings: dict[int, Reading] = {}
 
     def read(index: int, exports: dict[str, dict[str, Bound]]) -> None:

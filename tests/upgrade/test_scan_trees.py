@@ -10,6 +10,7 @@ that must not be followed.
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -211,3 +212,42 @@ def test_a_relative_root_inside_a_package_names_modules_from_the_package(
     monkeypatch.chdir(trees / "kernels" / "kern")
     result = scan_tree(".", OLD, NEW)
     assert _breaks(result.findings, "user.py") == [(2, "keyword-missing", "flashinfer.top_k")]
+
+
+# ------------------------------------------------------------ one tree, several bumps
+
+
+def test_a_tree_judged_against_several_bumps_is_read_once_until_it_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fi_compat.upgrade import _scan, _tree
+
+    _write(tmp_path, {"engine.py": f"from flashinfer import top_k\n{CALL}\n"})
+    read: list[str] = []
+    original = _scan.read_module
+
+    def counting(data: bytes, path: str, *args: object, **kwargs: object) -> object:
+        read.append(path)
+        return original(data, path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_tree, "read_module", counting)  # the name _tree reads files with
+    monkeypatch.setattr(_tree, "_RECENT", {})
+    first = scan_tree(tmp_path, OLD, NEW)
+    again = scan_tree(tmp_path, OLD, NEW)
+    other = scan_tree(tmp_path, NEW, OLD)
+    assert read == ["engine.py"]  # three bumps, one reading
+    assert again == first
+    assert _breaks(first.findings, "engine.py")
+    assert not _breaks(other.findings, "engine.py")  # each bump still judged on its own
+    # another text at the same time stamp: read again
+    path = tmp_path / "engine.py"
+    stat = path.stat()
+    path.write_text(path.read_text().replace(", deterministic=True", ""), encoding="utf-8")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    changed = scan_tree(tmp_path, OLD, NEW)
+    assert read == ["engine.py", "engine.py"]
+    assert not _breaks(changed.findings, "engine.py")
+    # a file added is a tree of its own
+    _write(tmp_path, {"more.py": "import flashinfer\n"})
+    scan_tree(tmp_path, OLD, NEW)
+    assert sorted(read) == ["engine.py", "engine.py", "engine.py", "more.py"]
