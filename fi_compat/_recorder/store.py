@@ -504,7 +504,7 @@ def unpack(data: bytes, only: Iterable[str] | None = None) -> dict[str, dict[str
                     record = expand_name(read_home(shape, module) if value is None else value)
                     for position in held:
                         surfaces[releases[position]][module]["names"][name] = record
-            for key in ("all", "open", "getattr", "unreadable"):
+            for key in EXTRAS:
                 for ranges_of, value in table.get(key, []):
                     for position in positions(ranges_of):
                         found = surfaces[releases[position]][module]
