@@ -11,7 +11,6 @@ and the fake's signatures.
 
 from __future__ import annotations
 
-import gzip
 import importlib.metadata
 import importlib.util
 import json
@@ -21,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from fi_compat._records import available_releases
-from tests.support.day_one import run_python
+from tests.support.day_one import model_in, run_python, shipped_model
 
 pytestmark = [
     pytest.mark.real_flashinfer,
@@ -109,16 +108,8 @@ def test_the_model_of_the_installed_files_is_the_shipped_one(
     """The record and every module's names, built from the installed package's files, equal
     what fi-compat ships for the release (from the published wheel), byte for byte but
     where the files were read from."""
-    from importlib import resources
-
-    from fi_compat._recorder.store import unpack, unpack_records
-
-    release, folder = _release(), modelled[2]
-    record = json.loads(gzip.decompress((folder / "record.json.gz").read_bytes()))
-    surface = json.loads(gzip.decompress((folder / "surface.json.gz").read_bytes()))
-    data = resources.files("fi_compat._records").joinpath("surface.zip").read_bytes()
-    shipped_record = unpack_records(data)[release]
-    shipped_surface = unpack(data, only=[release])[release]
+    record, surface = model_in(modelled[2])
+    shipped_record, shipped_surface = shipped_model(_release())
     assert surface == shipped_surface
     assert {**record, "source": None} == {**shipped_record, "source": None}
     assert record["source"] != shipped_record["source"]  # an installed tree, not the wheel

@@ -10,7 +10,6 @@ the newest; ``--all-releases`` (``make test-all``) runs every recorded release.
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from packaging.version import Version
 
 from fi_compat._records import available_releases
 from tests.support import release_classes
-from tests.support.day_one import run_python
+from tests.support.day_one import model_in, run_python, shipped_model
 from tools.releases import ReleaseCache
 
 pytestmark = [pytest.mark.release_matrix]
@@ -29,15 +28,6 @@ pytestmark = [pytest.mark.release_matrix]
 def _releases() -> list[str]:
     every = available_releases()
     return every if release_classes.sweeping() else [every[0], every[-1]]
-
-
-def _shipped(release: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    from importlib import resources
-
-    from fi_compat._recorder.store import unpack, unpack_records
-
-    data = resources.files("fi_compat._records").joinpath("surface.zip").read_bytes()
-    return unpack_records(data)[release], unpack(data, only=[release])[release]
 
 
 def _run(argv: list[str], cache: Path, left_out: str | None) -> str:
@@ -53,10 +43,8 @@ def test_a_release_modelled_from_its_published_file_equals_the_shipped_one(
     argv = ["record", "--path", str(published), "--release", release, "--json"]
     done = json.loads(_run(argv, cache, release))["records"][0]
     assert done["action"] == "modelled"
-    folder = Path(done["folder"])
-    record = json.loads(gzip.decompress((folder / "record.json.gz").read_bytes()))
-    surface = json.loads(gzip.decompress((folder / "surface.json.gz").read_bytes()))
-    shipped_record, shipped_surface = _shipped(release)
+    record, surface = model_in(Path(done["folder"]))
+    shipped_record, shipped_surface = shipped_model(release)
     assert surface == shipped_surface
     assert {**record, "source": None} == {**shipped_record, "source": None}
     assert record["source"] == shipped_record["source"]  # the same published file

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from fi_compat._local import CACHE_ENV, UNRECORDED_ENV
 
-__all__ = ["run_python"]
+__all__ = ["model_in", "run_python", "shipped_model"]
 
 
 def run_python(argv: list[str], cache: Path, left_out: str | None) -> str:
@@ -24,3 +27,21 @@ def run_python(argv: list[str], cache: Path, left_out: str | None) -> str:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def model_in(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The record and the surface of the release modelled into ``folder``."""
+    return (
+        json.loads(gzip.decompress((folder / "record.json.gz").read_bytes())),
+        json.loads(gzip.decompress((folder / "surface.json.gz").read_bytes())),
+    )
+
+
+def shipped_model(release: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The record and the surface fi-compat ships for ``release``."""
+    from importlib import resources
+
+    from fi_compat._recorder.store import unpack, unpack_records
+
+    data = resources.files("fi_compat._records").joinpath("surface.zip").read_bytes()
+    return unpack_records(data)[release], unpack(data, only=[release])[release]
