@@ -35,7 +35,7 @@ from typing import Any
 from fi_compat._recorder import dump_record, record_release
 from fi_compat._recorder.archive import read_release
 from fi_compat._recorder.record import file_sha256
-from fi_compat._recorder.resolve import Package
+from fi_compat._recorder.resolve import Package, collector_paused
 from fi_compat._recorder.store import pack, unpack, unpack_records
 from fi_compat._recorder.surface import surface
 from fi_compat._records._format import SURFACE_VERSION
@@ -80,8 +80,9 @@ def surface_of(
 
 def _record(job: Job) -> Recorded:
     path, release = job
-    record = record_release(path, release=release)
-    return record, surface_of(path, record["release"], sha256=record["source"]["sha256"])
+    with collector_paused():
+        record = record_release(path, release=release)
+        return record, surface_of(path, record["release"], sha256=record["source"]["sha256"])
 
 
 def merge_surfaces(

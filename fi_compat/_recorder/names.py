@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from fi_compat._recorder.resolve import Binding, Module
 from fi_compat._recorder.signatures import Recorder
 
 __all__ = ["instance_of", "name_record", "name_table"]
@@ -33,25 +34,16 @@ def name_record(recorder: Recorder, module: str, name: str) -> dict[str, Any]:
     if found is None:
         return {"kind": "value", "defined_in": None}
     defining, binding = found
-    if binding.kind == "def":
-        return {
-            "kind": "function",
-            "defined_in": defining.name,
-            "function": recorder.function(module, name),
-        }
-    if binding.kind == "class":
-        node = binding.node
-        assert isinstance(node, ast.ClassDef)
-        methods = recorder.public_methods(defining, node)
-        record: dict[str, Any] = {
-            "kind": "class",
-            "defined_in": defining.name,
-            "class": recorder.class_record(module, name, methods, aliases=True),
-        }
-        if recorder.is_enum(defining, node):
-            record["kind"] = "enum"
-            record["enum"] = recorder.enum_record(module, name)
-        return record
+    if binding.kind in ("def", "class"):
+        # The record of a def or a class depends on that statement alone, not on the module
+        # that re-exports it: made once, handed out as a fresh outer dict each time (callers
+        # add "conditional" to it), the inner records shared and never changed.
+        known = recorder.definitions.get(binding.node)
+        if known is None:
+            known = recorder.definitions[binding.node] = _definition(
+                recorder, module, name, defining, binding
+            )
+        return dict(known)
     if binding.kind in ("module", "import"):
         # A module, or a name from a module outside the release (not followed there).
         kind = "module" if binding.kind == "module" else "value"
@@ -60,6 +52,31 @@ def name_record(recorder: Recorder, module: str, name: str) -> dict[str, Any]:
     if found_class is not None:
         return {"kind": "value", "defined_in": defining.name, "instance_of": found_class}
     return {"kind": "value", "defined_in": defining.name}
+
+
+def _definition(
+    recorder: Recorder, module: str, name: str, defining: Module, binding: Binding
+) -> dict[str, Any]:
+    """:func:`name_record` of ``module.name``, bound to the ``def`` or ``class`` statement
+    ``binding`` of module ``defining``."""
+    if binding.kind == "def":
+        return {
+            "kind": "function",
+            "defined_in": defining.name,
+            "function": recorder.function(module, name),
+        }
+    node = binding.node
+    assert isinstance(node, ast.ClassDef)
+    methods = recorder.public_methods(defining, node)
+    record: dict[str, Any] = {
+        "kind": "class",
+        "defined_in": defining.name,
+        "class": recorder.class_record(module, name, methods, aliases=True),
+    }
+    if recorder.is_enum(defining, node):
+        record["kind"] = "enum"
+        record["enum"] = recorder.enum_record(module, name)
+    return record
 
 
 def instance_of(recorder: Recorder, module: str, node: ast.AST) -> str | None:

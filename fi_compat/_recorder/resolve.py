@@ -14,7 +14,9 @@ machine, for the import hazards.
 from __future__ import annotations
 
 import ast
+import gc
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -22,7 +24,17 @@ from fi_compat._recorder.archive import Source
 from fi_compat._surface import FLASHINFER
 from fi_compat.errors import RecordingError
 
-__all__ = ["MAX_DEPTH", "TOP", "Binding", "Context", "Module", "Package", "absolute", "catches"]
+__all__ = [
+    "MAX_DEPTH",
+    "TOP",
+    "Binding",
+    "Context",
+    "Module",
+    "Package",
+    "absolute",
+    "catches",
+    "collector_paused",
+]
 
 #: How far re-exports, assignments and base classes are followed before giving up.
 MAX_DEPTH = 12
@@ -175,6 +187,25 @@ def _import_time_statements(
                 suppressed = {"*"}
             inner = (context[0] | frozenset(suppressed), context[1])
             yield from _import_time_statements(stmt.body, inner, fallback)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Keep Python's cyclic garbage collector off while a release is modelled.
+
+    A :class:`Package` keeps every tree it parses, millions of objects that live as long as
+    it does and hold no cycles to reclaim; with the collector on, each collection walks all of
+    them again, which made modelling a 0.7 release six times slower than its parsing alone
+    (measured: parsing every module of 0.7.2.post1 and keeping the trees took 84 s with the
+    collector on and 13 s with it off). The collector is restored as it was on leaving.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class Package:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from fi_compat._forwarding import (
@@ -49,44 +50,43 @@ def _first_parameter(func: FunctionNode) -> str | None:
     return positional[0].arg if positional else None
 
 
-def _assigned_on_self(func: FunctionNode) -> set[str]:
-    """Names ``func`` stores as ``self.<name>`` (any assignment, augmented or annotated)."""
+@dataclass(frozen=True)
+class _SelfUse:
+    """What a method does with its first parameter (``self``), read in one walk of it."""
+
+    #: Names it stores as ``self.<name>`` (any assignment, augmented or annotated).
+    assigned: frozenset[str]
+    #: Methods it calls as ``self.<method>(...)``, in source order, each once.
+    called: tuple[str, ...]
+    #: Whether it runs ``super().__init__(...)`` (or ``super(C, self).__init__(...)``).
+    calls_super_init: bool
+
+
+def _self_use(func: FunctionNode) -> _SelfUse:
     this = _first_parameter(func)
-    return {
-        node.attr
-        for node in ast.walk(func)
-        if isinstance(node, ast.Attribute)
-        and isinstance(node.ctx, ast.Store)
-        and isinstance(node.value, ast.Name)
-        and node.value.id == this
-    }
-
-
-def _called_on_self(func: FunctionNode) -> list[str]:
-    """Methods ``func`` calls as ``self.<method>(...)``, in source order, each once."""
-    this = _first_parameter(func)
-    calls = [
-        node.func.attr
-        for node in ast.walk(func)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and isinstance(node.func.value, ast.Name)
-        and node.func.value.id == this
-    ]
-    return list(dict.fromkeys(calls))
-
-
-def _calls_super_init(func: FunctionNode) -> bool:
-    """``func`` runs ``super().__init__(...)`` (or ``super(C, self).__init__(...)``)."""
-    return any(
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr == _INIT
-        and isinstance(node.func.value, ast.Call)
-        and isinstance(node.func.value.func, ast.Name)
-        and node.func.value.func.id == "super"
-        for node in ast.walk(func)
-    )
+    assigned: set[str] = set()
+    called: dict[str, None] = {}
+    super_init = False
+    for node in ast.walk(func):
+        if isinstance(node, ast.Attribute):
+            if (
+                isinstance(node.ctx, ast.Store)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == this
+            ):
+                assigned.add(node.attr)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            if isinstance(owner, ast.Name) and owner.id == this:
+                called.setdefault(node.func.attr)
+            elif (
+                node.func.attr == _INIT
+                and isinstance(owner, ast.Call)
+                and isinstance(owner.func, ast.Name)
+                and owner.func.id == "super"
+            ):
+                super_init = True
+    return _SelfUse(frozenset(assigned), tuple(called), super_init)
 
 
 def _is_dataclass(node: ast.ClassDef) -> bool:
@@ -185,8 +185,19 @@ def _alias_target(stmt: ast.stmt, name: str) -> str | None:
 
 
 def _is_overload(func: FunctionNode) -> bool:
-    """``func`` is an ``@overload`` (``@typing.overload``) stub."""
-    return any(ast.unparse(d).rpartition(".")[2] == _OVERLOAD for d in func.decorator_list)
+    """``func`` is an ``@overload`` (``@typing.overload``) stub: a decorator whose source
+    ends in ``overload`` after its last dot (a name or an attribute is read without
+    unparsing it, as almost every decorator is one)."""
+    for decorator in func.decorator_list:
+        if isinstance(decorator, ast.Name):
+            last = decorator.id
+        elif isinstance(decorator, ast.Attribute):
+            last = decorator.attr
+        else:
+            last = ast.unparse(decorator).rpartition(".")[2]
+        if last == _OVERLOAD:
+            return True
+    return False
 
 
 def _descriptor(node: FunctionNode) -> str:
@@ -246,6 +257,10 @@ class Recorder:
 
     def __init__(self, package: Package) -> None:
         self.package = package
+        #: The name record of each ``def`` and ``class`` statement, made once however many
+        #: modules re-export it (see :func:`fi_compat._recorder.names.name_record`).
+        self.definitions: dict[ast.AST, dict[str, Any]] = {}
+        self._self_uses: dict[FunctionNode, _SelfUse] = {}
 
     def function(self, module: str, name: str) -> dict[str, Any] | None:
         """The record of the function ``module.name``; None unless it is a ``def``."""
@@ -386,15 +401,24 @@ class Recorder:
             if init is None:
                 break
             _, owner, func = init
-            names |= _assigned_on_self(func)
-            for called in _called_on_self(func):
+            use = self._self_use(func)
+            names |= use.assigned
+            for called in use.called:
                 helper = self.find_method(module, node, called)
                 if helper is not None:
-                    names |= _assigned_on_self(helper[2])
-            if not _calls_super_init(func):
+                    names |= self._self_use(helper[2]).assigned
+            if not use.calls_super_init:
                 break
             start = 1 + next((i for i, (_, cls) in enumerate(chain) if cls is owner), len(chain))
         return sorted(names)
+
+    def _self_use(self, func: FunctionNode) -> _SelfUse:
+        """:func:`_self_use` of ``func``, read once per release (a base class's
+        ``__init__`` is read for every class built on it)."""
+        found = self._self_uses.get(func)
+        if found is None:
+            found = self._self_uses[func] = _self_use(func)
+        return found
 
     def _method(
         self, module: Module, node: ast.ClassDef, name: str, *, aliases: bool = False

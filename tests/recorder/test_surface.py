@@ -627,3 +627,77 @@ def test_the_shipped_store_leaves_no_file_open_at_exit() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "ResourceWarning" not in done.stderr
+
+
+def test_a_definition_re_exported_under_a_guard_is_conditional_only_where_guarded(
+    tmp_path: Path,
+) -> None:
+    # The record of a def or class is made once and handed to every module that binds it;
+    # what one module adds to it (here "conditional") must not reach the others.
+    found = _surface(
+        tmp_path,
+        {
+            "flashinfer/__init__.py": """
+                try:
+                    from .kernels import Wrapper, launch
+                except ImportError:
+                    pass
+            """,
+            "flashinfer/kernels.py": """
+                import typing
+
+                class Wrapper:
+                    def __init__(self, workspace):
+                        self._workspace = workspace
+
+                    @typing.overload
+                    def run(self, q): ...
+
+                    def run(self, q, k=None):
+                        pass
+
+                def launch(x, *, stream=None):
+                    pass
+            """,
+            "flashinfer/again.py": "from .kernels import Wrapper, launch\n",
+        },
+    )
+    own = found["flashinfer.kernels"]["names"]
+    assert "conditional" not in own["Wrapper"]
+    assert "conditional" not in own["launch"]
+    guarded = found["flashinfer"]["names"]
+    assert guarded["Wrapper"] == {
+        "kind": "class",
+        "defined_in": "flashinfer.kernels",
+        "same": "Wrapper",
+        "conditional": True,
+    }
+    assert guarded["launch"]["conditional"] is True
+    assert found["flashinfer.again"]["names"]["Wrapper"]["same"] == "Wrapper"
+    # The implementation after a ``@typing.overload`` stub, as Python binds it.
+    run = own["Wrapper"]["class"]["methods"]["run"]
+    assert [p["name"] for p in run["parameters"]] == ["self", "q", "k"]
+    assert own["Wrapper"]["class"]["attributes"] == ["_workspace"]
+
+
+def test_the_collector_is_paused_while_modelling_and_restored_after() -> None:
+    import gc
+
+    from fi_compat._recorder.resolve import collector_paused
+
+    def fail_while_paused() -> None:
+        with collector_paused():
+            assert not gc.isenabled()
+            raise KeyError("modelling failed")
+
+    assert gc.isenabled()
+    with pytest.raises(KeyError):
+        fail_while_paused()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # left as it was found
+    finally:
+        gc.enable()
