@@ -3,9 +3,10 @@ its own: reading a recent release's source, or packing every release's surface i
 store, takes a minute or two and a few GB, which an engine's process should neither wait in
 nor keep.
 
-``python -m fi_compat._recorder model PATH OUT [--release R]``
+``python -m fi_compat._recorder model PATH OUT [--release R] [--jobs N]``
     Model the release at ``PATH`` into ``OUT``: its record (``record.json.gz``) and surface
-    (``surface.json.gz``), compact JSON, gzip-compressed; prints the release.
+    (``surface.json.gz``), compact JSON, gzip-compressed; prints the release. ``N``
+    processes share the work (default: one per core; the output is the same).
 ``python -m fi_compat._recorder store TARGET [--drop R ...] [--add SURFACE ...]``
     Pack the shipped store less the releases dropped, plus each surface file added (with the
     ``record.json.gz`` beside it), into ``TARGET`` (written whole or not at all); prints
@@ -36,15 +37,12 @@ def _write(path: Path, data: Any) -> None:
     path.write_bytes(gzip.compress(text, mtime=0))
 
 
-def model(path: Path, out: Path, release: str | None) -> str:
-    """Write the record and surface of the release at ``path`` into ``out``; its release."""
-    from fi_compat._recorder.archive import read_release
-    from fi_compat._recorder.record import record_release
-    from fi_compat._recorder.resolve import Package
-    from fi_compat._recorder.surface import surface
+def model(path: Path, out: Path, release: str | None, jobs: int | None = None) -> str:
+    """Write the record and surface of the release at ``path`` into ``out``; its release.
+    ``jobs``: processes to model it with (default: one per core, see :mod:`.model`)."""
+    from fi_compat._recorder.model import model_release
 
-    package = Package(read_release(path))  # read and parsed once, for both
-    record = record_release(path, release=release, package=package)
+    record, surface = model_release(path, release, jobs)
     try:
         name = str(Version(record["release"]))
     except InvalidVersion as error:
@@ -54,7 +52,7 @@ def model(path: Path, out: Path, release: str | None) -> str:
         ) from error
     record["release"] = name
     _write(out / "record.json.gz", record)
-    _write(out / "surface.json.gz", surface(package))
+    _write(out / "surface.json.gz", surface)
     return name
 
 
@@ -84,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     modelling.add_argument("path", type=Path)
     modelling.add_argument("out", type=Path)
     modelling.add_argument("--release")
+    modelling.add_argument("--jobs", type=int, default=None)
     packing = jobs.add_parser("store")
     packing.add_argument("target", type=Path)
     packing.add_argument("--drop", action="append", default=[])
@@ -91,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.job == "model":
-            print(model(args.path, args.out, args.release))
+            print(model(args.path, args.out, args.release, args.jobs))
         else:
             print(store(args.target, args.drop, args.add))
     except (RecordingError, OSError, ValueError, KeyError) as error:

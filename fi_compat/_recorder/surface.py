@@ -28,6 +28,7 @@ the recorder cannot read (a syntax error, a resolution that does not end) is rec
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fi_compat._recorder.names import name_record
@@ -41,6 +42,8 @@ __all__ = [
     "is_private_module",
     "is_recorded_module",
     "module_surface",
+    "module_tables",
+    "recorded_modules",
     "surface",
 ]
 
@@ -232,13 +235,29 @@ def _shared(tables: dict[str, Record]) -> None:
             found["names"][name] = shared
 
 
-def surface(package: Package) -> dict[str, Record]:
-    """Every recorded module of the release -> :func:`module_surface`, re-exports shared."""
+def recorded_modules(package: Package) -> list[str]:
+    """The release's recorded modules (:func:`is_recorded_module`), sorted."""
+    return sorted(name for name in package.source.files if is_recorded_module(name))
+
+
+def module_tables(package: Package, modules: Iterable[str]) -> dict[str, Record]:
+    """:func:`module_surface` of each of ``modules``: one part of :func:`surface`, which a
+    builder may make in parts, in processes of their own."""
     recorder = Recorder(package)
-    modules = sorted(name for name in package.source.files if is_recorded_module(name))
-    tables = {name: module_surface(recorder, name) for name in modules}
-    _shared(tables)
+    return {name: module_surface(recorder, name) for name in modules}
+
+
+def surface(package: Package, tables: Mapping[str, Record] | None = None) -> dict[str, Record]:
+    """Every recorded module of the release -> :func:`module_surface`, re-exports shared.
+
+    ``tables``: every recorded module's :func:`module_tables`, where they were made already
+    (in parts); by default they are made here.
+    """
+    if tables is None:
+        tables = module_tables(package, recorded_modules(package))
+    found = {name: tables[name] for name in sorted(tables)}  # _shared reads in this order
+    _shared(found)
     for name in sorted(package.source.files):
         if is_private_module(name):
-            tables[name] = {"unreadable": PRIVATE}
-    return tables
+            found[name] = {"unreadable": PRIVATE}
+    return found
