@@ -14,8 +14,9 @@ interpreters:
   ``bench_comm_facade.py``), against FlashInfer's own call, with the launch layer measured
   on the day-one path.
 
-Targets (issue 49): the checked call at most 0.5x FlashInfer's own once measured; measuring
-at most 30 s; a later start within 1.2x of the shipped data's.
+Targets (issue 49): the checked call at most 0.5x FlashInfer's own once measured; the first
+use in all (modelling, measuring and the first report) at most 30 s; a later start within
+1.2x of the shipped data's.
 
 Run: ``.venv/bin/python bench/bench_day_one.py`` (``make bench`` runs every script).
 """
@@ -79,8 +80,15 @@ def main() -> None:
         found: Any = json.loads(out)
     rows = [
         Figure(f"first use, {release} set aside: modelled from its files", modelled * 1000, "ms"),
-        Figure(f"first use, {release} set aside: measured", measured * 1000, "ms", 30_000, True),
+        Figure(f"first use, {release} set aside: measured", measured * 1000, "ms"),
         Figure("first use: the first report (packs the store with the model)", first * 1000, "ms"),
+        Figure(
+            "first use in all: modelled, measured, first report",
+            (modelled + measured + first) * 1000,
+            "ms",
+            30_000,
+            True,
+        ),
         Figure("a later start: fi-compat report --json, shipped data", ours, "ms"),
         Figure("a later start: fi-compat report --json, modelled here", later, "ms"),
         Figure("  / shipped data", later / ours, "x", 1.2, True),

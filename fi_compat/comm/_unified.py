@@ -678,15 +678,19 @@ def _launcher(
             if checked:
                 attached()
             input, residual, weight, eps, _, _, use_oneshot, fp32_acc, trigger, pdl = call
-            flat = input.view(-1)
+            # The measured arguments are ``view(-1)`` of each tensor ("view:input"). The
+            # validator has checked that all four are contiguous, and ``ravel()`` of a
+            # contiguous tensor is that very view (same storage, offset, shape and stride:
+            # it copies only a tensor that is not), for about 250 ns less each.
+            flat = input.ravel()
             return target(
                 *pick(
                     (
                         *fixed,
                         flat,
-                        residual.view(-1),
-                        residual_out.view(-1),
-                        norm_out.view(-1),
+                        residual.ravel(),
+                        residual_out.ravel(),
+                        norm_out.ravel(),
                         weight,
                         empty_like(flat) if allocate else None,
                         tokens,
