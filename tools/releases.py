@@ -151,7 +151,15 @@ class ReleaseCache:
         self.downloads.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix=".download-", dir=self.downloads) as scratch:
-            done = _pip_download(requirement, Path(scratch), wheel_only=wheel_only, python=python)
+            done = _pip_download(requirement, Path(scratch), wheel_only=True, python=python)
+            if done.returncode != 0 and not wheel_only:
+                # No wheel, and the file is all that is wanted: the sdist as the registry
+                # lists it, checked against its published digest. pip would first build the
+                # sdist's metadata in an isolated environment (about 50 s for a 0.2.x
+                # release, installing its build requirements), which nothing here reads.
+                done = _fetch_sdist(requirement, Path(scratch), done)
+            if done.returncode != 0 and not wheel_only:
+                done = _pip_download(requirement, Path(scratch), wheel_only=False, python=python)
             if done.returncode != 0 and not wheel_only:
                 # Some sdists pin build requirements that are gone from the registry (0.4.x
                 # pins an apache-tvm-ffi pre-release); preparing their metadata in this

@@ -211,3 +211,61 @@ def test_the_suite_runs_with_both_plugins(request: pytest.FixtureRequest) -> Non
     assert manager.has_plugin("tests.support.downloads")
     assert manager.has_plugin("tests.support.skips")
     assert sys.modules["tests.support.downloads"].LOGGER is LOGGER
+
+
+class _Registry:
+    """Stands in for the registry's simple index (JSON) and its file host."""
+
+    def __init__(self, files: dict[str, bytes], digest: dict[str, str] | None = None) -> None:
+        import hashlib
+
+        self.files = files
+        self.digest = digest or {name: hashlib.sha256(d).hexdigest() for name, d in files.items()}
+        self.asked: list[str] = []
+
+    def __call__(self, request: Any, timeout: float = 0) -> Any:
+        import io
+        import json
+
+        url = request if isinstance(request, str) else request.full_url
+        self.asked.append(url)
+        if url.startswith("https://pypi.org/simple/"):
+            listing = [
+                {"filename": name, "url": f"https://files/{name}", "hashes": {"sha256": digest}}
+                for name, digest in self.digest.items()
+            ]
+            return io.BytesIO(json.dumps({"files": listing}).encode())
+        return io.BytesIO(self.files[url.removeprefix("https://files/")])
+
+
+def test_a_release_without_a_wheel_is_fetched_without_building_its_metadata(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # pip finds no wheel; building the sdist's metadata (pip's own way to keep an sdist)
+    # would install its build requirements, and only the file is wanted.
+    pip = Pip(returncode=1, output="ERROR: No matching distribution found for demo==1.0")
+    monkeypatch.setattr("tools.releases.subprocess.run", pip)
+    registry = _Registry({"demo-1.0.tar.gz": b"the sdist", "demo-1.1.tar.gz": b"another"})
+    monkeypatch.setattr("tools.releases.urllib.request.urlopen", registry)
+    monkeypatch.setattr(LOGGER, "handlers", [])
+    found = ReleaseCache(tmp_path).download("demo==1.0", wheel_only=False)
+    assert found == tmp_path / "downloads" / "demo-1.0.tar.gz"
+    assert found.read_bytes() == b"the sdist"
+    [command] = pip.commands  # the wheel only: no metadata build
+    assert command[command.index("--only-binary") + 1] == ":all:"
+    assert registry.asked[-1] == "https://files/demo-1.0.tar.gz"
+
+
+def test_an_sdist_that_does_not_match_its_digest_is_not_kept(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    pip = Pip(returncode=1, output="ERROR: No matching distribution found for demo==1.0")
+    monkeypatch.setattr("tools.releases.subprocess.run", pip)
+    registry = _Registry({"demo-1.0.tar.gz": b"tampered"}, {"demo-1.0.tar.gz": "0" * 64})
+    monkeypatch.setattr("tools.releases.urllib.request.urlopen", registry)
+    monkeypatch.setattr(LOGGER, "handlers", [])
+    with pytest.raises(releases.DownloadError, match="No matching distribution"):
+        ReleaseCache(tmp_path).download("demo==1.0", wheel_only=False)
+    assert not (tmp_path / "downloads" / "demo-1.0.tar.gz").exists()
+    # after the digest failed, pip was asked for the sdist too, as before
+    assert any(":none:" in command for command in pip.commands)
