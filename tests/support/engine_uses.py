@@ -16,9 +16,14 @@ finds, a scan must give a verdict or say why it cannot.
 from __future__ import annotations
 
 import ast
+import re
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
+
+from fi_compat._recorder.resolve import collector_paused
 
 __all__ = ["EngineUse", "inventory"]
 
@@ -134,23 +139,67 @@ def _bound(node: ast.AST, passed: Passed, module: str, package: bool) -> Iterato
         yield node.arg, _OTHER
 
 
-Shape = tuple[dict[ast.AST, ast.AST], dict[ast.AST, ast.AST]]
+#: The nodes :func:`_bound` finds a binding in (every other node binds nothing).
+_BINDING = frozenset(
+    (
+        ast.Import,
+        ast.ImportFrom,
+        ast.FunctionDef,
+        ast.AsyncFunctionDef,
+        ast.ClassDef,
+        ast.Assign,
+        ast.AnnAssign,
+        ast.AugAssign,
+        ast.NamedExpr,
+        ast.For,
+        ast.AsyncFor,
+        ast.comprehension,
+        ast.withitem,
+        ast.ExceptHandler,
+        ast.arg,
+    )
+)
+#: The nodes :meth:`_File.uses` reads.
+_USED = frozenset((ast.Import, ast.ImportFrom, ast.Call, ast.Attribute))
+
+
+class Shape(NamedTuple):
+    """What one walk of a file's tree gives, kept by :func:`inventory` for later rounds."""
+
+    #: Each node's parent.
+    parents: dict[ast.AST, ast.AST]
+    #: Each node's scope: the innermost function or lambda strictly around it, else the module.
+    scopes: dict[ast.AST, ast.AST]
+    #: The nodes that bind a name, those a use is read from, and the assignments, each in
+    #: the order ``ast.walk`` visits them (breadth first).
+    binding: list[ast.AST]
+    used: list[ast.AST]
+    assigned: list[ast.Assign | ast.AnnAssign]
 
 
 def _shape(tree: ast.Module) -> Shape:
-    """Each node's parent, and each node's scope (the innermost function or lambda strictly
-    around it, else the module), in one walk (:func:`inventory` keeps it for later rounds)."""
+    """:class:`Shape` of ``tree``, in one breadth-first walk (the order of ``ast.walk``)."""
     parents: dict[ast.AST, ast.AST] = {}
     scopes: dict[ast.AST, ast.AST] = {tree: tree}
-    stack: list[tuple[ast.AST, ast.AST]] = [(tree, tree)]
-    while stack:
-        node, scope = stack.pop()
-        inner = node if isinstance(node, _SCOPES) else scope
+    binding: list[ast.AST] = []
+    used: list[ast.AST] = []
+    assigned: list[ast.Assign | ast.AnnAssign] = []
+    todo: deque[tuple[ast.AST, ast.AST]] = deque([(tree, tree)])
+    while todo:
+        node, scope = todo.popleft()
+        kind = type(node)  # a parsed tree holds the ast classes themselves, never subclasses
+        if kind in _BINDING:
+            binding.append(node)
+            if kind is ast.Assign or kind is ast.AnnAssign:
+                assigned.append(node)  # type: ignore[arg-type]
+        if kind in _USED:
+            used.append(node)
+        inner = node if kind in _SCOPES else scope
         for child in ast.iter_child_nodes(node):
             parents[child] = node
             scopes[child] = inner
-            stack.append((child, inner))
-    return parents, scopes
+            todo.append((child, inner))
+    return Shape(parents, scopes, binding, used, assigned)
 
 
 class _File:
@@ -167,18 +216,17 @@ class _File:
     ) -> None:
         self.path = path
         self.tree = tree
-        self.parents, self.scopes = shape or _shape(tree)
+        self.shape = shape or _shape(tree)
+        self.parents, self.scopes = self.shape.parents, self.shape.scopes
         #: scope node -> name -> the paths it is bound to there.
         self.bindings: dict[ast.AST, dict[str, set[str]]] = {}
-        for node in ast.walk(tree):
+        for node in self.shape.binding:
             scope = self.scopes[node]
             for name, path in _bound(node, passed or {}, module, package):
                 self.bindings.setdefault(scope, {}).setdefault(name, set()).add(path)
         #: class node -> "self.attr" -> the paths assigned to it in the class's methods.
         self.members: dict[ast.AST | None, dict[str, set[str]]] = {}
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Assign | ast.AnnAssign):
-                continue
+        for node in self.shape.assigned:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
                 if (
@@ -261,7 +309,7 @@ class _File:
         return ".".join(reversed(names)) or "<module>"
 
     def uses(self) -> Iterator[EngineUse]:
-        for node in ast.walk(self.tree):
+        for node in self.shape.used:
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if _flashinfer(alias.name):
@@ -334,31 +382,51 @@ def inventory(root: Path, *, follow: bool = False) -> list[EngineUse]:
     uses: dict[tuple[str, int, str, str], EngineUse] = {}
     passed: Passed = {}
     parsed: dict[Path, tuple[ast.Module, Shape] | None] = {}
-    for _ in range(8 if follow else 1):
-        before = {module: dict(names) for module, names in passed.items()}
-        for file in sorted(root.rglob("*.py")):
-            source = file.read_bytes()
-            names = {name for given in passed.values() for name in given}
-            if b"flashinfer" not in source and not any(n.encode() in source for n in names):
-                continue
-            if file not in parsed:  # each file is parsed once, whatever the rounds
-                try:
-                    tree = ast.parse(source, str(file))
-                except SyntaxError:
-                    parsed[file] = None
-                else:
-                    parsed[file] = tree, _shape(tree)
-            found = parsed[file]
-            if found is None:
-                continue
-            tree, shape = found
-            module, package = _module(file)
-            relative = file.relative_to(root).as_posix()
-            reader = _File(relative, tree, before, module, package, shape)
-            if follow and reader.passes():
-                passed[module] = reader.passes()
-            for use in reader.uses():
-                uses.setdefault((use.path, use.line, use.kind, use.target), use)
-        if passed == before:
-            break
+    files = {file: file.read_bytes() for file in sorted(root.rglob("*.py"))}
+    with collector_paused():  # every parsed tree is kept for later rounds
+        for _ in range(8 if follow else 1):
+            before = {module: dict(names) for module, names in passed.items()}
+            _round(root, files, parsed, passed, before, uses, follow)
+            if passed == before:
+                break
     return sorted(uses.values(), key=lambda u: (u.path, u.line, u.target))
+
+
+def _round(
+    root: Path,
+    files: dict[Path, bytes],
+    parsed: dict[Path, tuple[ast.Module, Shape] | None],
+    passed: Passed,
+    before: Passed,
+    uses: dict[tuple[str, int, str, str], EngineUse],
+    follow: bool,
+) -> None:
+    """One round of :func:`inventory` over every file, ``before`` the names passed on so
+    far; adds to ``passed`` and ``uses``."""
+    mentions: re.Pattern[bytes] | None = None  # any name passed on so far
+    known: Passed | None = None
+    for file, source in files.items():
+        if known != passed:  # the names passed on so far, as they stand for this file
+            known = {module: dict(given) for module, given in passed.items()}
+            names = sorted({name.encode() for given in passed.values() for name in given})
+            mentions = re.compile(b"|".join(map(re.escape, names))) if names else None
+        if b"flashinfer" not in source and (mentions is None or not mentions.search(source)):
+            continue
+        if file not in parsed:  # each file is parsed once, whatever the rounds
+            try:
+                tree = ast.parse(source, str(file))
+            except SyntaxError:
+                parsed[file] = None
+            else:
+                parsed[file] = tree, _shape(tree)
+        found = parsed[file]
+        if found is None:
+            continue
+        tree, shape = found
+        module, package = _module(file)
+        relative = file.relative_to(root).as_posix()
+        reader = _File(relative, tree, before, module, package, shape)
+        if follow and reader.passes():
+            passed[module] = reader.passes()
+        for use in reader.uses():
+            uses.setdefault((use.path, use.line, use.kind, use.target), use)
