@@ -1,7 +1,7 @@
 """The builder's two jobs for :mod:`fi_compat._records._catalogue`, each run in a process of
 its own: reading a recent release's source, or packing every release's surface into one
-store, takes a minute or two and a few GB, which an engine's process should neither wait in
-nor keep.
+store, takes seconds of every core and a few GB, which an engine's process should neither
+wait in nor keep.
 
 ``python -m fi_compat._recorder model PATH OUT [--release R] [--jobs N]``
     Model the release at ``PATH`` into ``OUT``: its record (``record.json.gz``) and surface
