@@ -75,7 +75,13 @@ def model_release(
     path: Path, release: str | None = None, jobs: int | None = None
 ) -> tuple[Record, dict[str, Record]]:
     """The record and the surface of the release at ``path``, made by ``jobs`` processes
-    (default :func:`default_jobs`); the same result for any ``jobs``."""
+    (default :func:`default_jobs`); the same result for any ``jobs``.
+
+    With more than one job the workers are forked, so the caller should be a process with
+    one thread: the builder's own (``python -m fi_compat._recorder model``), which is where
+    fi-compat calls this. A worker's error (a :class:`~fi_compat.errors.RecordingError`) is
+    raised here.
+    """
     global _PACKAGE, _PATH, _RELEASE, _TASKS
     package = Package(read_release(path))  # read once, shared by every worker
     jobs = default_jobs() if jobs is None else max(1, jobs)
