@@ -152,24 +152,30 @@ class ReleaseCache:
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix=".download-", dir=self.downloads) as scratch:
             done = _pip_download(requirement, Path(scratch), wheel_only=True, python=python)
+            listing = ""  # why the registry's listing did not give the sdist
             if done.returncode != 0 and not wheel_only:
                 # No wheel, and the file is all that is wanted: the sdist as the registry
                 # lists it, checked against its published digest. pip would first build the
                 # sdist's metadata in an isolated environment (about 50 s for a 0.2.x
-                # release, installing its build requirements), which nothing here reads.
-                done = _fetch_sdist(requirement, Path(scratch), done)
-            if done.returncode != 0 and not wheel_only:
-                done = _pip_download(requirement, Path(scratch), wheel_only=False, python=python)
-            if done.returncode != 0 and not wheel_only:
-                # Some sdists pin build requirements that are gone from the registry (0.4.x
-                # pins an apache-tvm-ffi pre-release); preparing their metadata in this
-                # environment works.
-                done = _pip_download(requirement, Path(scratch), wheel_only=False, isolated=False)
-            if done.returncode != 0 and not wheel_only and _METADATA_FAILED in done.stderr:
-                # pip builds an sdist's metadata before it keeps the file, and some old
-                # sdists cannot be built here (0.2.6 lacks a directory its setup.py
-                # lists): the registry's JSON API names the file and its digest.
-                done = _fetch_sdist(requirement, Path(scratch), done)
+                # release, installing its build requirements), which nothing here reads;
+                # some old sdists cannot be built here at all (0.2.6 lacks a directory its
+                # setup.py lists).
+                fetched = _fetch_sdist(requirement, Path(scratch), done)
+                listing = fetched.stderr.removeprefix(done.stderr)
+                done = fetched
+            for isolated in (True, False):
+                if done.returncode == 0 or wheel_only:
+                    break
+                # Else pip's own way, in an isolated environment, then in this one: some
+                # sdists pin build requirements that are gone from the registry (0.4.x pins an
+                # apache-tvm-ffi pre-release), and preparing their metadata here works.
+                done = _pip_download(
+                    requirement, Path(scratch), wheel_only=False, isolated=isolated, python=python
+                )
+            if done.returncode != 0 and listing:
+                done = subprocess.CompletedProcess(
+                    done.args, done.returncode, done.stdout, done.stderr + listing
+                )
             for path in Path(scratch).iterdir():
                 if path.is_file():
                     _announce(path, time.monotonic() - started)
@@ -255,8 +261,6 @@ def describe_size(size: int) -> str:
     return f"{size / 1e9:.1f} GB"
 
 
-#: What pip says when it cannot build an sdist's metadata (it then keeps no file).
-_METADATA_FAILED = "metadata-generation-failed"
 #: The registry's simple index, asked for its JSON form (PEP 691): a project's files, each
 #: with its URL and digest.
 _SIMPLE = "https://pypi.org/simple/{name}/"

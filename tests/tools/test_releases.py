@@ -264,8 +264,9 @@ def test_an_sdist_that_does_not_match_its_digest_is_not_kept(
     registry = _Registry({"demo-1.0.tar.gz": b"tampered"}, {"demo-1.0.tar.gz": "0" * 64})
     monkeypatch.setattr("tools.releases.urllib.request.urlopen", registry)
     monkeypatch.setattr(LOGGER, "handlers", [])
-    with pytest.raises(releases.DownloadError, match="No matching distribution"):
+    with pytest.raises(releases.DownloadError, match="No matching distribution") as raised:
         ReleaseCache(tmp_path).download("demo==1.0", wheel_only=False)
+    assert "does not match its published sha256" in str(raised.value)  # the listing's reason
     assert not (tmp_path / "downloads" / "demo-1.0.tar.gz").exists()
     # after the digest failed, pip was asked for the sdist too, as before
     assert any(":none:" in command for command in pip.commands)
