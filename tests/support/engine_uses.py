@@ -392,6 +392,12 @@ def inventory(root: Path, *, follow: bool = False) -> list[EngineUse]:
     return sorted(uses.values(), key=lambda u: (u.path, u.line, u.target))
 
 
+def _spelling(passed: Passed) -> re.Pattern[bytes] | None:
+    """What finds any name passed on so far in a file's bytes; None while there is none."""
+    names = sorted({name.encode() for given in passed.values() for name in given})
+    return re.compile(b"|".join(map(re.escape, names))) if names else None
+
+
 def _round(
     root: Path,
     files: dict[Path, bytes],
@@ -403,13 +409,8 @@ def _round(
 ) -> None:
     """One round of :func:`inventory` over every file, ``before`` the names passed on so
     far; adds to ``passed`` and ``uses``."""
-    mentions: re.Pattern[bytes] | None = None  # any name passed on so far
-    known: Passed | None = None
+    mentions = _spelling(passed)
     for file, source in files.items():
-        if known != passed:  # the names passed on so far, as they stand for this file
-            known = {module: dict(given) for module, given in passed.items()}
-            names = sorted({name.encode() for given in passed.values() for name in given})
-            mentions = re.compile(b"|".join(map(re.escape, names))) if names else None
         if b"flashinfer" not in source and (mentions is None or not mentions.search(source)):
             continue
         if file not in parsed:  # each file is parsed once, whatever the rounds
@@ -426,7 +427,9 @@ def _round(
         module, package = _module(file)
         relative = file.relative_to(root).as_posix()
         reader = _File(relative, tree, before, module, package, shape)
-        if follow and reader.passes():
-            passed[module] = reader.passes()
+        given = reader.passes() if follow else {}
+        if given:
+            passed[module] = given
+            mentions = _spelling(passed)
         for use in reader.uses():
             uses.setdefault((use.path, use.line, use.kind, use.target), use)
