@@ -122,3 +122,22 @@ def test_a_part_that_fails_fails_the_model_with_its_reason(tmp_path: Path) -> No
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("RecordingError: cannot tell the release version of")
     assert not (tmp_path / "surface.json.gz").exists()
+
+
+@pytest.mark.parametrize("jobs", ["0", "-3"])
+def test_a_job_count_below_one_models_in_one_process(tmp_path: Path, jobs: str) -> None:
+    tree = _release(tmp_path / "release")
+    alone = _model(tree, tmp_path / "one", "--release=9.9.9", "--jobs=1")
+    assert _model(tree, tmp_path / "other", "--release=9.9.9", f"--jobs={jobs}") == alone
+
+
+def test_a_job_count_that_is_not_a_number_is_refused_before_anything_is_read(
+    tmp_path: Path,
+) -> None:
+    command = [sys.executable, "-m", "fi_compat._recorder", "model", str(tmp_path / "none")]
+    done = subprocess.run(
+        [*command, str(tmp_path), "--jobs=two"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2
+    assert "argument --jobs: invalid int value: 'two'" in done.stderr
+    assert list(tmp_path.iterdir()) == []
