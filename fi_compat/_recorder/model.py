@@ -84,7 +84,8 @@ def model_release(
     """
     global _PACKAGE, _PATH, _RELEASE, _TASKS
     package = Package(read_release(path))  # read once, shared by every worker
-    jobs = default_jobs() if jobs is None else max(1, jobs)
+    # Forked workers hung once (a worker died, the pool waited): opt-in until that is found.
+    jobs = 1 if jobs is None else max(1, jobs)
     if jobs == 1:
         record = record_release(path, release=release, package=package)
         return record, surface(package)
