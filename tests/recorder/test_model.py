@@ -141,3 +141,54 @@ def test_a_job_count_that_is_not_a_number_is_refused_before_anything_is_read(
     assert done.returncode == 2
     assert "argument --jobs: invalid int value: 'two'" in done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_huge_job_count_is_served_with_no_more_workers_than_parts(tmp_path: Path) -> None:
+    tree = _release(tmp_path / "release")
+    alone = _model(tree, tmp_path / "one", "--release=9.9.9", "--jobs=1")
+    assert _model(tree, tmp_path / "many", "--release=9.9.9", "--jobs=100000") == alone
+
+
+_KILLING = """
+import os, signal, sys
+from pathlib import Path
+from fi_compat._recorder import __main__ as builder
+from fi_compat._recorder import model
+
+parent = os.getpid()
+make = model._Parts.make
+
+def make_or_die(self, number):
+    if os.getpid() != parent and number == int(sys.argv[3]):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return make(self, number)
+
+model._Parts.make = make_or_die
+print(builder.model(Path(sys.argv[1]), Path(sys.argv[2]), "9.9.9", jobs=2))
+"""
+
+
+@pytest.mark.parametrize("part", ["-1", "0", "4"])
+def test_a_worker_that_dies_costs_time_never_the_model_nor_a_hang(
+    tmp_path: Path, part: str
+) -> None:
+    """A worker killed in the middle of a part (the record, -1, or a run of modules): the
+    builder ends, says so, and its model is the one made in one process."""
+    tree = _release(tmp_path / "release")
+    alone = _model(tree, tmp_path / "one", "--release=9.9.9", "--jobs=1")
+    out = tmp_path / "killed"
+    out.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", _KILLING, str(tree), str(out), part],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "a modelling worker was ended by signal 9" in done.stderr
+    killed = (
+        gzip.decompress((out / "record.json.gz").read_bytes()),
+        gzip.decompress((out / "surface.json.gz").read_bytes()),
+    )
+    assert killed == alone
