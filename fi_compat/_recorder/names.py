@@ -28,7 +28,9 @@ def name_record(recorder: Recorder, module: str, name: str) -> dict[str, Any]:
     name imported from outside the release (``defined_in`` is the module it comes from)
     and a name the release binds in a way its source does not show (``defined_in`` null).
     A value that is an instance of one of the release's classes, built at import
-    (``cudart = CudaRTLibrary()``), adds ``"instance_of"``: that class's path.
+    (``cudart = CudaRTLibrary()``), adds ``"instance_of"``: that class's path. A value the
+    release assigns adds what it is once imported: ``"literal"`` (Python source) or
+    ``"opaque"`` (why the source cannot tell; :mod:`fi_compat._recorder.values`).
     """
     found = recorder.package.resolve(module, name)
     if found is None:
@@ -48,10 +50,12 @@ def name_record(recorder: Recorder, module: str, name: str) -> dict[str, Any]:
         # A module, or a name from a module outside the release (not followed there).
         kind = "module" if binding.kind == "module" else "value"
         return {"kind": kind, "defined_in": binding.target_module}
+    record: dict[str, Any] = {"kind": "value", "defined_in": defining.name}
     found_class = instance_of(recorder, defining.name, binding.node)
     if found_class is not None:
-        return {"kind": "value", "defined_in": defining.name, "instance_of": found_class}
-    return {"kind": "value", "defined_in": defining.name}
+        record["instance_of"] = found_class
+    record.update(recorder.values.record(defining, name, binding))
+    return record
 
 
 def _definition(

@@ -24,6 +24,7 @@ from fi_compat._forwarding import (
     positional_doubts,
 )
 from fi_compat._recorder.resolve import MAX_DEPTH, Module, Package, absolute
+from fi_compat._recorder.values import Values
 from fi_compat._records._format import parameters
 
 __all__ = ["Recorder", "parameters"]
@@ -261,6 +262,8 @@ class Recorder:
         #: modules re-export it (see :func:`fi_compat._recorder.names.name_record`).
         self.definitions: dict[ast.AST, dict[str, Any]] = {}
         self._self_uses: dict[FunctionNode, _SelfUse] = {}
+        #: What each module-level value is (see :mod:`fi_compat._recorder.values`).
+        self.values = Values(package)
 
     def function(self, module: str, name: str) -> dict[str, Any] | None:
         """The record of the function ``module.name``; None unless it is a ``def``."""

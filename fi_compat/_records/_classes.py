@@ -241,6 +241,15 @@ class NameRecord:
         For a value built at import from one of the release's classes (``cudart =
         CudaRTLibrary()``): that class's dotted path where it is defined. Recorded from
         fi-compat 0.3.0 on.
+    literal
+        For a value the release assigns: what it is once the module is imported, as Python
+        source :func:`ast.literal_eval` reads (``"{}"`` for ``flashinfer.utils._cache_buf``,
+        ``"(9, 10, 11, 12)"``), where the source tells it. Recorded from fi-compat 0.3.0 on.
+    opaque
+        For a value the release assigns whose value the source cannot tell: why
+        (``"computed at import"``, ``"bound by several statements"``, ``"bound in an if,
+        try or with"``, ``"changed at import after it is bound"``, ``"too large to keep"``).
+        Recorded from fi-compat 0.3.0 on.
     """
 
     name: str
@@ -251,6 +260,8 @@ class NameRecord:
     enum: EnumRecord | None = None
     conditional: bool = False
     instance_of: str | None = None
+    literal: str | None = None
+    opaque: str | None = None
 
 
 @picklable

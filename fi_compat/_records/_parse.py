@@ -96,4 +96,6 @@ def name_record(name: str, data: Mapping[str, Any]) -> NameRecord:
         enum=enum_record(name, data.get("enum")),
         conditional=bool(data.get("conditional", False)),
         instance_of=data.get("instance_of"),
+        literal=data.get("literal"),
+        opaque=data.get("opaque"),
     )

@@ -7,6 +7,9 @@ that has them, and the fake computes those as the release does:
 * ``flashinfer.page.get_seq_lens`` (also ``flashinfer.get_seq_lens``): the sequence lengths
   of a paged KV cache, a tensor (vLLM 0.33.0's FlashInfer metadata builder pins it with
   ``.pin_memory()`` and hands it to ``plan``);
+* ``flashinfer.utils._ceil_pow2`` and ``_get_range_buf``: the next power of two, and the
+  cached ``arange`` buffer of that length, filled into the module's ``_cache_buf`` (vLLM
+  0.33.0's ``pin_host_range_buf`` calls the one, then reads and pins the entry it left);
 * ``flashinfer.utils.get_trtllm_gen_multi_ctas_kv_counter_bytes`` (0.6.15 on): the bytes of
   the TRT-LLM-gen multi-CTA KV counter buffer (vLLM sizes that buffer with it);
 * ``flashinfer.fused_moe.cute_dsl.moe_utils.get_max_num_tiles`` and
@@ -27,6 +30,7 @@ does not.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -74,6 +78,38 @@ def _seq_lens(release: Version, arguments: Mapping[str, Any]) -> Any:
     return pages.clamp(min=0) * arguments["page_size"] + arguments["kv_last_page_len"]
 
 
+def _ceil_pow2(release: Version, arguments: Mapping[str, Any]) -> int:
+    """``flashinfer.utils._ceil_pow2``, the same in every release: the least power of two
+    at least ``x`` (``1 << (x - 1).bit_length()``, so 2 for 0)."""
+    value: int = arguments["x"]
+    return 1 << (value - 1).bit_length()
+
+
+def _range_buf(release: Version, arguments: Mapping[str, Any]) -> Any:
+    """``flashinfer.utils._get_range_buf``, the same in every release: ``arange`` of the
+    next power of two (int32), cached in the module's ``_cache_buf`` under
+    ``(f"range_{pow2}", device)``, sliced to ``seq_len``. vLLM pins the cached entry it finds
+    there. torch is the caller's (a :class:`StandIn` where torch is not imported); a CUDA
+    device's buffer is made on the CPU where CUDA is not available (the fake's GPUs)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return StandIn("_get_range_buf(...)")
+    seq_len: int = arguments["seq_len"]
+    device = arguments["device"]
+    pow2 = _ceil_pow2(release, {"x": seq_len})
+    key = (f"range_{pow2}", device)
+    cache = getattr(sys.modules.get(_UTILS), "_cache_buf", None)
+    found = cache.get(key) if isinstance(cache, dict) else None
+    if found is None:
+        where = device
+        if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+            where = "cpu"
+        found = torch.arange(pow2, device=where, dtype=torch.int32)
+        if isinstance(cache, dict):
+            cache[key] = found
+    return found[:seq_len]
+
+
 def _round_up(value: int, multiple: int) -> int:
     """``flashinfer.utils.round_up``: ``ceil_div(x, y) * y``."""
     return (value + multiple - 1) // multiple * multiple
@@ -110,6 +146,7 @@ def _max_num_permuted_tokens(release: Version, arguments: Mapping[str, Any]) -> 
 
 
 _MOE_UTILS = "flashinfer.fused_moe.cute_dsl.moe_utils"
+_UTILS = "flashinfer.utils"
 _TILES = ("num_tokens", "top_k", "num_local_experts", "tile_size")
 
 #: Every helper the fake computes, by :attr:`Helper.key`.
@@ -122,8 +159,10 @@ HELPERS: Mapping[str, Helper] = {
             ("kv_indptr", "kv_last_page_len", "page_size"),
             _seq_lens,
         ),
+        Helper(_UTILS, "_ceil_pow2", ("x",), _ceil_pow2),
+        Helper(_UTILS, "_get_range_buf", ("seq_len", "device"), _range_buf),
         Helper(
-            "flashinfer.utils",
+            _UTILS,
             "get_trtllm_gen_multi_ctas_kv_counter_bytes",
             ("batch_size", "num_qo_heads", "sm_count"),
             _counter_bytes,

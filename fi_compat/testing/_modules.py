@@ -32,6 +32,7 @@ from typing import Literal
 
 from fi_compat._records import ModuleRecord, NameRecord, ReleaseRecord
 from fi_compat._surface import FLASHINFER
+from fi_compat.testing._objects import served, unmodelled_reason
 from fi_compat.testing._registry import Entry, Registry, inside
 
 __all__ = ["MODULE_ATTRIBUTES", "Modules", "Outline", "Plan"]
@@ -121,12 +122,18 @@ class Plan:
     lazy
         Name -> (module, its name there), bound on first access; the name None for a
         module itself.
+    unmodelled
+        Name -> why the fake leaves it unbound: a value the release assigns whose value its
+        source does not tell (``"computed at import"``); reading it raises
+        ``AttributeError`` saying so, which ``getattr(module, name, default)`` turns into
+        the default.
     """
 
     outline: Outline
     defined: list[Entry] = field(default_factory=list)
     aliases: dict[str, str] = field(default_factory=dict)
     lazy: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    unmodelled: dict[str, str] = field(default_factory=dict)
 
     @property
     def module(self) -> str:
@@ -254,6 +261,12 @@ class Modules:
                 outside = None if inside(home) else home
                 plan.defined.append(self._outside(name, module, outside, is_module=True))
             return
+        if served(found, recorded.served):
+            return  # the module's __getattr__ serves it (see _runtime._lazy)
+        reason = unmodelled_reason(found)
+        if reason is not None:  # a value of the release the record cannot tell
+            plan.unmodelled[name] = reason
+            return
         if home is None or not inside(home):
             plan.defined.append(self._outside(name, module, home, is_module=False))
             return
@@ -273,6 +286,7 @@ class Modules:
         entry.function = found.function
         entry.cls = found.cls
         entry.members = found.enum.members if kind == "enum" and found.enum is not None else None
+        entry.literal = found.literal
         entry.bindings[module].add(name)
         plan.defined.append(entry)
         if own != name:
@@ -356,8 +370,12 @@ class Modules:
         """Where the name ``module``'s ``__getattr__`` serves is bound: the module that binds
         ``name`` nearest below ``module``'s package (fewest dots, then by name; 0.6.14's
         ``flashinfer.comm`` serves the function ``all_gather_matmul`` of its subpackage of
-        that name); else any other module of the release binding it, by name; else its
-        submodule ``name``. None when none is (answers kept for the build)."""
+        that name); else any other module of the release binding it, by name; one that
+        binds it to something the fake has before one whose record cannot tell it (0.7.4's
+        ``flashinfer`` serves ``prims_ts_bf16_moe``, the function its PrimTS module defines,
+        which ``flashinfer.fused_moe`` binds through a ``__getattr__`` of its own); else its
+        submodule ``name``; else a module binding it in a way the record cannot tell but
+        not serving it too. None when none is (answers kept for the build)."""
         key = (module, name)
         with self._lock:
             if key in self._served:
@@ -374,21 +392,35 @@ class Modules:
         def order(candidate: str) -> tuple[bool, int, str]:
             return (not candidate.startswith(below), candidate.count("."), candidate)
 
+        unknown: str | None = None  # a module binding it in a way its source does not show
         for candidate in sorted(self.modules - {module}, key=order):
             recorded = self._module(candidate)
             if recorded is not None and name in recorded.names:
-                return candidate, name
+                if unmodelled_reason(recorded.names[name]) is None:
+                    return candidate, name
+                unknown = unknown or candidate
         submodule = f"{module}.{name}"
-        return (submodule, None) if submodule in self.modules else None
+        if submodule in self.modules:
+            return submodule, None
+        if unknown is not None and not self._serves(unknown, name):
+            return unknown, name  # which says, on use, why the fake does not have it
+        return None
+
+    def _serves(self, module: str, name: str) -> bool:
+        """``module``'s ``__getattr__`` serves ``name`` (looking it up there would search
+        again, and two such modules would send each other round)."""
+        recorded = self._module(module)
+        return recorded is not None and served(recorded.names[name], recorded.served)
 
 
 def _same(one: NameRecord, other: NameRecord) -> bool:
     """The two records describe the same object (one is bound under the other's name)."""
-    return (one.kind, one.function, one.cls, one.enum) == (
+    return (one.kind, one.function, one.cls, one.enum, one.literal) == (
         other.kind,
         other.function,
         other.cls,
         other.enum,
+        other.literal,
     )
 
 

@@ -21,12 +21,20 @@ from types import ModuleType
 from typing import Any, NoReturn
 
 from fi_compat._arguments import require_str
-from fi_compat._records import ReleaseRecord
+from fi_compat._records import NameRecord, ReleaseRecord
 from fi_compat._surface import COMM, FLASHINFER, UNIFIED_FUSION
 from fi_compat.errors import FakeUninstalledError, UnsupportedOperationError, explain
 from fi_compat.testing._fake_kernel import KernelPlan
 
-__all__ = ["CUDART_MESSAGE", "Call", "Default", "FakeFlashInfer", "StandIn"]
+__all__ = [
+    "CUDART_MESSAGE",
+    "Call",
+    "Default",
+    "FakeFlashInfer",
+    "StandIn",
+    "served",
+    "unmodelled_reason",
+]
 
 CUDART_MESSAGE = "libcudart is not loaded in the current process"
 """The message releases up to 0.6.13 assert with when ``import flashinfer.comm`` runs in a
@@ -68,6 +76,37 @@ class Default:
         for part in path.split(".") if found is not None else ():
             found = getattr(found, part, None)
         return self if found is None else found
+
+
+#: Why the fake leaves a value unbound whose record does not say what it is (a record made
+#: before values were recorded).
+NOT_RECORDED = "not recorded"
+#: Why the fake leaves a name unbound that the release binds in a way its source does not
+#: show (a ``globals()`` update, a ``setattr`` on the module).
+SOURCE_SILENT = "bound in a way the source does not show"
+
+
+def served(found: NameRecord, served_names: tuple[str, ...] | str | None) -> bool:
+    """``found`` is a value its module's ``__getattr__`` serves (``served_names``, as
+    recorded): the fake serves it from the module that binds it, as the release's
+    ``__getattr__`` does, rather than leave it unbound (0.7.4's
+    ``flashinfer.fused_moe.prims_ts_bf16_moe``, listed in ``__all__`` and bound by a
+    ``__getattr__`` on first use)."""
+    return found.kind == "value" and isinstance(served_names, tuple) and found.name in served_names
+
+
+def unmodelled_reason(found: NameRecord) -> str | None:
+    """Why the fake leaves the name ``found`` records unbound: a value the release binds
+    whose value its record does not tell; None where the fake binds it (a literal, a name
+    from outside the release, anything that is not a value)."""
+    if found.kind != "value" or found.literal is not None:
+        return None
+    if found.defined_in is None:
+        return SOURCE_SILENT
+    home = found.defined_in
+    if home != FLASHINFER and not home.startswith(FLASHINFER + "."):
+        return None  # from outside the release
+    return found.opaque or NOT_RECORDED
 
 
 class StandIn:
@@ -170,6 +209,32 @@ class FakeFlashInfer:
 
     def __reduce_ex__(self, protocol: Any) -> NoReturn:
         raise _not_copyable("pickle")
+
+    def unmodelled_values(self) -> dict[str, str]:
+        """The values of the imitated release that the fake leaves unbound, each
+        (``"flashinfer.kda_decode._FUSED_KDA_DECODE_AVAILABLE"``) with why: ``"computed
+        at import"``, ``"bound by several statements"``, ``"bound in an if, try or with"``,
+        ``"changed at import after it is bound"``, ``"too large to keep"``, ``"bound in a
+        way the source does not show"``. Every other value the release assigns is bound as
+        the literal it has once imported (``flashinfer.utils._cache_buf`` is a ``dict``);
+        reading one of these raises ``AttributeError`` saying why, so an engine's
+        ``getattr(module, name, default)`` takes the default. Read from the record, every
+        module of the release (a second or two for a recent one).
+
+        .. versionadded:: 0.3.0
+        """
+        found: dict[str, str] = {}
+        for module in sorted(self.record.names):
+            recorded = self.record.module(module)
+            if recorded is None or recorded.unreadable is not None:
+                continue
+            for name, entry in recorded.names.items():
+                reason = unmodelled_reason(entry)
+                if served(entry, recorded.served):
+                    continue
+                if reason is not None and name != "__version__":
+                    found[f"{module}.{name}"] = reason
+        return found
 
     def calls_to(self, name: str) -> list[Call]:
         """The recorded calls whose :attr:`Call.name` is ``name``."""

@@ -17,7 +17,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fi_compat._records import ClassRecord, FunctionRecord, ReleaseRecord, workspace_kinds
+from fi_compat._records import (
+    ClassRecord,
+    FunctionRecord,
+    NameRecord,
+    ReleaseRecord,
+    workspace_kinds,
+)
 from fi_compat._surface import (
     ATTENTION_MODULES,
     COMM,
@@ -28,6 +34,7 @@ from fi_compat._surface import (
     UNIFIED_FACTORY,
     symbol_named,
 )
+from fi_compat.testing._objects import served, unmodelled_reason
 from fi_compat.testing._workspaces import Strategy
 
 
@@ -59,6 +66,18 @@ class Entry:
     #: attention backends' modules list (``ATTENTION_MODULES``), so a fake imports the
     #: modules defining them only when engine code reaches for one.
     lazy: dict[str, set[str]] = field(default_factory=dict)
+    #: For a value the release assigns: its recorded literal (Python source), bound as is;
+    #: else why the fake leaves it unbound (``unmodelled``), so that an engine's
+    #: ``getattr(module, name, default)`` falls back as it would where the name is absent.
+    literal: str | None = None
+    unmodelled: str | None = None
+
+
+def value_of(entry: Entry, found: NameRecord) -> None:
+    """Give ``entry``, a value of the release, what its name record ``found`` says of it:
+    its literal, or why the fake leaves it unbound."""
+    entry.literal = found.literal
+    entry.unmodelled = unmodelled_reason(found)
 
 
 _STRONGER = {"value": 0, "module": 1, "function": 2, "class": 3, "enum": 4}
@@ -202,10 +221,12 @@ def collect(record: ReleaseRecord) -> Registry:
                 registry.bind(entry, COMM, name)
         for module in COMM_NAMED_MODULES:
             for name, found in sorted(record.public_names(module).items()):
-                _add_name(registry, module, name, found)
+                if not served(found, _served_names(record, module)):
+                    _add_name(registry, module, name, found)
     for module in ATTENTION_MODULES:
         for name, found in sorted(record.public_names(module).items()):
-            _add_name(registry, module, name, found, lazy=True)
+            if not served(found, _served_names(record, module)):
+                _add_name(registry, module, name, found, lazy=True)
     _add_strategy_enum(registry)
     plan = record.fast_decode_plan
     if plan is not None:
@@ -262,6 +283,11 @@ def _add_strategy_enum(registry: Registry) -> None:
             known.add(name)
 
 
+def _served_names(record: ReleaseRecord, module: str) -> tuple[str, ...] | str | None:
+    found = record.module(module)
+    return found.served if found is not None else None
+
+
 def _add_name(
     registry: Registry, module: str, name: str, found: Any, *, lazy: bool = False
 ) -> None:
@@ -269,6 +295,11 @@ def _add_name(
     if kind == "module" and inside(defined_in):
         names = registry.lazy_module_names if lazy else registry.module_names
         names.setdefault(module, {})[name] = defined_in
+        return
+    if defined_in is None:
+        entry = registry.add(module, name, "value")
+        value_of(entry, found)
+        registry.bind(entry, module, name, lazy=lazy)
         return
     if not inside(defined_in):
         # From outside the release: the object itself where that imports nothing new.
@@ -286,6 +317,8 @@ def _add_name(
     entry = registry.add(
         defined_in, own, kind, function=found.function, cls=found.cls, members=members
     )
+    if kind == "value" and found.kind == "value":
+        value_of(entry, found)
     registry.bind(entry, module, name, lazy=lazy)
 
 

@@ -327,9 +327,10 @@ def _lazy(
     submodules, which binds them on the package); a name the release's own ``__getattr__``
     serves (``served``, the names), from the module that binds it (see :func:`_serve`); for
     a module the recorder could not read (``unreadable``, the reason), an ``ImportError``
-    saying so; else the ``AttributeError`` Python raises for a name the release's module
-    lacks (saying, where ``served`` is ``"*"``, that the record cannot tell the names that
-    module's ``__getattr__`` serves: the fake serves none)."""
+    saying so; for a value the fake leaves unbound (the module's ``_fi_unmodelled``), an
+    ``AttributeError`` saying why; else the ``AttributeError`` Python raises for a name the
+    release's module lacks (saying, where ``served`` is ``"*"``, that the record cannot tell
+    the names that module's ``__getattr__`` serves: the fake serves none)."""
     found = lazy.get(name)
     if found is None and name in namespace.get("_fi_later", ()):
         _run_later(namespace)
@@ -340,6 +341,8 @@ def _lazy(
         value = _serve(token, module, name)
         namespace[name] = value
         return value
+    if found is None and name in namespace.get("_fi_unmodelled", ()):
+        raise AttributeError(_unmodelled_message(token, module, name, namespace))
     if found is None:
         dunder = name.startswith("__")
         if not dunder:
@@ -411,6 +414,18 @@ def _served_function(token: str, module: str, name: str) -> Callable[..., None]:
     served.__name__ = served.__qualname__ = name
     served.__module__ = module
     return served
+
+
+def _unmodelled_message(token: str, module: str, name: str, namespace: dict[str, Any]) -> str:
+    kit = _KITS.get(namespace.get("_fi_token", token))
+    release = f"flashinfer-python {kit.record.release}" if kit is not None else "the release"
+    reason = namespace["_fi_unmodelled"][name]
+    return (
+        f"module {module!r} has no attribute {name!r} in the fake: {release} binds it, to a "
+        f"value its source does not tell ({reason}), so the fake leaves it unbound and "
+        "getattr(module, name, default) gives the default; test code that reads the value "
+        "against the real release"
+    )
 
 
 def _unreadable_message(token: str, module: str, name: str, reason: str) -> str:

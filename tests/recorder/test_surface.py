@@ -136,7 +136,7 @@ def test_private_names_and_outside_imports_are_recorded(found: dict[str, Any]) -
     assert norm["Optional"] == {"kind": "value", "defined_in": "typing"}
     top = found["flashinfer"]["names"]
     assert top["norm"] == {"kind": "module", "defined_in": "flashinfer.norm"}
-    assert top["__version__"] == {"kind": "value", "defined_in": "flashinfer"}
+    assert top["__version__"] == {"kind": "value", "defined_in": "flashinfer", "literal": "'9.9'"}
 
 
 def test_a_reexport_with_the_same_record_is_stored_once(found: dict[str, Any]) -> None:

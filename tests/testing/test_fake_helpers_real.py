@@ -106,3 +106,33 @@ def test_the_moe_bounds_are_the_releases(real: tuple[ModuleType, ...]) -> None:
             for name, function in release.items():
                 arguments = (tokens, top_k, experts, tile)
                 assert getattr(fake, name)(*arguments) == function(*arguments), (name, arguments)
+
+
+@pytest.mark.real_flashinfer
+def test_ceil_pow2_and_the_range_buffer_are_the_releases(real: tuple[ModuleType, ...]) -> None:
+    """``_ceil_pow2`` on a table of sizes, and ``_get_range_buf`` as vLLM 0.33.0's
+    ``pin_host_range_buf`` uses it: the slice it returns, and the entry it leaves in the
+    module's ``_cache_buf`` under the key vLLM computes, which vLLM then indexes and pins."""
+    _, _, real_utils = real
+    sizes = [0, 1, 2, 3, 4, 5, 7, 8, 9, 63, 64, 65, 1000, 4096, 4097, 1 << 40]
+    lengths = [1, 2, 3, 8, 9, 100, 128, 129, 1000]
+    with fake_flashinfer(PINNED):
+        fake_utils = importlib.import_module("flashinfer.utils")
+        assert [fake_utils._ceil_pow2(x) for x in sizes] == [
+            real_utils._ceil_pow2(x) for x in sizes
+        ]
+        assert fake_utils._cache_buf == {}  # a fresh dict of the fake's own
+        for length in lengths:
+            got = fake_utils._get_range_buf(length, "cpu")
+            want = real_utils._get_range_buf(length, "cpu")
+            assert (got.dtype, got.shape, got.device) == (want.dtype, want.shape, want.device)
+            assert torch.equal(got, want), length
+            key = (f"range_{fake_utils._ceil_pow2(length)}", "cpu")
+            assert torch.equal(fake_utils._cache_buf[key], real_utils._cache_buf[key])
+            assert _pinned(fake_utils._cache_buf[key]) == _pinned(real_utils._cache_buf[key])
+        # the same cached buffer is handed out again, as in the release
+        again = fake_utils._get_range_buf(100, "cpu")
+        assert again.data_ptr() == fake_utils._cache_buf[("range_128", "cpu")].data_ptr()
+        assert set(fake_utils._cache_buf) <= set(real_utils._cache_buf)
+    with fake_flashinfer(PINNED):
+        assert importlib.import_module("flashinfer.utils")._cache_buf == {}  # not the last one's
