@@ -313,3 +313,52 @@ def test_vllm_integrated_build_is_batch_invariant(
     for family, backend, fixed, disable, dropped in plans:
         assert (backend, disable, dropped) == ("fa2", True, False), family
         assert fixed in (-1, 2048, 4096)
+
+
+@pytest.mark.parametrize("release", ["0.7.2", "0.7.2.post1"])
+@pytest.mark.parametrize("capability", [90, 100], ids=["sm90", "sm100"])
+@pytest.mark.parametrize("cudagraph", [False, True], ids=["eager", "cuda-graph"])
+@pytest.mark.parametrize("batch_invariant", [False, True], ids=["normal", "batch-invariant"])
+def test_vllm_builds_on_a_pinning_host_with_its_own_flashinfer_utils(
+    vllm_wheel: Path, release: str, capability: int, cudagraph: bool, batch_invariant: bool
+) -> None:
+    """vLLM 0.33.0's builder with its own ``vllm/utils/flashinfer.py`` as it is, memory
+    pinning on: every metadata build (decode, mixed, prefill; CUDA-graph capture, then
+    replay) runs, each decode plan first pins FlashInfer's cached range buffer through
+    vLLM's ``pin_host_range_buf`` (``_get_range_buf``, ``_ceil_pow2``, ``_cache_buf`` from the
+    fake), and the decode plans carry vLLM's split settings: ``(-1, False)``, or
+    ``(2048, True)`` batch-invariant."""
+    with (
+        fake_flashinfer(release) as fake,
+        vllm_builder(
+            vllm_wheel,
+            batch_invariant=batch_invariant,
+            cudagraph=cudagraph,
+            pinned=True,
+            capability=capability,
+        ) as (_, builder),
+    ):
+        import flashinfer.utils
+
+        start = len(fake.kernel_plans)
+        for batch in (Batch(4, 0), Batch(4, 0), Batch(2, 3), Batch(0, 3)):
+            build(builder, batch)
+        plans = _plans(fake, start)
+        cache = vars(flashinfer.utils)["_cache_buf"]  # the fake's, as vLLM reads it
+        assert isinstance(cache, dict)
+        assert ("range_8", "cpu") in cache  # 4 decodes + 1, as vLLM asks
+        assert all(buffer.is_pinned() for buffer in cache.values())
+    families = [plan[0] for plan in plans]
+    second = "fast_decode_plan" if cudagraph else "BatchDecodeWithPagedKVCacheWrapper"
+    assert families == [
+        "BatchDecodeWithPagedKVCacheWrapper",
+        second,
+        "BatchPrefillWithPagedKVCacheWrapper",
+        "BatchDecodeWithPagedKVCacheWrapper",
+        "BatchPrefillWithPagedKVCacheWrapper",
+    ]
+    decode = (2048, True) if batch_invariant else (-1, False)
+    for family, _, fixed, disable, dropped in plans:
+        if family != "BatchPrefillWithPagedKVCacheWrapper":
+            assert not dropped, family
+            assert (fixed, disable) == decode, family

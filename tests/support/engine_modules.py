@@ -125,12 +125,44 @@ class _StubLoader(importlib.abc.Loader):
         return None
 
 
-class _StubFinder(importlib.abc.MetaPathFinder):
-    """Serves the engine's own modules (but the one under test) as stand-ins."""
+class _WheelLoader(importlib.abc.Loader):
+    """Runs one more of the engine's own modules from its wheel, as it is (its imports
+    served as the module under test's are), then sets the attributes a test overrides."""
 
-    def __init__(self, engine: Engine, overrides: Mapping[str, Mapping[str, Any]]) -> None:
+    def __init__(
+        self, code: types.CodeType, overrides: Mapping[str, Any], cpu: types.ModuleType
+    ) -> None:
+        self.code = code
+        self.overrides = overrides
+        self.cpu = cpu
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.__file__ = self.code.co_filename
+        previous = sys.modules.get("torch")
+        sys.modules["torch"] = self.cpu
+        try:
+            exec(self.code, module.__dict__)
+        finally:
+            sys.modules["torch"] = previous if previous is not None else torch
+        for name, value in self.overrides.items():
+            setattr(module, name, value)
+
+
+class _StubFinder(importlib.abc.MetaPathFinder):
+    """Serves the engine's own modules (but the one under test and those run from the
+    wheel, ``real``) as stand-ins."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        overrides: Mapping[str, Mapping[str, Any]],
+        real: Mapping[str, types.CodeType] | None = None,
+        cpu: types.ModuleType | None = None,
+    ) -> None:
         self.engine = engine
         self.overrides = overrides
+        self.real = real or {}
+        self.cpu = cpu
 
     def find_spec(
         self,
@@ -141,7 +173,13 @@ class _StubFinder(importlib.abc.MetaPathFinder):
         root = self.engine.root
         if fullname != root and not fullname.startswith(root + "."):
             return None
-        loader = _StubLoader(self.overrides.get(fullname, {}))
+        overrides = self.overrides.get(fullname, {})
+        code = self.real.get(fullname)
+        if code is not None and self.cpu is not None:
+            return importlib.machinery.ModuleSpec(
+                fullname, _WheelLoader(code, overrides, self.cpu), origin=code.co_filename
+            )
+        loader = _StubLoader(overrides)
         return importlib.machinery.ModuleSpec(fullname, loader, is_package=True)
 
 
@@ -213,10 +251,14 @@ class EngineModule:
         *,
         globals_: Mapping[str, Any] | None = None,
         torch_module: types.ModuleType | None = None,
+        real: Sequence[str] = (),
     ) -> None:
         self.engine = engine
         self.filename = f"{wheel.name}/{engine.member}"
         self.code = _compiled(wheel, engine.member)
+        #: More of the engine's modules run from the wheel as they are, by dotted name
+        #: (``vllm.utils.flashinfer``); the rest are stand-ins.
+        self.real = {name: _compiled(wheel, name.replace(".", "/") + ".py") for name in real}
         self.overrides = overrides
         self.globals = dict(globals_ or {})
         self.torch = torch_module if torch_module is not None else CpuTorch()
@@ -230,7 +272,7 @@ class EngineModule:
         }
         for name in self._saved:
             del sys.modules[name]
-        self._finder = _StubFinder(self.engine, self.overrides)
+        self._finder = _StubFinder(self.engine, self.overrides, self.real, self.torch)
         sys.meta_path.insert(0, self._finder)
         module = types.ModuleType(self.engine.module)
         module.__file__ = self.filename

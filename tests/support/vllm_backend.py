@@ -16,6 +16,7 @@ split of 2048, prefill with 4096, and split-KV off.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import math
 import types
@@ -122,7 +123,7 @@ def _hyperparameters(scale: float) -> Any:
     )
 
 
-def _config(cudagraph: bool) -> Any:
+def _config(cudagraph: bool, *, trtllm: bool | None = None) -> Any:
     model = types.SimpleNamespace(
         max_model_len=MAX_LEN,
         dtype=torch.bfloat16,
@@ -134,7 +135,7 @@ def _config(cudagraph: bool) -> Any:
         ),
         model_config=model,
         attention_config=types.SimpleNamespace(
-            disable_flashinfer_q_quantization=False, use_trtllm_attention=None
+            disable_flashinfer_q_quantization=False, use_trtllm_attention=trtllm
         ),
         num_speculative_tokens=0,
         compilation_config=types.SimpleNamespace(
@@ -162,18 +163,65 @@ def _build_integrated(cls: type, *args: Any, **kwargs: Any) -> Any:
 
 
 @contextmanager
+def pinning_host() -> Iterator[None]:
+    """A host that pins memory, as every GPU host does, on this CPU machine: a tensor's
+    ``pin_memory()`` is a copy that ``is_pinned()`` (its storage's, so a slice's too)
+    answers True for; unpinned tensors answer False. CPU-only torch raises on
+    ``pin_memory()`` ("Cannot access accelerator device"), which is not what an engine
+    meets where it runs."""
+    kept: list[torch.Tensor] = []
+    storages: set[int] = set()
+    pin_memory, is_pinned = torch.Tensor.pin_memory, torch.Tensor.is_pinned
+
+    def pin(self: torch.Tensor, device: Any = None) -> torch.Tensor:
+        copy = self.clone()
+        kept.append(copy)  # kept alive, so that its storage's address is not reused
+        storages.add(copy.untyped_storage().data_ptr())
+        return copy
+
+    def pinned(self: torch.Tensor, device: Any = None) -> bool:
+        return self.untyped_storage().data_ptr() in storages
+
+    torch.Tensor.pin_memory = pin  # type: ignore[method-assign,assignment]
+    torch.Tensor.is_pinned = pinned  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        torch.Tensor.pin_memory = pin_memory  # type: ignore[method-assign]
+        torch.Tensor.is_pinned = is_pinned  # type: ignore[method-assign]
+
+
+@contextmanager
 def vllm_builder(
-    wheel: Path, *, batch_invariant: bool, cudagraph: bool = False, integration: bool = False
+    wheel: Path,
+    *,
+    batch_invariant: bool,
+    cudagraph: bool = False,
+    integration: bool = False,
+    pinned: bool = False,
+    capability: int = 90,
 ) -> Iterator[tuple[types.ModuleType, Any]]:
     """vLLM's module and a built ``FlashInferMetadataBuilder``, inside the installed fake;
     with ``integration``, its wrappers integrated as the vLLM guide says and fi-compat's
-    determinism switch following ``batch_invariant``."""
+    determinism switch following ``batch_invariant``.
+
+    With ``pinned``, vLLM's own ``vllm/utils/flashinfer.py`` runs too, as it is (its
+    ``pin_host_range_buf`` reads FlashInfer's ``_get_range_buf``, ``_ceil_pow2`` and
+    ``_cache_buf`` from the fake and pins the entry), on a host that pins memory
+    (:func:`pinning_host`) with ``PIN_MEMORY`` on, as on every GPU host; its TRT-LLM
+    decisions follow the config (``--attention-config.use_trtllm_attention=0``, so that the
+    FlashInfer wrappers are used on every GPU class) and the pre-downloaded cubins
+    (``VLLM_HAS_FLASHINFER_CUBIN``: nothing is fetched). ``capability``: the GPU's (90:
+    Hopper, 100: Blackwell)."""
+    major, minor = divmod(capability, 10)
     platform = types.SimpleNamespace(
         fp8_dtype=lambda: torch.float8_e4m3fn,
-        is_device_capability=lambda capability: capability == 90,
-        is_device_capability_family=lambda family: False,
-        has_device_capability=lambda capability: capability <= 90,
-        get_device_capability=lambda: types.SimpleNamespace(major=9, minor=0),
+        is_device_capability=lambda wanted: wanted == capability,
+        is_device_capability_family=lambda family: (
+            family // 10 == capability // 10 and capability >= 100
+        ),
+        has_device_capability=lambda wanted: wanted <= capability,
+        get_device_capability=lambda: types.SimpleNamespace(major=major, minor=minor),
     )
     logger = types.SimpleNamespace(
         **dict.fromkeys(
@@ -181,31 +229,44 @@ def vllm_builder(
             lambda *args, **kwargs: None,
         )
     )
+    config = _config(cudagraph, trtllm=False if pinned else None)
     overrides: dict[str, dict[str, Any]] = {
         "vllm": {
             "envs": types.SimpleNamespace(
-                VLLM_BATCH_INVARIANT=batch_invariant, VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE=1 << 16
+                VLLM_BATCH_INVARIANT=batch_invariant,
+                VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE=1 << 16,
+                VLLM_HAS_FLASHINFER_CUBIN=True,
             ),
         },
-        "vllm.config": {"CUDAGraphMode": _CudaGraphMode},
+        "vllm.config": {
+            "CUDAGraphMode": _CudaGraphMode,
+            "get_current_vllm_config": lambda: config,
+        },
         "vllm.distributed.parallel_state": {
             "get_dcp_world_size_and_rank": lambda sharded=False: (1, 0)
         },
         "vllm.logger": {"init_logger": lambda name: logger},
         "vllm.platforms": {"current_platform": platform},
         "vllm.triton_utils": {"triton": types.SimpleNamespace(jit=_Kernel)},
-        "vllm.utils.flashinfer": {
-            "can_use_trtllm_attention": lambda *args, **kwargs: False,
-            "use_trtllm_attention": lambda *args, **kwargs: False,
-            "force_use_trtllm_attention": lambda: None,
-            "supports_trtllm_attention": lambda **kwargs: False,
-            "pin_host_range_buf": lambda size: None,
-        },
+        # with ``pinned``, vLLM's own module (run from the wheel) decides all of this
+        **(
+            {}
+            if pinned
+            else {
+                "vllm.utils.flashinfer": {
+                    "can_use_trtllm_attention": lambda *args, **kwargs: False,
+                    "use_trtllm_attention": lambda *args, **kwargs: False,
+                    "force_use_trtllm_attention": lambda: None,
+                    "supports_trtllm_attention": lambda **kwargs: False,
+                    "pin_host_range_buf": lambda size: None,
+                },
+            }
+        ),
         "vllm.utils.math_utils": {
             "cdiv": lambda a, b: -(-a // b),
             "round_up": lambda a, b: -(-a // b) * b,
         },
-        "vllm.utils.torch_utils": {"PIN_MEMORY": False},
+        "vllm.utils.torch_utils": {"PIN_MEMORY": pinned},
         "vllm.v1.attention.backend": {"AttentionMetadataBuilder": _MetadataBuilder},
         "vllm.v1.attention.backends.utils": {
             "get_flashinfer_layout_string": lambda layout: layout,
@@ -230,12 +291,16 @@ def vllm_builder(
     previous = determinism.is_deterministic()
     determinism.set_deterministic(integration and batch_invariant)
     try:
-        with EngineModule(ENGINES["vllm"], wheel, overrides) as module:
+        real = ("vllm.utils.flashinfer",) if pinned else ()
+        with (
+            pinning_host() if pinned else contextlib.nullcontext(),
+            EngineModule(ENGINES["vllm"], wheel, overrides, real=real) as module,
+        ):
             if integration:
                 for name in WRAPPERS:
                     setattr(module, name, integrated(getattr(module, name), _build_integrated))
             builder = module.FlashInferMetadataBuilder(
-                spec, ["model.layers.0.attn"], _config(cudagraph), torch.device("cpu")
+                spec, ["model.layers.0.attn"], config, torch.device("cpu")
             )
             yield module, builder
     finally:
