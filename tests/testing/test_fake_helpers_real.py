@@ -19,8 +19,11 @@ pytest.importorskip("torch", reason="needs torch (the helpers compute on tensors
 
 import torch
 
+from fi_compat._recorder.archive import read_release
 from fi_compat.testing import fake_flashinfer
+from tests.support import release_classes
 from tests.support.installed import PINNED, import_installed
+from tools.releases import RegistryUnreachableError, ReleaseCache
 
 MOE_UTILS = "flashinfer.fused_moe.cute_dsl.moe_utils"
 SEQ_LENS = [
@@ -136,3 +139,46 @@ def test_ceil_pow2_and_the_range_buffer_are_the_releases(real: tuple[ModuleType,
         assert set(fake_utils._cache_buf) <= set(real_utils._cache_buf)
     with fake_flashinfer(PINNED):
         assert importlib.import_module("flashinfer.utils")._cache_buf == {}  # not the last one's
+
+
+def _own_utils(release: str) -> dict[str, Any] | None:
+    """``_ceil_pow2``, ``_get_range_buf`` and a ``_cache_buf`` of their own, run from the
+    release's published ``flashinfer/utils.py`` (None where it defines none of them)."""
+    published = ReleaseCache().download(f"flashinfer-python=={release}", wheel_only=False)
+    found = read_release(published).files.get("flashinfer.utils")  # a wheel or an sdist
+    if found is None:
+        return None
+    tree = ast.parse(found[1])
+    wanted = {"_ceil_pow2", "_get_range_buf"}
+    body: list[ast.stmt] = [
+        node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name in wanted
+    ]
+    if {node.name for node in body if isinstance(node, ast.FunctionDef)} != wanted:
+        return None
+    namespace: dict[str, Any] = {"torch": torch, "_cache_buf": {}}
+    exec(compile(ast.Module(body=body, type_ignores=[]), f"{release}/utils.py", "exec"), namespace)
+    return namespace
+
+
+@pytest.mark.release_matrix
+@pytest.mark.parametrize("release", release_classes.releases("imports"))
+def test_the_range_buffer_is_each_release_classs_own(release: str) -> None:
+    """At each end of every release class (the day-one releases), the fake's
+    ``_ceil_pow2`` and ``_get_range_buf`` give what that release's own source computes, and
+    leave the same ``_cache_buf`` entries."""
+    try:
+        own = _own_utils(release)
+    except RegistryUnreachableError as error:
+        pytest.skip(f"the registry is unreachable and the release is not cached: {error}")
+    with fake_flashinfer(release):
+        fake = importlib.import_module("flashinfer.utils")
+        if own is None:
+            assert not hasattr(fake, "_get_range_buf")
+            return
+        for x in [0, 1, 2, 3, 5, 8, 9, 1000, 1 << 33]:
+            assert fake._ceil_pow2(x) == own["_ceil_pow2"](x), x
+        for length in [1, 2, 5, 8, 17, 300]:
+            got, want = fake._get_range_buf(length, "cpu"), own["_get_range_buf"](length, "cpu")
+            assert (got.dtype, got.shape) == (want.dtype, want.shape)
+            assert torch.equal(got, want), length
+        assert set(fake._cache_buf) == set(own["_cache_buf"])
