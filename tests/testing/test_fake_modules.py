@@ -421,3 +421,35 @@ def test_a_module_the_release_lacks_names_the_first_release_with_it() -> None:
     if gone:
         with fake_flashinfer(NEWEST), pytest.raises(ModuleNotFoundError, match="is gone by"):
             importlib.import_module(gone[0])
+
+
+def test_the_values_left_unbound_are_listed_with_their_reasons() -> None:
+    """``FakeFlashInfer.unmodelled_values()`` lists exactly the values of a module that the
+    fake leaves unbound, each with the reason reading it gives; every other value the
+    release assigns there is bound."""
+    release = "0.7.2.post1" if "0.7.2.post1" in available_releases() else NEWEST
+    record = load_release(release)
+    with fake_flashinfer(release) as fi:
+        listed = fi.unmodelled_values()
+        assert listed["flashinfer.kda_decode._FUSED_KDA_DECODE_AVAILABLE"] == (
+            "bound by several statements"
+        )
+        assert "flashinfer.utils._cache_buf" not in listed
+        for name in ("flashinfer.utils", "flashinfer.kda_decode", "flashinfer.comm.mnnvl"):
+            module = importlib.import_module(name)
+            recorded = record.module(name)
+            assert recorded is not None
+            here = {
+                key.rpartition(".")[2]: why
+                for key, why in listed.items()
+                if key.rpartition(".")[0] == name
+            }
+            assert here, name
+            for binding, found in recorded.names.items():
+                if found.kind != "value" or binding in MODULE_ATTRIBUTES:
+                    continue
+                if binding in here:
+                    with pytest.raises(AttributeError, match=re.escape(f"({here[binding]})")):
+                        getattr(module, binding)
+                elif found.defined_in is not None and found.defined_in.startswith("flashinfer"):
+                    assert hasattr(module, binding), f"{name}.{binding}"
