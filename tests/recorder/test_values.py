@@ -54,6 +54,9 @@ UTILS = """
         pass
     UNHASHABLE = {[1]: 2}
     CHOSEN = 1 if LIMIT else 0
+    SELFISH = SELFISH + 1
+    ROUND = AND_ROUND * 2
+    AND_ROUND = ROUND + 1
     CYCLE_A = 1
     del CYCLE_A
     WIDE = "x" * 100000
@@ -153,6 +156,9 @@ OPAQUE = {
     "LOOPED": "bound by several statements",
     "UNHASHABLE": "computed at import",
     "CHOSEN": "computed at import",
+    "SELFISH": "computed at import",
+    "ROUND": "computed at import",
+    "AND_ROUND": "computed at import",
     "EXPONENT": "computed at import",
     "WIDE": "too large to keep",
     "FIRST": "computed at import",
