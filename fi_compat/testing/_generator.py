@@ -728,7 +728,6 @@ class _Writer:
         if not self.defer:
             bindings += [f"{name} = {own}" for name, own in sorted(self.plan.aliases.items())]
             self.unmodelled.update(self.plan.unmodelled)
-
         if self.outline.version is not None and self.module != FLASHINFER:
             bindings.append(f"__version__ = {self.outline.version!r}")
         if self.outline.all_names is not None:

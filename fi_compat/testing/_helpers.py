@@ -81,7 +81,10 @@ def _seq_lens(release: Version, arguments: Mapping[str, Any]) -> Any:
 def _ceil_pow2(release: Version, arguments: Mapping[str, Any]) -> int:
     """``flashinfer.utils._ceil_pow2``, the same in every release: the least power of two
     at least ``x`` (``1 << (x - 1).bit_length()``, so 2 for 0)."""
-    value: int = arguments["x"]
+    return _pow2_at_least(arguments["x"])
+
+
+def _pow2_at_least(value: int) -> int:
     return 1 << (value - 1).bit_length()
 
 
@@ -96,7 +99,7 @@ def _range_buf(release: Version, arguments: Mapping[str, Any]) -> Any:
         return StandIn("_get_range_buf(...)")
     seq_len: int = arguments["seq_len"]
     device = arguments["device"]
-    pow2 = _ceil_pow2(release, {"x": seq_len})
+    pow2 = _pow2_at_least(seq_len)
     key = (f"range_{pow2}", device)
     cache = getattr(sys.modules.get(_UTILS), "_cache_buf", None)
     found = cache.get(key) if isinstance(cache, dict) else None
