@@ -2,8 +2,10 @@
 
 :func:`_take_build` writes a release's generated package (:mod:`fi_compat.testing._generator`)
 to a temporary directory once per (release, CUDA runtime loaded, planned import errors) and
-hands it to one live fake at a time; a later fake of the same kind reuses it (the directories
-are removed at interpreter exit). Only what a fake imports on entry is written then: every
+hands it to one live fake at a time; a later fake of the same kind reuses it. The directories
+are removed at interpreter exit, and each is named for the process that owns it, so that the
+first build of a later process removes those of processes that ended without running exit
+handlers (:func:`remove_leftovers`). Only what a fake imports on entry is written then: every
 other module of the release (:mod:`fi_compat.testing._modules`) when it is first imported,
 and the later part of a module written with ``defer`` when one of its names is first used
 (:meth:`_Build.later_code`). While a fake is installed, its :class:`_Finder` on
@@ -16,9 +18,12 @@ the release lacks raises the ``ModuleNotFoundError`` of :func:`_missing`), and
 from __future__ import annotations
 
 import atexit
+import functools
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import os
+import re
 import shutil
 import sys
 import tempfile
@@ -29,6 +34,7 @@ from types import CodeType, ModuleType
 
 from packaging.version import Version
 
+from fi_compat._log import get_logger
 from fi_compat._records import ReleaseRecord, module_introduced_in
 from fi_compat._surface import COMM, CUDART_MODULE, FLASHINFER
 from fi_compat.testing._generator import later_source_of, module_names, module_source
@@ -41,6 +47,15 @@ from fi_compat.testing._registry import (
     workspace_classes_of,
 )
 from fi_compat.testing._runtime import later_path
+
+_log = get_logger(__name__)
+
+#: The name of a build's directory: ``fake-flashinfer-<pid>-<release>-`` (the process that
+#: owns it and removes it at exit) and ``tempfile.mkdtemp``'s random suffix. A PEP 440
+#: release has no hyphen, and neither has the suffix, so a name of the earlier form without
+#: a pid (``fake-flashinfer-<release>-<suffix>``) never matches.
+_PREFIX = "fake-flashinfer-"
+_OWNED = re.compile(re.escape(_PREFIX) + r"([1-9][0-9]*)-[^-]+-[a-z0-9_]{8}")
 
 
 @dataclass
@@ -107,8 +122,10 @@ def take_build(record: ReleaseRecord, *, cuda_runtime: bool, planned: frozenset[
             if not build.in_use and build.record is record:
                 build.in_use = True
                 return build
+    _sweep_once()
     registry = collect(record)
-    directory = Path(tempfile.mkdtemp(prefix=f"fake-flashinfer-{record.release}-"))
+    prefix = f"{_PREFIX}{os.getpid()}-{record.release}-"
+    directory = Path(tempfile.mkdtemp(prefix=prefix))
     names = module_names(record, registry, cuda_runtime=cuda_runtime)
     packages = {name.rpartition(".")[0] for name in names if "." in name} | {FLASHINFER}
     eager = {name for name in eager_modules(registry) if name in names}
@@ -169,6 +186,73 @@ def _remove_builds() -> None:
         directories = [build.directory for builds in _BUILDS.values() for build in builds]
     for directory in directories:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+@functools.cache
+def _sweep_once() -> None:
+    """Remove what ended processes left (:func:`remove_leftovers`), at the first build of
+    this process only: one read of the temporary directory per process keeps builds cheap,
+    and what a process ending later leaves, a later process removes."""
+    removed = remove_leftovers()
+    if removed:
+        _log.debug("removed %d generated fake packages of ended processes", len(removed))
+
+
+def remove_leftovers(directory: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Remove the generated packages that processes which have ended left in ``directory``
+    (the temporary directory by default); those of them that are gone now.
+
+    A process removes its packages at exit, but one that ends without running exit handlers
+    (a pytest-xdist worker stopped at the end of a run, ``os._exit``, ``SIGKILL``) leaves
+    them. Only a directory of this user named as a build's (with its owner's pid) whose
+    owner no longer runs is removed: never one of a live process (a pid another user's
+    process holds counts as live), never one of another form. Nothing is raised: a
+    directory that vanishes or cannot be read or removed is left to whoever has it.
+    """
+    # On Windows, os.kill(pid, 0) would send CTRL_C_EVENT rather than probe: sweep nothing.
+    if os.name != "posix":
+        return []
+    try:
+        root = tempfile.gettempdir() if directory is None else os.fspath(directory)
+        with os.scandir(root) as entries:
+            candidates = [
+                (entry.path, int(match.group(1)))
+                for entry in entries
+                if (match := _OWNED.fullmatch(entry.name)) is not None and _is_ours(entry)
+            ]
+    except OSError:
+        return []
+    removed: list[Path] = []
+    for path, pid in candidates:
+        if _running(pid):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.lexists(path):
+            removed.append(Path(path))
+    return removed
+
+
+def _is_ours(entry: os.DirEntry[str]) -> bool:
+    """Whether ``entry`` is a directory (not a link to one) of this process's user."""
+    try:
+        return entry.is_dir(follow_symlinks=False) and (
+            entry.stat(follow_symlinks=False).st_uid == os.getuid()
+        )
+    except OSError:
+        return False
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` runs (as any user); True where that cannot be told."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):
+        # PermissionError: a process of another user; OverflowError: no such pid can exist,
+        # but a name that cannot be judged is kept.
+        return True
+    return True
 
 
 def _write(directory: Path, sources: Mapping[str, str], packages: set[str]) -> dict[str, Path]:
