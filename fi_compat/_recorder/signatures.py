@@ -23,6 +23,7 @@ from fi_compat._forwarding import (
     method_kind,
     positional_doubts,
 )
+from fi_compat._recorder.plan_state import PLANNING, written
 from fi_compat._recorder.resolve import MAX_DEPTH, Module, Package, absolute
 from fi_compat._recorder.values import Values
 from fi_compat._records._format import parameters
@@ -245,6 +246,10 @@ def _function_record(
     attribute = _returned_attribute(func) if "." in qualname else None
     if attribute is not None:
         record["returns_attribute"] = attribute
+    if func.name in PLANNING:
+        kept = written(func)
+        if kept:
+            record["keeps"] = kept
     target, drops = forward
     if target is not None:
         record["forwards_kwargs_to"] = target

@@ -71,6 +71,27 @@ class ParameterRecord:
 
 @picklable
 @dataclass(frozen=True)
+class KeptArgument:
+    """What a planning method keeps on its object: ``self.<attribute> = <parameter>``.
+
+    Recorded for ``plan``, ``begin_forward``, ``_plan_impl`` and ``fast_decode_plan`` where
+    the attribute is assigned from that parameter and nothing else (vLLM's forward reads
+    ``_window_left``, ``_logits_soft_cap``, ``_sm_scale`` and ``_causal`` back).
+    ``when_none`` is the literal (source text) the method puts in place of a None argument
+    (``if logits_soft_cap is None: logits_soft_cap = 0.0``); ``none_computed`` is true when
+    it computes that value from other arguments instead. Recorded from fi-compat 0.3.0 on.
+
+    .. versionadded:: 0.3.0
+    """
+
+    attribute: str
+    parameter: str
+    when_none: str | None = None
+    none_computed: bool = False
+
+
+@picklable
+@dataclass(frozen=True)
 class FunctionRecord:
     """The recorded ``def`` of one function or method.
 
@@ -102,6 +123,10 @@ class FunctionRecord:
         For a method whose body is ``return self.<name>`` (a docstring aside): that name
         (``is_cuda_graph_enabled`` returns ``_use_cuda_graph``); None otherwise. Recorded
         from fi-compat 0.3.0 on.
+    keeps
+        For a planning method (``plan``, ``begin_forward``, ``_plan_impl``,
+        ``fast_decode_plan``): the arguments it keeps on its object, by attribute
+        (:class:`KeptArgument`); empty for every other function.
     """
 
     qualname: str
@@ -112,6 +137,7 @@ class FunctionRecord:
     forwards_kwargs_to: str | None = None
     forwards_kwargs_drops: tuple[str, ...] = ()
     returns_attribute: str | None = None
+    keeps: tuple[KeptArgument, ...] = ()
 
     def drops(self, keyword: str) -> bool:
         """True when ``keyword`` may not survive the ``**kwargs`` forward unchanged."""

@@ -34,7 +34,7 @@ __all__ = [
 #: (:func:`fi_compat._recorder.surface.surface`): surfaces cached by ``tools.record``, and
 #: releases modelled on a user's machine, made under another number are made again. Kept
 #: here, with the spelling, so that checking a cached model does not import the builder.
-SURFACE_VERSION = 8
+SURFACE_VERSION = 10
 
 #: ``inspect.Parameter.kind.name`` values.
 ParameterKind = Literal[

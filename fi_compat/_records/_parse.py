@@ -13,6 +13,7 @@ from fi_compat._records._classes import (
     ClassRecord,
     EnumRecord,
     FunctionRecord,
+    KeptArgument,
     NameRecord,
     ParameterRecord,
 )
@@ -47,6 +48,15 @@ def function_record(data: Mapping[str, Any] | None) -> FunctionRecord | None:
         forwards_kwargs_to=data.get("forwards_kwargs_to"),
         forwards_kwargs_drops=tuple(data.get("forwards_kwargs_drops", ())),
         returns_attribute=data.get("returns_attribute"),
+        keeps=tuple(
+            KeptArgument(
+                item["attribute"],
+                item["parameter"],
+                item.get("when_none"),
+                bool(item.get("none_computed", False)),
+            )
+            for item in data.get("keeps", ())
+        ),
     )
 
 

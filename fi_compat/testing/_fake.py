@@ -26,7 +26,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 
-from fi_compat._arguments import require_bool, require_instance
+from fi_compat._arguments import require_bool, require_instance, require_int
 from fi_compat._deprecation import renamed_keyword
 from fi_compat._records import load_release
 from fi_compat._surface import COMM, FLASHINFER
@@ -80,6 +80,7 @@ def fake_flashinfer(
     comm_import_error: BaseException | type[BaseException] | None = None,
     multicast: bool = True,
     confidential_compute: bool = False,
+    sm_count: int = 132,
 ) -> Iterator[FakeFlashInfer]:
     """Install a fake ``flashinfer`` imitating a recorded release, for the ``with`` block.
 
@@ -106,6 +107,10 @@ def fake_flashinfer(
         Whether the imitated GPUs support NVLink multicast.
     confidential_compute
         Whether the imitated GPUs run in NVIDIA Confidential Computing mode.
+    sm_count
+        The imitated GPUs' streaming multiprocessors, what ``flashinfer.utils``'s
+        ``get_device_sm_count`` answers for any device (132: an H100 SXM); new in
+        fi-compat 0.3.0.
 
     Yields
     ------
@@ -117,12 +122,14 @@ def fake_flashinfer(
     UnknownReleaseError
         ``release`` is not a recorded release.
     InvalidArgumentError
-        A switch is not a bool, or an import error is neither an exception nor its class.
+        A switch is not a bool, an import error is neither an exception nor its class, or
+        ``sm_count`` is not a positive int.
     """
     require_bool("cuda_runtime", cuda_runtime)
     require_bool("installed", installed)
     require_bool("multicast", multicast)
     require_bool("confidential_compute", confidential_compute)
+    require_int("sm_count", sm_count, minimum=1, maximum=1 << 20)
     errors: dict[str, BaseException] = {}
     for module, planned in ((FLASHINFER, import_error), (COMM, comm_import_error)):
         if isinstance(planned, type) and issubclass(planned, BaseException):
@@ -145,6 +152,7 @@ def fake_flashinfer(
         planned_errors=errors,
         multicast=multicast,
         confidential_compute=confidential_compute,
+        sm_count=sm_count,
         _workspace_classes=build.workspace_classes,
         _factory_options=build.factory_options,
     )

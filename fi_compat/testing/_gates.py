@@ -18,6 +18,7 @@ from packaging.version import Version
 
 __all__ = [
     "AUTO_ASKS_MULTICAST",
+    "CACHE_BUF_GROWS",
     "CONFIDENTIAL_COMPUTE",
     "CUTE_DSL_TENSOR_CORES",
     "GATES",
@@ -62,6 +63,13 @@ class Gate:
         object.__setattr__(self, "version", Version(self.release))
 
 
+CACHE_BUF_GROWS = Gate(
+    "cache-buf-grows",
+    "0.4.1",
+    "flashinfer.utils._get_cache_buf makes its buffer anew when the cached one is smaller "
+    "than asked (before, the first buffer of a name and device was kept whatever its size)",
+    None,
+)
 TORCH_SYMMETRIC_MEMORY = Gate(
     "torch-symmetric-memory",
     "0.6.10",
@@ -137,6 +145,7 @@ TWO_SHOT_ELEMENT_SIZE = Gate(
 
 #: Every gate, in release order.
 GATES: tuple[Gate, ...] = (
+    CACHE_BUF_GROWS,
     TORCH_SYMMETRIC_MEMORY,
     TIGHT_MOE_TILE_BOUND,
     CUTE_DSL_TENSOR_CORES,

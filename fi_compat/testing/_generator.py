@@ -56,6 +56,21 @@ def _planning_methods(owner: ClassRecord) -> set[str]:
     return found
 
 
+def _keeps(func: FunctionRecord) -> str:
+    """The recorded kept arguments of a planning method as generated code passes them to
+    ``_plan_kernel``: ``(attribute, parameter, kind, literal)`` with ``kind`` one of
+    ``"passed"``, ``"literal"`` (None becomes ``literal``, source text written as code) and
+    ``"computed"`` (None leaves the attribute alone)."""
+    items = []
+    for store in func.keeps:
+        if store.when_none is not None:
+            kind, literal = "literal", store.when_none
+        else:
+            kind, literal = ("computed" if store.none_computed else "passed"), "None"
+        items.append(f"({store.attribute!r}, {store.parameter!r}, {kind!r}, {literal})")
+    return "(" + "".join(f"{item}, " for item in items) + ")"
+
+
 def _kinds(func: FunctionRecord) -> str:
     return repr({p.name: p.kind for p in func.parameters})
 
@@ -384,7 +399,7 @@ class _Writer:
             wrapper = func.parameters[0].name
             return [
                 f"return _fi_runtime._plan_kernel(_fi_token, {wrapper}, __values, __call, "
-                f"{func.var_keyword!r}, {FAST_DECODE_PLAN.key!r})"
+                f"{func.var_keyword!r}, {FAST_DECODE_PLAN.key!r}, {_keeps(func)})"
             ]
         computed = helper(entry.defined_in, entry.name, func)
         if computed is not None:
@@ -400,8 +415,11 @@ class _Writer:
             this = func.parameters[0].name
             return [
                 "return _fi_runtime._plan_kernel("
-                f"_fi_token, {this}, __values, __call, {func.var_keyword!r})"
+                f"_fi_token, {this}, __values, __call, {func.var_keyword!r}, None, "
+                f"{_keeps(func)})"
             ]
+        if entry.family is not None and name == "run" and len(func.parameters) > 1:
+            return [f"return _fi_runtime._run_result(__values, {func.parameters[1].name!r})"]
         if entry.workspace is not None:
             workspace = {
                 "__init__": [

@@ -10,6 +10,14 @@ that has them, and the fake computes those as the release does:
 * ``flashinfer.utils._ceil_pow2`` and ``_get_range_buf``: the next power of two, and the
   cached ``arange`` buffer of that length, filled into the module's ``_cache_buf`` (vLLM
   0.33.0's ``pin_host_range_buf`` calls the one, then reads and pins the entry it left);
+* ``flashinfer.utils._get_cache_buf``: the process-wide scratch buffer of a name and device
+  in ``_cache_buf``, made anew (the old one kept in ``_cache_buf_retired`` where the release
+  has that list, 0.7.0 on) when it is smaller than asked (from 0.4.1, the gate
+  ``cache-buf-grows``); its bytes are zeros (the release's
+  ``torch.empty`` leaves them unspecified);
+* ``flashinfer.utils.get_device_sm_count``: the imitated GPU's streaming multiprocessors
+  (``fake_flashinfer(sm_count=...)``; the release reads the device's properties, vLLM
+  0.33.0's attention sizes its TRT-LLM-gen counter buffer with it);
 * ``flashinfer.utils.get_trtllm_gen_multi_ctas_kv_counter_bytes`` (0.6.15 on): the bytes of
   the TRT-LLM-gen multi-CTA KV counter buffer (vLLM sizes that buffer with it);
 * ``flashinfer.fused_moe.cute_dsl.moe_utils.get_max_num_tiles`` and
@@ -38,10 +46,19 @@ from typing import Any
 from packaging.version import Version
 
 from fi_compat._records import FunctionRecord
-from fi_compat.testing._gates import TIGHT_MOE_TILE_BOUND
+from fi_compat.testing._gates import CACHE_BUF_GROWS, TIGHT_MOE_TILE_BOUND
 from fi_compat.testing._objects import StandIn
 
-__all__ = ["HELPERS", "Helper", "compute", "helper"]
+__all__ = ["HELPERS", "Helper", "Imitated", "compute", "helper"]
+
+
+@dataclass(frozen=True)
+class Imitated:
+    """What a helper computes with besides its arguments: the imitated release's version and
+    the imitated GPU's streaming-multiprocessor count."""
+
+    version: Version
+    sm_count: int
 
 
 @dataclass(frozen=True)
@@ -55,14 +72,19 @@ class Helper:
     parameters
         The parameters it reads, in the release's order: a release whose recorded ``def``
         has others does not get the computed result.
+    also
+        Other parameter lists of releases whose body computes the same (a renamed or an
+        added parameter, which the computation reads by position).
     arithmetic
-        The computation: the release and the call's arguments by parameter name -> result.
+        The computation: what is imitated and the call's arguments by parameter name ->
+        result.
     """
 
     module: str
     name: str
     parameters: tuple[str, ...]
-    arithmetic: Callable[[Version, Mapping[str, Any]], Any]
+    arithmetic: Callable[[Imitated, Mapping[str, Any]], Any]
+    also: tuple[tuple[str, ...], ...] = ()
 
     @property
     def key(self) -> str:
@@ -70,7 +92,7 @@ class Helper:
         return f"{self.module}:{self.name}"
 
 
-def _seq_lens(release: Version, arguments: Mapping[str, Any]) -> Any:
+def _seq_lens(imitated: Imitated, arguments: Mapping[str, Any]) -> Any:
     """``get_seq_lens``, the same in every release (0.2.0.post1 .. 0.7.2.post1):
     ``torch.clamp(kv_indptr[1:] - kv_indptr[:-1] - 1, min=0) * page_size + kv_last_page_len``."""
     kv_indptr = arguments["kv_indptr"]
@@ -78,7 +100,7 @@ def _seq_lens(release: Version, arguments: Mapping[str, Any]) -> Any:
     return pages.clamp(min=0) * arguments["page_size"] + arguments["kv_last_page_len"]
 
 
-def _ceil_pow2(release: Version, arguments: Mapping[str, Any]) -> int:
+def _ceil_pow2(imitated: Imitated, arguments: Mapping[str, Any]) -> int:
     """``flashinfer.utils._ceil_pow2``, the same in every release: the least power of two
     at least ``x`` (``1 << (x - 1).bit_length()``, so 2 for 0)."""
     return _pow2_at_least(arguments["x"])
@@ -88,7 +110,7 @@ def _pow2_at_least(value: int) -> int:
     return 1 << (value - 1).bit_length()
 
 
-def _range_buf(release: Version, arguments: Mapping[str, Any]) -> Any:
+def _range_buf(imitated: Imitated, arguments: Mapping[str, Any]) -> Any:
     """``flashinfer.utils._get_range_buf``, the same in every release: ``arange`` of the
     next power of two (int32), cached in the module's ``_cache_buf`` under
     ``(f"range_{pow2}", device)``, sliced to ``seq_len``. vLLM pins the cached entry it finds
@@ -104,13 +126,49 @@ def _range_buf(release: Version, arguments: Mapping[str, Any]) -> Any:
     cache = getattr(sys.modules.get(_UTILS), "_cache_buf", None)
     found = cache.get(key) if isinstance(cache, dict) else None
     if found is None:
-        where = device
-        if torch.device(device).type == "cuda" and not torch.cuda.is_available():
-            where = "cpu"
-        found = torch.arange(pow2, device=where, dtype=torch.int32)
+        found = torch.arange(pow2, device=_made_on(torch, device), dtype=torch.int32)
         if isinstance(cache, dict):
             cache[key] = found
     return found[:seq_len]
+
+
+def _cache_buffer(imitated: Imitated, arguments: Mapping[str, Any]) -> Any:
+    """``flashinfer.utils._get_cache_buf(name, bytes | num_bytes, device[, zero_init])``: the
+    cached uint8 buffer under ``(name, device)``, made anew when absent or smaller than asked
+    (the old one appended to ``_cache_buf_retired`` where the module has that list); up to
+    0.4.0 only when absent (the gate :data:`~fi_compat.testing._gates.CACHE_BUF_GROWS`).
+    Otherwise the same in every release but for the size's name (``num_bytes`` from 0.7.0),
+    ``zero_init`` (0.6.x on) and the retired list (0.7.0 on); read by position."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return StandIn("_get_cache_buf(...)")
+    name, size, device = list(arguments.values())[:3]
+    utils = sys.modules.get(_UTILS)
+    cache = getattr(utils, "_cache_buf", None)
+    found = cache.get((name, device)) if isinstance(cache, dict) else None
+    grows = imitated.version >= CACHE_BUF_GROWS.version
+    if found is None or (grows and found.size(0) < size):
+        retired = getattr(utils, "_cache_buf_retired", None)
+        if found is not None and isinstance(retired, list):
+            retired.append(found)
+        found = torch.zeros(size, dtype=torch.uint8, device=_made_on(torch, device))
+        if isinstance(cache, dict):
+            cache[(name, device)] = found
+    return found
+
+
+def _made_on(torch: Any, device: Any) -> Any:
+    """Where a buffer for ``device`` is made: there, or on the CPU for a CUDA device where
+    CUDA is not available (the fake's GPUs)."""
+    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+        return "cpu"
+    return device
+
+
+def _sm_count(imitated: Imitated, arguments: Mapping[str, Any]) -> int:
+    """``get_device_sm_count``: the device's ``multi_processor_count``, here the imitated
+    GPU's, whichever device is asked about."""
+    return imitated.sm_count
 
 
 def _round_up(value: int, multiple: int) -> int:
@@ -118,7 +176,7 @@ def _round_up(value: int, multiple: int) -> int:
     return (value + multiple - 1) // multiple * multiple
 
 
-def _counter_bytes(release: Version, arguments: Mapping[str, Any]) -> int:
+def _counter_bytes(imitated: Imitated, arguments: Mapping[str, Any]) -> int:
     """``get_trtllm_gen_multi_ctas_kv_counter_bytes``, the same in every release that has it
     (0.6.15 on): one 4-byte semaphore per (request, query head), at least one per SM,
     rounded up to a multiple of 8."""
@@ -127,7 +185,7 @@ def _counter_bytes(release: Version, arguments: Mapping[str, Any]) -> int:
     return semaphores * 4
 
 
-def _max_num_tiles(release: Version, arguments: Mapping[str, Any]) -> int:
+def _max_num_tiles(imitated: Imitated, arguments: Mapping[str, Any]) -> int:
     """``get_max_num_tiles``: with E = num_tokens * top_k expanded tokens over L local
     experts and tiles of T tokens, E when E <= L, else ``L + ceil((E - L) / T)`` up to
     0.6.10.post1 and the tight bound ``(E + (T - 1) * L) // T`` from 0.6.11rc1."""
@@ -136,14 +194,14 @@ def _max_num_tiles(release: Version, arguments: Mapping[str, Any]) -> int:
     tile: int = arguments["tile_size"]
     if expanded <= experts:
         return expanded
-    if release >= TIGHT_MOE_TILE_BOUND.version:
+    if imitated.version >= TIGHT_MOE_TILE_BOUND.version:
         return (expanded + (tile - 1) * experts) // tile
     return experts + (expanded - experts + tile - 1) // tile
 
 
-def _max_num_permuted_tokens(release: Version, arguments: Mapping[str, Any]) -> int:
+def _max_num_permuted_tokens(imitated: Imitated, arguments: Mapping[str, Any]) -> int:
     """``get_max_num_permuted_tokens``: ``get_max_num_tiles(...) * tile_size``."""
-    tiles = _max_num_tiles(release, arguments)
+    tiles = _max_num_tiles(imitated, arguments)
     size: int = arguments["tile_size"]
     return tiles * size
 
@@ -164,6 +222,14 @@ HELPERS: Mapping[str, Helper] = {
         ),
         Helper(_UTILS, "_ceil_pow2", ("x",), _ceil_pow2),
         Helper(_UTILS, "_get_range_buf", ("seq_len", "device"), _range_buf),
+        Helper(_UTILS, "get_device_sm_count", ("device",), _sm_count),
+        Helper(
+            _UTILS,
+            "_get_cache_buf",
+            ("name", "num_bytes", "device", "zero_init"),
+            _cache_buffer,
+            also=(("name", "bytes", "device", "zero_init"), ("name", "bytes", "device")),
+        ),
         Helper(
             _UTILS,
             "get_trtllm_gen_multi_ctas_kv_counter_bytes",
@@ -183,13 +249,13 @@ def helper(module: str, name: str, function: FunctionRecord | None) -> Helper | 
     if found is None or function is None:
         return None
     recorded = tuple(parameter.name for parameter in function.parameters)
-    return found if recorded == found.parameters else None
+    return found if recorded in (found.parameters, *found.also) else None
 
 
-def compute(key: str, release: Version, arguments: Mapping[str, Any]) -> Any:
+def compute(key: str, imitated: Imitated, arguments: Mapping[str, Any]) -> Any:
     """The result of helper ``key`` for a call's arguments (recorded defaults as their
     values): what the release computes, a :class:`StandIn` where an argument is one."""
     found = HELPERS[key]
     if any(isinstance(value, StandIn) for value in arguments.values()):
         return StandIn(f"{found.name}(...)")
-    return found.arithmetic(release, arguments)
+    return found.arithmetic(imitated, arguments)

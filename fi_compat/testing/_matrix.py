@@ -60,6 +60,7 @@ FAKE_OPTIONS = frozenset(
         "comm_import_error",
         "multicast",
         "confidential_compute",
+        "sm_count",
     }
 )
 

@@ -172,6 +172,8 @@ class FakeFlashInfer:
         Whether the imitated GPUs support NVLink multicast.
     confidential_compute
         Whether the imitated GPUs run in Confidential Computing mode.
+    sm_count
+        The imitated GPUs' streaming multiprocessors (``get_device_sm_count``).
     """
 
     record: ReleaseRecord
@@ -182,6 +184,7 @@ class FakeFlashInfer:
     planned_errors: dict[str, BaseException] = field(default_factory=dict)
     multicast: bool = True
     confidential_compute: bool = False
+    sm_count: int = 132
     _workspace_classes: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)
     _factory_options: tuple[str, ...] = field(default=(), repr=False)
 

@@ -31,7 +31,7 @@ from fi_compat.testing._gates import (
     PRIMS_TS_REMOVED,
     PRIMS_TS_TENSOR_CORES,
 )
-from fi_compat.testing._helpers import compute
+from fi_compat.testing._helpers import Imitated, compute
 
 # What generated code calls keeps the runtime's underscored spelling (``_fi_runtime._kit``):
 # a generated module reads these names, never a user.
@@ -71,6 +71,7 @@ __all__ = [
     "_property",
     "_raise_planned",
     "_required_bytes",
+    "_run_result",
     "_set_property",
     "_sufficient",
     "_token",
@@ -214,11 +215,14 @@ def _plan_kernel(
     call: Call,
     var_keyword: str | None = None,
     family: str | None = None,
+    keeps: Sequence[tuple[str, str, str, Any]] = (),
 ) -> None:
     """The kernel boundary of an attention family's planning method, and of
     ``fast_decode_plan`` (``family`` given), once its arguments are bound (called by
     generated code): appends a :class:`KernelPlan` to the kit, or raises what the release
-    raises (see :func:`fi_compat.testing._fake_kernel.kernel_plan`)."""
+    raises (see :func:`fi_compat.testing._fake_kernel.kernel_plan`); then keeps on the
+    wrapper what the release's method keeps (``keeps``, from its recorded
+    :attr:`~fi_compat._records.FunctionRecord.keeps`: ``_window_left``, ``_sm_scale``, ...)."""
     kit = _kit(token)
     cls = type(wrapper)
     fast = family is not None
@@ -251,12 +255,69 @@ def _plan_kernel(
     )
     with _LOCK:
         kit.kernel_plans.append(plan)
+    if keeps:
+        _assign(wrapper, _kept(keeps, _arguments(values, None)))
+
+
+def _kept(
+    keeps: Sequence[tuple[str, str, str, Any]], arguments: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What a planning method keeps on its object, by attribute: each store's argument as
+    passed, or for None the literal the release puts in its place; an argument the release
+    computes from others when it is None (``is_causal``), or one the call does not have, is
+    not kept."""
+    kept: dict[str, Any] = {}
+    for attribute, parameter, kind, literal in keeps:
+        if parameter not in arguments:
+            continue
+        value = arguments[parameter]
+        if value is None and kind == "computed":
+            continue
+        kept[attribute] = literal if value is None and kind == "literal" else value
+    return kept
+
+
+def _run_result(values: Mapping[str, Any], query: str) -> Any:
+    """What an attention wrapper's ``run`` returns (called by generated code), as the
+    release's Python allocates it before its kernel: the ``out`` it was given, else zeros of
+    the query's rows by V's head dimension (the last dimension of the last of the tensor
+    arguments following the query: V of a ``(K, V)`` pair, of a ragged call's ``k, v``, of
+    a paged cache), of the query's dtype, on its device; with ``return_lse``, also the
+    ``lse`` it was given or float32 zeros of (rows, heads) (``lse_layout="HN"``: (heads,
+    rows)). None where the query is no tensor (the fake has nothing to shape a result by).
+    Checked against the release's own ``run`` (``tests/attention/test_wrapper_state.py``)."""
+    arguments = _arguments(values, None)
+    q = arguments.get(query)
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(q, torch.Tensor):
+        return None
+    out = arguments.get("out")
+    if out is None:
+        width = q.shape[-1]
+        names = list(arguments)
+        for name in names[names.index(query) + 1 :]:
+            value = arguments[name]
+            items = value if isinstance(value, (tuple, list)) else (value,)
+            if not items or not all(isinstance(item, torch.Tensor) for item in items):
+                break  # the KV arguments end where the first non-tensor one is
+            width = items[-1].shape[-1]
+        out = torch.zeros((*q.shape[:-1], width), dtype=q.dtype, device=q.device)
+    if not arguments.get("return_lse"):
+        return out
+    lse = arguments.get("lse")
+    if lse is None:
+        rows, heads = q.shape[0], q.shape[1] if q.dim() > 2 else 1
+        shape = (heads, rows) if arguments.get("lse_layout") == "HN" else (rows, heads)
+        lse = torch.zeros(shape, dtype=torch.float32, device=q.device)
+    return out, lse
 
 
 def _compute(token: str, key: str, values: Mapping[str, Any]) -> Any:
     """A helper the fake computes, as the release does (called by generated code; see
     :mod:`fi_compat.testing._helpers`)."""
-    return compute(key, _kit(token).record.version, _arguments(values, None))
+    kit = _kit(token)
+    imitated = Imitated(kit.record.version, kit.sm_count)
+    return compute(key, imitated, _arguments(values, None))
 
 
 def _property(obj: Any, name: str, returns_attribute: str | None = None) -> Any:

@@ -36,7 +36,7 @@ from tests.support.sglang_backend import (
     outcome,
     sglang_backend,
 )
-from tests.support.vllm_backend import Batch, build, vllm_builder
+from tests.support.vllm_backend import Batch, build, forward, vllm_builder
 from tools.releases import RegistryUnreachableError
 
 #: The releases SGLang 0.5.23 pins (0.7.2), vLLM 0.33.0 pins (0.7.2.post1), and one 0.6.x
@@ -319,15 +319,18 @@ def test_vllm_integrated_build_is_batch_invariant(
 @pytest.mark.parametrize("capability", [90, 100], ids=["sm90", "sm100"])
 @pytest.mark.parametrize("cudagraph", [False, True], ids=["eager", "cuda-graph"])
 @pytest.mark.parametrize("batch_invariant", [False, True], ids=["normal", "batch-invariant"])
-def test_vllm_builds_on_a_pinning_host_with_its_own_flashinfer_utils(
+def test_vllm_builds_and_runs_on_a_pinning_host_with_its_own_flashinfer_utils(
     vllm_wheel: Path, release: str, capability: int, cudagraph: bool, batch_invariant: bool
 ) -> None:
-    """vLLM 0.33.0's builder with its own ``vllm/utils/flashinfer.py`` as it is, memory
-    pinning on: every metadata build (decode, mixed, prefill; CUDA-graph capture, then
-    replay) runs, each decode plan first pins FlashInfer's cached range buffer through
-    vLLM's ``pin_host_range_buf`` (``_get_range_buf``, ``_ceil_pow2``, ``_cache_buf`` from the
-    fake), and the decode plans carry vLLM's split settings: ``(-1, False)``, or
-    ``(2048, True)`` batch-invariant."""
+    """vLLM 0.33.0's builder and attention layer with its own ``vllm/utils/flashinfer.py``
+    as it is, memory pinning on: every metadata build (decode, mixed, prefill; CUDA-graph
+    capture, then replay) runs, each decode plan first pins FlashInfer's cached range buffer
+    through vLLM's ``pin_host_range_buf`` (``_get_range_buf``, ``_ceil_pow2``, ``_cache_buf``
+    from the fake), and the decode plans carry vLLM's split settings: ``(-1, False)``, or
+    ``(2048, True)`` batch-invariant. After each build vLLM's own ``forward`` runs on it: its
+    checks of what ``plan`` left on the wrappers (``_window_left``, ``_logits_soft_cap``,
+    ``_sm_scale``, ``_causal``) hold, and it runs the decode wrapper on the decodes and the
+    prefill wrapper on the prefills, each into its part of the layer's output."""
     with (
         fake_flashinfer(release) as fake,
         vllm_builder(
@@ -336,13 +339,25 @@ def test_vllm_builds_on_a_pinning_host_with_its_own_flashinfer_utils(
             cudagraph=cudagraph,
             pinned=True,
             capability=capability,
-        ) as (_, builder),
+        ) as (module, builder),
     ):
         import flashinfer.utils
 
         start = len(fake.kernel_plans)
         for batch in (Batch(4, 0), Batch(4, 0), Batch(2, 3), Batch(0, 3)):
-            build(builder, batch)
+            metadata = build(builder, batch)
+            called = len(fake.calls)
+            output = forward(module, metadata, batch)
+            runs = [call for call in fake.calls[called:] if call.name.endswith(".run")]
+            decodes, prefills = batch.num_reqs - batch.prefills, batch.prefills
+            assert [call.name.partition(".")[0] for call in runs] == [
+                *(["BatchPrefillWithPagedKVCacheWrapper"] if prefills else []),
+                *(["BatchDecodeWithPagedKVCacheWrapper"] if decodes else []),
+            ]
+            for call in runs:
+                out = call.arguments["out"]
+                assert out.untyped_storage().data_ptr() == output.untyped_storage().data_ptr()
+            assert tuple(output.shape) == (batch.num_actual_tokens, 32, 128)
         plans = _plans(fake, start)
         cache = vars(flashinfer.utils)["_cache_buf"]  # the fake's, as vLLM reads it
         assert isinstance(cache, dict)
@@ -362,3 +377,25 @@ def test_vllm_builds_on_a_pinning_host_with_its_own_flashinfer_utils(
         if family != "BatchPrefillWithPagedKVCacheWrapper":
             assert not dropped, family
             assert (fixed, disable) == decode, family
+
+
+@pytest.mark.parametrize("release", ["0.7.2", "0.7.2.post1"])
+def test_vllm_forward_checks_what_plan_left_on_the_wrapper(vllm_wheel: Path, release: str) -> None:
+    """vLLM's forward refuses a wrapper planned with other settings than its layer's: the
+    fake's wrappers hold what ``plan`` was given, so a layer with another scale fails vLLM's
+    own check, as it would on FlashInfer."""
+    with (
+        fake_flashinfer(release),
+        vllm_builder(vllm_wheel, batch_invariant=False, pinned=True) as (module, builder),
+    ):
+        batch = Batch(2, 3)
+        metadata = build(builder, batch)
+        wrapper = metadata.prefill.wrapper
+        assert (wrapper._window_left, wrapper._logits_soft_cap, wrapper._causal) == (
+            -1,
+            0.0,
+            True,
+        )
+        wrapper._sm_scale *= 2
+        with pytest.raises(AssertionError):
+            forward(module, metadata, batch)

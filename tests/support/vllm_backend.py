@@ -32,7 +32,7 @@ from fi_compat import determinism
 from fi_compat.attention import Settings, deterministic_wrapper
 from tests.support.engine_modules import ENGINES, EngineModule, integrated
 
-__all__ = ["WRAPPERS", "Batch", "build", "vllm_builder"]
+__all__ = ["WRAPPERS", "Batch", "build", "forward", "vllm_builder"]
 
 #: The wrapper classes vLLM's builder makes, by the name its module binds them under.
 WRAPPERS = (
@@ -73,6 +73,39 @@ class _CudaGraphMode(enum.Enum):
 
 class _KVQuantMode(enum.Enum):
     NONE = 0
+
+
+class _Layout(enum.Enum):
+    """vLLM's ``KVCacheLayout`` as its forward reads it: the FlashInfer layout string (its
+    name) and the order that views one layer's cache ``[blocks, page, kv_heads, 2 * head]``
+    in it (NHD: as it is)."""
+
+    NHD = (0, 1, 2, 3)
+
+    @property
+    def layer_view_order(self) -> tuple[int, ...]:
+        return tuple(self.value)
+
+
+class _AttentionImpl:
+    """vLLM's ``AttentionImpl`` as its ``__new__`` sets an implementation up: no decode or
+    prefill context parallelism."""
+
+    dcp_world_size: int
+    dcp_rank: int
+    pcp_world_size: int
+    pcp_rank: int
+    total_cp_world_size: int
+    total_cp_rank: int
+    need_to_return_lse_for_decode: bool
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> _AttentionImpl:
+        self = super().__new__(cls)
+        self.dcp_world_size, self.dcp_rank = 1, 0
+        self.pcp_world_size, self.pcp_rank = 1, 0
+        self.total_cp_world_size, self.total_cp_rank = 1, 0
+        self.need_to_return_lse_for_decode = False
+        return self
 
 
 class _CpuGpuBuffer:
@@ -131,7 +164,7 @@ def _config(cudagraph: bool, *, trtllm: bool | None = None) -> Any:
     )
     return types.SimpleNamespace(
         cache_config=types.SimpleNamespace(
-            cache_dtype="auto", get_resolved_kv_cache_layout=lambda: "NHD"
+            cache_dtype="auto", get_resolved_kv_cache_layout=lambda: _Layout.NHD
         ),
         model_config=model,
         attention_config=types.SimpleNamespace(
@@ -145,7 +178,9 @@ def _config(cudagraph: bool, *, trtllm: bool | None = None) -> Any:
         scheduler_config=types.SimpleNamespace(max_num_batched_tokens=1024, max_num_seqs=MAX_REQS),
         speculative_config=None,
         parallel_config=types.SimpleNamespace(
-            cp_kv_cache_interleave_size=1, dcp_comm_backend="ag_rs"
+            cp_kv_cache_interleave_size=1,
+            dcp_comm_backend="ag_rs",
+            decode_context_parallel_size=1,
         ),
     )
 
@@ -241,6 +276,7 @@ def vllm_builder(
         "vllm.config": {
             "CUDAGraphMode": _CudaGraphMode,
             "get_current_vllm_config": lambda: config,
+            "get_current_vllm_config_or_none": lambda: config,
         },
         "vllm.distributed.parallel_state": {
             "get_dcp_world_size_and_rank": lambda sharded=False: (1, 0)
@@ -266,10 +302,17 @@ def vllm_builder(
             "cdiv": lambda a, b: -(-a // b),
             "round_up": lambda a, b: -(-a // b) * b,
         },
-        "vllm.utils.torch_utils": {"PIN_MEMORY": pinned},
-        "vllm.v1.attention.backend": {"AttentionMetadataBuilder": _MetadataBuilder},
+        "vllm.utils.torch_utils": {
+            "PIN_MEMORY": pinned,
+            "canonicalize_singleton_dim_strides": lambda tensor: tensor,
+        },
+        "vllm.v1.attention.backend": {
+            "AttentionMetadataBuilder": _MetadataBuilder,
+            "AttentionImpl": _AttentionImpl,
+            "AttentionType": types.SimpleNamespace(DECODER="decoder"),
+        },
         "vllm.v1.attention.backends.utils": {
-            "get_flashinfer_layout_string": lambda layout: layout,
+            "get_flashinfer_layout_string": lambda layout: layout.name,
             "get_num_attention_heads_from_layers": lambda config, names: None,
             "get_per_layer_parameters": lambda config, names, impl: {},
             "infer_global_hyperparameters": lambda parameters: _hyperparameters(
@@ -277,7 +320,10 @@ def vllm_builder(
             ),
             "split_decodes_and_prefills": _split_decodes_and_prefills,
         },
-        "vllm.v1.kv_cache_interface": {"KVQuantMode": _KVQuantMode},
+        "vllm.v1.kv_cache_interface": {
+            "KVQuantMode": _KVQuantMode,
+            "is_quantized_kv_cache": lambda dtype: False,
+        },
         "vllm.v1.utils": {"CpuGpuBuffer": _CpuGpuBuffer},
     }
     spec = types.SimpleNamespace(
@@ -316,6 +362,7 @@ class Batch:
         seq = [20 + 3 * i for i in range(decodes + prefills)]
         starts = np.concatenate([[0], np.cumsum(query)]).astype(np.int32)
         self.num_reqs = len(query)
+        self.prefills = prefills
         self.num_actual_tokens = int(starts[-1])
         self.causal = causal
         self.max_seq_len = max(seq)
@@ -331,3 +378,32 @@ class Batch:
 def build(builder: Any, batch: Batch) -> Any:
     """vLLM's ``FlashInferMetadataBuilder.build`` on ``batch`` (no common prefix)."""
     return builder.build(0, batch)
+
+
+def forward(module: types.ModuleType, metadata: Any, batch: Batch) -> torch.Tensor:
+    """vLLM's ``FlashInferImpl.forward`` for one attention layer on the metadata ``build``
+    made for ``batch``: a layer of the builder's model (no sliding window, no soft cap,
+    ``1/sqrt(head_dim)``), bf16 query, key and value for the batch's tokens and a
+    ``[blocks, page, kv_heads, 2 * head]`` cache; the output it fills."""
+    impl = module.FlashInferImpl(
+        HEADS, HEAD_DIM, 1 / math.sqrt(HEAD_DIM), KV_HEADS, None, None, "auto"
+    )
+    layer = types.SimpleNamespace(
+        _q_scale_float=1.0,
+        _k_scale_float=1.0,
+        _v_scale_float=1.0,
+        _o_scale_float=None,
+        _q_scale=torch.ones(()),
+        _k_scale=torch.ones(()),
+        _v_scale=torch.ones(()),
+    )
+    tokens = batch.num_actual_tokens
+    query = torch.zeros(tokens, HEADS, HEAD_DIM, dtype=torch.bfloat16)
+    key = torch.zeros(tokens, KV_HEADS, HEAD_DIM, dtype=torch.bfloat16)
+    value = torch.zeros(tokens, KV_HEADS, HEAD_DIM, dtype=torch.bfloat16)
+    cache = torch.zeros(MAX_REQS * MAX_LEN // PAGE, PAGE, KV_HEADS, 2 * HEAD_DIM)
+    output = torch.zeros(tokens, HEADS, HEAD_DIM, dtype=torch.bfloat16)
+    result: torch.Tensor = impl.forward(
+        layer, query, key, value, cache.to(torch.bfloat16), metadata, output
+    )
+    return result

@@ -148,7 +148,10 @@ def test_a_value_the_fake_made_up_gives_a_stand_in() -> None:
         seq_lens = flashinfer.get_seq_lens(StandIn("kv_indptr"), torch.ones(2), 16)
         assert isinstance(seq_lens, StandIn)
         utils = importlib.import_module("flashinfer.utils")
-        assert utils.get_device_sm_count("cuda") is None  # a device query: not modelled
+        # the imitated GPU's, which the counter bytes then take as the release does
+        assert utils.get_trtllm_gen_multi_ctas_kv_counter_bytes(
+            3, 5, utils.get_device_sm_count("cuda")
+        ) == (136 * 4)
         with pytest.raises(TypeError):  # what the release raises given None for sm_count
             utils.get_trtllm_gen_multi_ctas_kv_counter_bytes(3, 5, None)
 
@@ -183,3 +186,34 @@ def test_every_helper_is_recorded_where_it_says() -> None:
         assert name.defined_in == found.module, found.key
         assert helper(found.module, found.name, name.function) is found, found.key
     assert Version(TIGHT_MOE_TILE_BOUND.release) > Version("0.6.10.post1")
+
+
+@pytest.mark.parametrize("release", ["0.4.0", "0.6.5", "0.7.2.post1", NEWEST])
+def test_get_device_sm_count_answers_for_the_imitated_gpu(release: str) -> None:
+    """``get_device_sm_count`` reads the device's properties in every release; the fake
+    answers for its imitated GPU (132 SMs, an H100 SXM, unless ``sm_count`` says otherwise),
+    whichever device is asked about: vLLM 0.33.0 sizes a counter buffer with it."""
+    for wanted, fake in (
+        (132, fake_flashinfer(release)),
+        (78, fake_flashinfer(release, sm_count=78)),
+    ):
+        with fake:
+            utils = importlib.import_module("flashinfer.utils")
+            if "get_device_sm_count" not in vars(utils):
+                pytest.skip(f"flashinfer {release} has no get_device_sm_count")
+            assert utils.get_device_sm_count(torch.device("cuda")) == wanted
+            assert utils.get_device_sm_count(torch.device("cuda", 1)) == wanted
+
+
+@pytest.mark.parametrize("value", [0, -1, True, 1.5, "132", None, 1 << 21])
+def test_sm_count_refuses_what_no_gpu_has(value: object) -> None:
+    from fi_compat.errors import InvalidArgumentError
+
+    with (
+        pytest.raises(InvalidArgumentError, match="sm_count"),
+        fake_flashinfer(
+            NEWEST,
+            sm_count=value,  # type: ignore[arg-type]
+        ),
+    ):
+        pass  # pragma: no cover - refused on entry

@@ -142,8 +142,9 @@ def test_ceil_pow2_and_the_range_buffer_are_the_releases(real: tuple[ModuleType,
 
 
 def _own_utils(release: str) -> dict[str, Any] | None:
-    """``_ceil_pow2``, ``_get_range_buf`` and a ``_cache_buf`` of their own, run from the
-    release's published ``flashinfer/utils.py`` (None where it defines none of them)."""
+    """``_ceil_pow2``, ``_get_range_buf``, ``_get_cache_buf`` (where defined) and a
+    ``_cache_buf`` and ``_cache_buf_retired`` of their own, run from the release's published
+    ``flashinfer/utils.py`` (None where it defines neither range helper)."""
     published = ReleaseCache().download(f"flashinfer-python=={release}", wheel_only=False)
     found = read_release(published).files.get("flashinfer.utils")  # a wheel or an sdist
     if found is None:
@@ -151,21 +152,41 @@ def _own_utils(release: str) -> dict[str, Any] | None:
     tree = ast.parse(found[1])
     wanted = {"_ceil_pow2", "_get_range_buf"}
     body: list[ast.stmt] = [
-        node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name in wanted
+        node
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name in {*wanted, "_get_cache_buf"}
     ]
-    if {node.name for node in body if isinstance(node, ast.FunctionDef)} != wanted:
+    if not wanted <= {node.name for node in body if isinstance(node, ast.FunctionDef)}:
         return None
-    namespace: dict[str, Any] = {"torch": torch, "_cache_buf": {}}
+    namespace: dict[str, Any] = {"torch": torch, "_cache_buf": {}, "_cache_buf_retired": []}
     exec(compile(ast.Module(body=body, type_ignores=[]), f"{release}/utils.py", "exec"), namespace)
     return namespace
+
+
+#: ``_get_cache_buf`` calls as engines and FlashInfer make them: (name, bytes, zero_init);
+#: the same name again, smaller (the cached one), then larger (made anew).
+CACHE_CALLS = [("a", 64, False), ("a", 16, False), ("a", 256, True), ("b", 8, True)]
+
+
+def _cache_outcome(get: Callable[..., Any], cache: dict[Any, Any], zero_init: bool) -> Any:
+    """What each call of :data:`CACHE_CALLS` returns (size, dtype, whether it is the cached
+    one, its bytes where they are zeros by request) and the cache's keys after."""
+    seen = []
+    for name, size, zero in CACHE_CALLS:
+        buffer = get(name, size, "cpu", zero) if zero_init else get(name, size, "cpu")
+        entry = cache[(name, "cpu")]
+        zeros = bool((buffer == 0).all()) if zero and zero_init else None
+        seen.append((tuple(buffer.shape), buffer.dtype, buffer is entry, zeros))
+    return seen, sorted(cache)
 
 
 @pytest.mark.release_matrix
 @pytest.mark.parametrize("release", release_classes.releases("imports"))
 def test_the_range_buffer_is_each_release_classs_own(release: str) -> None:
     """At each end of every release class (the day-one releases), the fake's
-    ``_ceil_pow2`` and ``_get_range_buf`` give what that release's own source computes, and
-    leave the same ``_cache_buf`` entries."""
+    ``_ceil_pow2``, ``_get_range_buf`` and ``_get_cache_buf`` give what that release's own
+    source computes, and leave the same ``_cache_buf`` (and ``_cache_buf_retired``)
+    entries."""
     try:
         own = _own_utils(release)
     except RegistryUnreachableError as error:
@@ -182,3 +203,13 @@ def test_the_range_buffer_is_each_release_classs_own(release: str) -> None:
             assert (got.dtype, got.shape) == (want.dtype, want.shape)
             assert torch.equal(got, want), length
         assert set(fake._cache_buf) == set(own["_cache_buf"])
+        if "_get_cache_buf" not in own:
+            assert not hasattr(fake, "_get_cache_buf")
+            return
+        zero_init = "zero_init" in own["_get_cache_buf"].__code__.co_varnames
+        assert _cache_outcome(fake._get_cache_buf, fake._cache_buf, zero_init) == _cache_outcome(
+            own["_get_cache_buf"], own["_cache_buf"], zero_init
+        )
+        retired = getattr(fake, "_cache_buf_retired", [])
+        own_retired = own["_cache_buf_retired"]
+        assert [tuple(b.shape) for b in retired] == [tuple(b.shape) for b in own_retired]

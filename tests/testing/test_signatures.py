@@ -169,9 +169,17 @@ def _check_function(data: Mapping[str, Any], where: str) -> None:
         "forwards_kwargs_to",
         "forwards_kwargs_drops",
         "returns_attribute",
+        "keeps",
     }, where
     if "returns_attribute" in data:
         assert data["returns_attribute"].isidentifier(), where
+    parameter_names = {p["name"] for p in data["parameters"]}
+    for kept in data.get("keeps", ()):
+        assert set(kept) <= {"attribute", "parameter", "when_none", "none_computed"}, where
+        assert kept["attribute"].isidentifier(), where
+        assert kept["parameter"] in parameter_names, where
+        assert kept.get("none_computed", True) is True, f"{where}: a false flag is left out"
+    assert data.get("keeps", ["x"]), f"{where}: an empty keeps list is left out"
     assert data.get("forwards_kwargs_drops", ["x"]), f"{where}: an empty drops list is left out"
     assert data["defined_in"].startswith("flashinfer"), where
     assert all(isinstance(d, str) for d in data["decorators"]), where
