@@ -8,11 +8,11 @@ Data flows one way: :mod:`fi_compat.capabilities` probes, this module describes,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from fi_compat._arguments import require_instance, require_str, require_strs
+from fi_compat._arguments import describe, require_instance, require_str, require_strs
 from fi_compat._measured import why_unmeasured
 from fi_compat._requirements import table as _requirements
 from fi_compat._requirements.attention import Served, deterministic_answers
@@ -41,7 +41,7 @@ from fi_compat._surface import (
 )
 from fi_compat.attention import _reach
 from fi_compat.capabilities import Capabilities
-from fi_compat.errors import UnknownRequirementError
+from fi_compat.errors import InvalidArgumentError, UnknownRequirementError, explain
 from fi_compat.hazards import hazards
 
 __all__ = [
@@ -279,7 +279,30 @@ def missing(capabilities: Capabilities, names: Iterable[str]) -> list[str]:
     return lacking
 
 
+#: How :func:`render_text` paints a cell: ``paint(role, text)`` returns ``text`` as it
+#: should appear. The role is what the cell means: the answer word it holds (``text``
+#: itself) or, for a hazard's ``[severity]`` tag, the severity.
+_Paint = Callable[[str, str], str]
+
+
+def _plain(role: str, text: str) -> str:
+    """The plain style: every cell as it is."""
+    return text
+
+
+def _answer(paint: _Paint, word: str, width: int = 0) -> str:
+    """``word``, an answer, painted as what it says and padded to ``width`` by its plain
+    length (escapes take no room on the screen)."""
+    return paint(word, word) + " " * (width - len(word))
+
+
+def _row(paint: _Paint, name: str, word: str, reason: str) -> str:
+    """An answer line: a name, the answer and why."""
+    return f"    {name:<26} {_answer(paint, word, 12)} {reason}"
+
+
 def _render_refused(
+    paint: _Paint,
     head: str,
     answers: Mapping[str, Support],
     every: str,
@@ -287,7 +310,7 @@ def _render_refused(
 ) -> list[str]:
     """The names among ``answers`` that are not met, one line each, under ``head``."""
     refused = [
-        f"    {name.rpartition('.')[2]:<26} {support.status.value:<12} {support.reason}"
+        _row(paint, name.rpartition(".")[2], support.status.value, support.reason)
         for name, support in answers.items()
         if not support.supported
     ]
@@ -296,10 +319,11 @@ def _render_refused(
     return [f"  {head}  {lead}:", *refused]
 
 
-def _render_dropin(capabilities: Capabilities) -> list[str]:
+def _render_dropin(paint: _Paint, capabilities: Capabilities) -> list[str]:
     """The drop-in's arguments and factory options that a non-default value cannot take,
     and the patterns the installed release lacks."""
     patterns = _render_refused(
+        paint,
         pattern_feature("<member>"),
         pattern_support(capabilities),
         "every pattern runs",
@@ -307,10 +331,16 @@ def _render_dropin(capabilities: Capabilities) -> list[str]:
     )
     return [
         *_render_refused(
-            dropin_feature("<argument>"), dropin_support(capabilities), "every argument runs"
+            paint,
+            dropin_feature("<argument>"),
+            dropin_support(capabilities),
+            "every argument runs",
         ),
         *_render_refused(
-            factory_feature("<option>"), factory_support(capabilities), "every option is taken"
+            paint,
+            factory_feature("<option>"),
+            factory_support(capabilities),
+            "every option is taken",
         ),
         *patterns,
     ]
@@ -325,12 +355,11 @@ def _render_passed(capabilities: Capabilities) -> list[str]:
     return [head, *(f"    {name:<26} {', '.join(values)}" for name, values in found.items())]
 
 
-def _render_kinds(head: str, answers: Mapping[str, Support]) -> list[str]:
+def _render_kinds(paint: _Paint, head: str, answers: Mapping[str, Support]) -> list[str]:
     """One line per kind of workspace: its answer and why."""
     lines = [f"  {head}"]
     for name, support in answers.items():
-        kind = name.partition(":")[2]
-        lines.append(f"    {kind:<26} {support.status.value:<12} {support.reason}")
+        lines.append(_row(paint, name.partition(":")[2], support.status.value, support.reason))
     return lines
 
 
@@ -338,7 +367,7 @@ def _yes(value: bool | None) -> str:
     return "unknown" if value is None else ("yes" if value else "no")
 
 
-def _render_reach(capabilities: Capabilities) -> list[str]:
+def _render_reach(paint: _Paint, capabilities: Capabilities) -> list[str]:
     """The split-reach section: per family and backend, what a deterministic run gets."""
     release = capabilities.flashinfer.version
     section = _split_reach(capabilities, deterministic_answers(capabilities))
@@ -357,21 +386,48 @@ def _render_reach(capabilities: Capabilities) -> list[str]:
     for family, facts in section["families"].items():
         lines.append(f"  {family}")
         for backend, answer in sorted(facts["backends"].items()):
-            lines.append(f"    {backend:<20} {answer['deterministic']:<8} {answer['why']}")
+            run = _answer(paint, answer["deterministic"], 8)
+            lines.append(f"    {backend:<20} {run} {answer['why']}")
     return lines
 
 
-def render_text(capabilities: Capabilities) -> str:
+def render_text(
+    capabilities: Capabilities, *, paint: Callable[[str, str], str] | None = None
+) -> str:
     """The report for people.
 
     .. versionadded:: 0.2.0
 
+    Parameters
+    ----------
+    capabilities
+        What :func:`fi_compat.get_capabilities` found.
+    paint
+        ``paint(role, text)`` styles each cell that holds an answer as the line is built
+        (``fi-compat report`` passes ANSI colour on a terminal): ``role`` is the answer
+        word, which is also ``text`` (``supported``, ``unsupported``, ``unknown``,
+        ``served``, ``refused``, ``yes``, ``no``, ``available``, ``unavailable``), or a
+        hazard's severity (``error``, ``warning``, ``info``) for its ``[severity]`` tag.
+        Columns are aligned by the plain text, so what ``paint`` adds (escapes) moves
+        nothing; names, reasons and messages are never painted. ``None`` (the default)
+        leaves every cell plain. (``paint`` since fi-compat 0.3.0.)
+
     Raises
     ------
     InvalidArgumentError
-        ``capabilities`` is not a :class:`~fi_compat.capabilities.Capabilities`.
+        ``capabilities`` is not a :class:`~fi_compat.capabilities.Capabilities`, or
+        ``paint`` is neither None nor callable.
     """
     _check_capabilities(capabilities)
+    if paint is not None and not callable(paint):
+        raise InvalidArgumentError(
+            explain(
+                "paint to be None or a callable paint(role, text) -> str",
+                describe(paint),
+                fix="pass a function of the role and the text, or None for plain text",
+            )
+        )
+    style = _plain if paint is None else paint
     info = capabilities.flashinfer
     comm = capabilities.comm
     torch = capabilities.torch
@@ -389,15 +445,16 @@ def render_text(capabilities: Capabilities) -> str:
             lines.append(f"  import error:   {info.import_error}")
     lines.append(
         f"torch             {torch.version or 'not installed'}"
-        f"  (CUDA available: {_yes(torch.cuda_available)}"
+        f"  (CUDA available: {_answer(style, _yes(torch.cuda_available))}"
         + (f", CUDA {torch.cuda_version}" if torch.cuda_version else "")
         + ")"
     )
-    lines += ["", f"{COMM:<17} {'available' if comm.available else 'unavailable'}"]
+    lines += ["", f"{COMM:<17} {_answer(style, 'available' if comm.available else 'unavailable')}"]
     if comm.error:
         lines.append(f"  error:          {comm.error}")
     lines.append(
-        f"  unified API: {_yes(comm.unified_api)}    legacy API: {_yes(comm.legacy_api)}"
+        f"  unified API: {_answer(style, _yes(comm.unified_api))}"
+        f"    legacy API: {_answer(style, _yes(comm.legacy_api))}"
         f"    {TORCH_DIST_BACKEND.key}: {comm.torch_dist_backend or 'none'}"
     )
     for title, table in (("", comm.kwargs), ("attention", capabilities.attention)):
@@ -406,20 +463,24 @@ def render_text(capabilities: Capabilities) -> str:
         for owner, answers in table.items():
             lines.append(f"  {owner}")
             for keyword, support in answers.items():
-                lines.append(f"    {keyword:<26} {support.status.value:<12} {support.reason}")
+                lines.append(_row(style, keyword, support.status.value, support.reason))
         if not title:
-            lines += _render_dropin(capabilities)
+            lines += _render_dropin(style, capabilities)
             lines += _render_kinds(
+                style,
                 f"{size_feature('<kind>')}  calls of other sizes than the workspace's:",
                 size_support(capabilities),
             )
             lines += _render_kinds(
+                style,
                 f"{checkpoint_feature('<kind>')}  checkpoint_prepare/checkpoint_restore:",
                 checkpoint_support(capabilities),
             )
             lines += _render_passed(capabilities)
-    lines += _render_reach(capabilities) if info.installed else []
+    lines += _render_reach(style, capabilities) if info.installed else []
     found = hazards(capabilities)
     lines += ["", "hazards" if found else "hazards           none known"]
-    lines += [f"  [{hazard.severity.value}] {hazard.id}: {hazard.message}" for hazard in found]
+    for hazard in found:
+        severity = hazard.severity.value
+        lines.append(f"  {style(severity, f'[{severity}]')} {hazard.id}: {hazard.message}")
     return "\n".join(lines) + "\n"

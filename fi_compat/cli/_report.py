@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from fi_compat._surface import DECODE, PLAN
-from fi_compat.cli._colour import colourize, wants_colour
+from fi_compat.cli._colour import palette
 from fi_compat.cli._output import write_err, write_out
 
 __all__ = ["register", "run"]
@@ -127,10 +127,7 @@ def run(args: argparse.Namespace) -> int:
             report["require"] = {"names": names, "missing": lacking}
         write_out(json.dumps(report, indent=2, sort_keys=False) + "\n")
     else:
-        text = render_text(capabilities)
-        if wants_colour(sys.stdout, os.environ):
-            text = colourize(text)
-        write_out(text)
+        write_out(render_text(capabilities, paint=palette(sys.stdout, os.environ)))
     if lacking:
         write_err("fi-compat report: required capabilities are missing:")
         for entry in lacking:
