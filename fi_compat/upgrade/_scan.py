@@ -17,8 +17,11 @@ stored on ``self`` into every method of its class (a further reading of the file
 first found one); containers of FlashInfer objects of one kind; a function of the file that
 returns one; a parameter annotated with a FlashInfer class or defaulting to a FlashInfer
 name; ``importlib.import_module("flashinfer...")`` with a literal; a guard's answer kept in
-a name and tested by an ``if``. Unannotated arguments without such a default, and functions
-wrapping a FlashInfer function, are not followed.
+a name and tested by an ``if``; a name that a conditional expression or a ``try``'s handler
+rebinds to a fallback keeps its FlashInfer binding (``comm = comm if hasattr(comm, "f") else
+None``, ``except ImportError: Wrapper = object``: :mod:`fi_compat.upgrade._fallbacks`).
+Unannotated arguments without such a default, and functions wrapping a FlashInfer function,
+are not followed.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
 from fi_compat._surface import ATTENTION_FAMILIES
+from fi_compat.upgrade._fallbacks import branch, caught, guards, is_none, kept_through
 
 __all__ = ["Bound", "Diagnostic", "Reading", "Use", "UseKind", "read_module"]
 
@@ -40,8 +44,6 @@ UseKind = Literal["import", "attribute", "call", "backend", "signature", "guard"
 
 _ROOT = "flashinfer"
 _FAMILIES = frozenset(ATTENTION_FAMILIES)
-#: Handlers that catch what a missing name or module raises, by exception name.
-_CATCH_ALL = frozenset({"Exception", "BaseException", ""})
 
 
 @dataclass(frozen=True)
@@ -117,23 +119,6 @@ class Reading:
     bound: dict[str, Bound] = field(default_factory=dict)
     imports: frozenset[str] = frozenset()
     names: frozenset[str] = frozenset()
-
-
-def _handler_names(handler: ast.ExceptHandler) -> set[str]:
-    if handler.type is None:
-        return {""}
-    nodes = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    names = set()
-    for node in nodes:
-        if isinstance(node, ast.Name):
-            names.add(node.id)
-        elif isinstance(node, ast.Attribute):
-            names.add(node.attr)
-    return names
-
-
-def _guards(catches: frozenset[str]) -> bool:
-    return bool(catches & (_CATCH_ALL | {"ImportError", "ModuleNotFoundError", "AttributeError"}))
 
 
 #: What ``importlib.import_module`` is called as (``from importlib import import_module``).
@@ -222,7 +207,7 @@ class _Reader(ast.NodeVisitor):
                 target=target,
                 module=module,
                 scope=".".join(self.scope) or "<module>",
-                guarded=_guards(catches) or self.if_guarded > 0,
+                guarded=guards(catches) or self.if_guarded > 0,
                 catches=catches,
                 kept_guard=None if self.if_guarded else self._kept_guard(kind, target),
                 **extra,  # type: ignore[arg-type]
@@ -262,7 +247,7 @@ class _Reader(ast.NodeVisitor):
         """The dotted FlashInfer path ``node`` names, or None."""
         if isinstance(node, ast.Name):
             found = self.aliases.get(node.id)
-            return found if found is not None and found.split(".")[0] == _ROOT else None
+            return found if found is not None and _ours(found) else None
         if isinstance(node, ast.Attribute):
             member = self._member(node)
             if member is not None:
@@ -446,10 +431,17 @@ class _Reader(ast.NodeVisitor):
             return self._of_one_kind([value.elt])
         return None
 
+    def _meaning(self, value: ast.expr) -> str | None:
+        """The FlashInfer module or object ``value`` means (a module ``importlib`` imports,
+        what :meth:`_made` finds, a name or chain :meth:`resolve` finds), or None."""
+        imported = self._imported_module(value) if isinstance(value, ast.Call) else None
+        named = self.resolve(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+        return imported or self._made(value) or named
+
     def _of_one_kind(self, elements: list[ast.expr]) -> str | None:
         """A container of these elements, when they are all one kind of FlashInfer object
         (``None`` placeholders aside); None otherwise (nested containers included)."""
-        kinds = {self._made(element) for element in elements if not _is_none(element)}
+        kinds = {self._made(element) for element in elements if not is_none(element)}
         if len(kinds) != 1:
             return None
         kind = kinds.pop()
@@ -543,12 +535,18 @@ class _Reader(ast.NodeVisitor):
         self.classes.pop()
 
     def visit_Try(self, node: ast.Try) -> None:
-        caught = frozenset(name for h in node.handlers for name in _handler_names(h))
-        self.catches.append(self.catches[-1] | caught)
+        names = frozenset(name for handler in node.handlers for name in caught(handler))
+        self.catches.append(self.catches[-1] | names)
         for statement in node.body:
             self.visit(statement)
         self.catches.pop()
-        for part in (*node.handlers, *node.orelse, *node.finalbody):
+        body = [dict(mapping) for mapping in (self.aliases, self.instances, self.containers)]
+        for handler in node.handlers:
+            self.visit(handler)
+        # a handler's fallback (``Wrapper = object``) is the other branch: not what the names
+        # the body bound from FlashInfer hold where it ran (and where ``else:`` runs)
+        kept_through(body, (self.aliases, self.instances, self.containers), _ours)
+        for part in (*node.orelse, *node.finalbody):
             self.visit(part)
 
     visit_TryStar = visit_Try
@@ -585,7 +583,7 @@ class _Reader(ast.NodeVisitor):
             else:
                 self.aliases[name.split(".")[0]] = name.split(".")[0]
                 self.imported.add(name.split(".")[0])
-            if name.split(".")[0] == _ROOT:
+            if _ours(name):
                 self._module(name)
                 self._add(node, "import", name, module=name)
 
@@ -624,7 +622,7 @@ class _Reader(ast.NodeVisitor):
             self.imported.add(bound)
             if alias.name in exported:  # a scanned module's FlashInfer name, passed on
                 self._bind(bound, exported[alias.name])
-            elif module.split(".")[0] == _ROOT:
+            elif _ours(module):
                 self._module(module)
                 self._add(node, "import", f"{module}.{alias.name}", module=module)
 
@@ -644,10 +642,10 @@ class _Reader(ast.NodeVisitor):
         found = {
             name: Bound(path, self._module_of(path))
             for name, path in self.aliases.items()
-            if path.split(".")[0] == _ROOT
+            if _ours(path)
         }
         for name, path in self.instances.items():
-            if name.isidentifier() and name not in found and path.split(".")[0] == _ROOT:
+            if name.isidentifier() and name not in found and _ours(path):
                 found[name] = Bound(path, self._module_of(path), instance=True)
         return found
 
@@ -686,7 +684,7 @@ class _Reader(ast.NodeVisitor):
         self.visit(node.value)
         for target in node.targets:
             self.visit(target)
-        value = node.value
+        value = branch(node.value, self._meaning)
         imported = self._imported_module(value) if isinstance(value, ast.Call) else None
         made = (
             self._made(value)
@@ -698,7 +696,7 @@ class _Reader(ast.NodeVisitor):
             else None
         )
         held = self._made(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
-        for target in node.targets if not _is_none(value) else ():
+        for target in node.targets if not is_none(value) else ():
             # A name bound anew means what this value is, not what it meant before; ``None``
             # is the fallback of a failed import (``except ImportError: comm = None``), not
             # another value the uses below could mean.
@@ -859,8 +857,9 @@ class _Reader(ast.NodeVisitor):
             self._add(node, "attribute", target)
 
 
-def _is_none(node: ast.expr) -> bool:
-    return isinstance(node, ast.Constant) and node.value is None
+def _ours(path: str) -> bool:
+    """Whether a dotted path is FlashInfer's."""
+    return path.split(".")[0] == _ROOT
 
 
 def _root_of(node: ast.expr) -> ast.expr:
