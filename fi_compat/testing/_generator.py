@@ -255,6 +255,9 @@ class _Writer:
         self.written: set[str] = set()
         #: Name -> why the fake leaves it unbound (a value whose value the record cannot tell).
         self.unmodelled: dict[str, str] = {}
+        #: Whether the module binds a name from outside the release, which the runtime may
+        #: leave unbound (its module not imported): its ``__getattr__`` then says why.
+        self.outside = False
         self.by_name = registry.classes_by_name()
         self.enums = registry.enums_by_name()
 
@@ -635,6 +638,7 @@ class _Writer:
             and not outline.getattr
             and outline.unreadable is None
             and not self.unmodelled
+            and not self.outside
         ):
             return eager
         listed = f", *{served!r}" if isinstance(served, tuple) else ""
@@ -686,9 +690,10 @@ class _Writer:
             elif entry.kind == "value" and entry.literal is not None:
                 self.lines += [f"{entry.name} = {entry.literal}", ""]
             elif entry.kind == "value" and entry.unmodelled is None:
+                self.outside = True
                 self.lines += [
-                    f"{entry.name} = _fi_runtime._outside("
-                    f"{entry.outside!r}, {entry.name!r}, {entry.outside_module!r})",
+                    f"_fi_runtime._bind_outside(globals(), {entry.name!r}, "
+                    f"{entry.outside!r}, {entry.outside_module!r})",
                     "",
                 ]
 
@@ -735,6 +740,7 @@ class _Writer:
                     if public != entry.name:
                         bindings.append(f"{public} = {entry.name}")
                 else:
+                    self.outside = self.outside or entry.outside is not None
                     # Bound once the defining module has run (import cycles are fine).
                     bindings.append(
                         f"_fi_runtime._bind(_fi_token, globals(), {entry.defined_in!r}, "

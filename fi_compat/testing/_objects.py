@@ -10,10 +10,12 @@ finds the live handle by its token (:func:`_kit`). The testing guide,
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import importlib
 import sys
 import threading
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,10 +30,13 @@ from fi_compat.testing._fake_kernel import KernelPlan
 
 __all__ = [
     "CUDART_MESSAGE",
+    "MISSING",
     "Call",
     "Default",
     "FakeFlashInfer",
     "StandIn",
+    "outside_reason",
+    "outside_value",
     "served",
     "unmodelled_reason",
 ]
@@ -95,6 +100,10 @@ def served(found: NameRecord, served_names: tuple[str, ...] | str | None) -> boo
     return found.kind == "value" and isinstance(served_names, tuple) and found.name in served_names
 
 
+#: What :func:`outside_value` gives for a name this process does not have.
+MISSING: Any = object()
+
+
 def unmodelled_reason(found: NameRecord) -> str | None:
     """Why the fake leaves the name ``found`` records unbound: a value the release binds
     whose value its record does not tell; None where the fake binds it (a literal, a name
@@ -107,6 +116,48 @@ def unmodelled_reason(found: NameRecord) -> str | None:
     if home != FLASHINFER and not home.startswith(FLASHINFER + "."):
         return None  # from outside the release
     return found.opaque or NOT_RECORDED
+
+
+def outside_value(module: str | None, name: str, is_module: bool = False) -> Any:
+    """A name the release imports from outside itself: the very object when its module is
+    already imported or in the standard library (``typing.Any``, ``os``), else
+    :data:`MISSING` (``torch`` is never imported by the fake). Reading it runs that module's
+    ``__getattr__``, if any, quietly: a deprecation warning it gives (the CuTe DSL's
+    ``tcgen05.OperandMajorMode``) or an error it raises is the real package's business, not
+    the fake's, and the name is then missing."""
+    if module is None:
+        return MISSING
+    found = sys.modules.get(module)
+    if found is None and module.partition(".")[0] in sys.stdlib_module_names:
+        with contextlib.suppress(ImportError):
+            found = importlib.import_module(module)
+    if found is None:
+        return MISSING
+    if is_module:
+        return found
+    value = vars(found).get(name, MISSING)
+    if value is not MISSING:
+        return value
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return getattr(found, name)
+        except Exception:  # AttributeError, or whatever a module __getattr__ raises
+            return MISSING
+
+
+def outside_reason(module: str | None, name: str) -> str | None:
+    """Why the fake leaves a name the release imports from ``module`` unbound now, or None
+    when it binds the very object (see :func:`outside_value`)."""
+    if module is None:
+        return "imported from a module its record does not name"
+    found = sys.modules.get(module)
+    if found is None and module.partition(".")[0] not in sys.stdlib_module_names:
+        return (
+            f"imported from {module}, which this process has not imported (the fake imports "
+            "nothing beyond the standard library)"
+        )
+    return f"imported from {module}, which does not bind {name!r} in this process"
 
 
 class StandIn:
@@ -235,6 +286,11 @@ class FakeFlashInfer:
                 reason = unmodelled_reason(entry)
                 if served(entry, recorded.served):
                     continue
+                home = entry.defined_in
+                if reason is None and entry.kind == "value" and home is not None:
+                    outside = home != FLASHINFER and not home.startswith(FLASHINFER + ".")
+                    if outside and outside_value(home, name) is MISSING:
+                        reason = outside_reason(home, name)
                 if reason is not None and name != "__version__":
                     found[f"{module}.{name}"] = reason
         return found

@@ -37,7 +37,14 @@ from fi_compat.testing._helpers import Imitated, compute
 # a generated module reads these names, never a user.
 from fi_compat.testing._objects import KITS as _KITS
 from fi_compat.testing._objects import LOCK as _LOCK
-from fi_compat.testing._objects import Call, Default, StandIn
+from fi_compat.testing._objects import (
+    MISSING,
+    Call,
+    Default,
+    StandIn,
+    outside_reason,
+    outside_value,
+)
 from fi_compat.testing._objects import assign as _assign
 from fi_compat.testing._objects import call_arguments as _arguments
 from fi_compat.testing._objects import kit_for as _kit
@@ -55,6 +62,7 @@ __all__ = [
     "StandIn",
     "_bases",
     "_bind",
+    "_bind_outside",
     "_checkpoint",
     "_compute",
     "_deprecated",
@@ -65,7 +73,6 @@ __all__ = [
     "_lazy",
     "_loaded",
     "_new_workspace",
-    "_outside",
     "_package",
     "_plan_kernel",
     "_property",
@@ -150,32 +157,21 @@ def _tensor_core_backends(version: Version) -> tuple[str, ...]:
     return ("trtllm-gen",)
 
 
-def _outside(module: str | None, name: str, is_module: bool = False) -> Any:
-    """A name the release imports from outside itself (called by generated code): the very
-    object when its module is already imported or in the standard library (``typing.Any``,
-    ``os``), else a :class:`StandIn` (``torch`` is never imported by the fake). Reading it
-    runs that module's ``__getattr__``, if any, quietly: a deprecation warning it gives (the
-    CuTe DSL's ``tcgen05.OperandMajorMode``) or an error it raises is the real package's
-    business, not the fake's, and the name is then a :class:`StandIn`."""
-    if module is None:
-        return StandIn(name)
-    found = sys.modules.get(module)
-    if found is None and module.partition(".")[0] in sys.stdlib_module_names:
-        with contextlib.suppress(ImportError):
-            found = importlib.import_module(module)
-    if found is None:
-        return StandIn(name)
-    if is_module:
-        return found
-    value = vars(found).get(name, _MISSING)
-    if value is not _MISSING:
-        return value
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            return getattr(found, name)
-        except Exception:  # AttributeError, or whatever a module __getattr__ raises
-            return StandIn(name)
+def _bind_outside(
+    namespace: dict[str, Any], name: str, module: str | None, is_module: bool = False
+) -> None:
+    """Bind ``name``, which the release imports from ``module`` outside itself (called by
+    generated code): the very object where this process has it (see
+    :func:`~fi_compat.testing._objects.outside_value`); else leave it unbound, never a
+    stand-in, and keep where it comes from in the module's ``_fi_outside``, so that reading
+    it later binds it once its module is imported, or raises an ``AttributeError`` saying
+    why (:func:`_lazy`)."""
+    value = outside_value(module, name, is_module)
+    if value is MISSING:
+        namespace.setdefault("_fi_outside", {})[name] = (module, is_module)
+        namespace.pop(name, None)
+    else:
+        namespace[name] = value
 
 
 def _init_object(
@@ -324,8 +320,8 @@ def _property(obj: Any, name: str, returns_attribute: str | None = None) -> Any:
     """A generated property's value (called by generated code): what a test assigned, else
     the attribute the release's property returns (``is_cuda_graph_enabled`` ->
     ``_use_cuda_graph``, as the constructor stored it), else None."""
-    stored = vars(obj).get(f"_fi_property_{name}", _MISSING)
-    if stored is not _MISSING:
+    stored = vars(obj).get(f"_fi_property_{name}", MISSING)
+    if stored is not MISSING:
         return stored
     state = vars(obj).get("_fi_state")
     if name == "backend" and isinstance(state, _WorkspaceState):
@@ -337,9 +333,6 @@ def _property(obj: Any, name: str, returns_attribute: str | None = None) -> Any:
 
 def _set_property(obj: Any, name: str, value: Any) -> None:
     vars(obj)[f"_fi_property_{name}"] = value
-
-
-_MISSING = object()
 
 
 # ------------------------------------------------------------------ importing the package
@@ -365,9 +358,13 @@ def _bind(token: str, namespace: dict[str, Any], source: str, own: str, public: 
     """Bind ``source.own`` as ``public`` in ``namespace`` (called by generated code); if
     ``source`` is still being imported (an import cycle), once it has run."""
     module = sys.modules.get(source) or importlib.import_module(source)
-    found = vars(module).get(own, _MISSING)
-    if found is not _MISSING:
+    found = vars(module).get(own, MISSING)
+    if found is not MISSING:
         namespace[public] = found
+        return
+    outside = vars(module).get("_fi_outside", {}).get(own)
+    if outside is not None:  # left unbound there: so it is here, for the same reason
+        namespace.setdefault("_fi_outside", {})[public] = outside
         return
     with _LOCK:
         PENDING.setdefault((token, source), []).append((namespace, own, public))
@@ -388,10 +385,20 @@ def _lazy(
     submodules, which binds them on the package); a name the release's own ``__getattr__``
     serves (``served``, the names), from the module that binds it (see :func:`_serve`); for
     a module the recorder could not read (``unreadable``, the reason), an ``ImportError``
-    saying so; for a value the fake leaves unbound (the module's ``_fi_unmodelled``), an
-    ``AttributeError`` saying why; else the ``AttributeError`` Python raises for a name the
-    release's module lacks (saying, where ``served`` is ``"*"``, that the record cannot tell
-    the names that module's ``__getattr__`` serves: the fake serves none)."""
+    saying so; for a value the fake leaves unbound (the module's ``_fi_unmodelled``, or
+    ``_fi_outside`` for a name from outside the release whose module is still not
+    imported), an ``AttributeError`` saying why; else the ``AttributeError`` Python raises
+    for a name the release's module lacks (saying, where ``served`` is ``"*"``, that the
+    record cannot tell the names that module's ``__getattr__`` serves: the fake serves
+    none)."""
+    outside = namespace.get("_fi_outside", {}).get(name)
+    if outside is not None:
+        value = outside_value(outside[0], name, outside[1])
+        if value is MISSING:
+            raise AttributeError(_outside_message(token, module, name, outside[0], namespace))
+        namespace[name] = value  # its module is imported by now
+        del namespace["_fi_outside"][name]
+        return value
     found = lazy.get(name)
     if found is None and name in namespace.get("_fi_later", ()):
         _run_later(namespace)
@@ -486,6 +493,19 @@ def _unmodelled_message(token: str, module: str, name: str, namespace: dict[str,
         f"value its source does not tell ({reason}), so the fake leaves it unbound and "
         "getattr(module, name, default) gives the default; test code that reads the value "
         "against the real release"
+    )
+
+
+def _outside_message(
+    token: str, module: str, name: str, home: str | None, namespace: dict[str, Any]
+) -> str:
+    kit = _KITS.get(namespace.get("_fi_token", token))
+    release = f"flashinfer-python {kit.record.release}" if kit is not None else "the release"
+    return (
+        f"module {module!r} has no attribute {name!r} in the fake: {release} binds it "
+        f"({outside_reason(home, name)}), so the fake leaves it unbound and "
+        "getattr(module, name, default) gives the default; import that module first, or "
+        "test code that reads the value against the real release"
     )
 
 

@@ -38,6 +38,7 @@ from fi_compat.testing import (
 from fi_compat.testing._modules import MODULE_ATTRIBUTES
 from fi_compat.testing._objects import served as served_by_getattr
 from fi_compat.testing._objects import unmodelled_reason
+from fi_compat.testing._registry import inside
 
 NEWEST = available_releases()[-1]
 OLDEST = available_releases()[0]
@@ -109,8 +110,20 @@ def _check_module(record: ReleaseRecord, module: ModuleType, name: str) -> None:
         if unmodelled_reason(found) is not None and not served_by_getattr(found, recorded.served):
             assert not hasattr(module, binding), binding  # a value the source cannot tell
             continue
-        value = getattr(module, binding)
         where = f"{name}.{binding}"
+        home = found.defined_in
+        if found.kind in ("value", "module") and home is not None and not inside(home):
+            # from outside the release: the very object where this process has it, else
+            # unbound saying where it comes from (never a stand-in)
+            missing = object()
+            value = getattr(module, binding, missing)
+            if value is missing:
+                with pytest.raises(AttributeError, match=re.escape(f"imported from {home}")):
+                    getattr(module, binding)
+            else:
+                assert not isinstance(value, StandIn), where
+            continue
+        value = getattr(module, binding)
         if found.kind == "function" and found.function is not None:
             assert callable(value), where
             parameters = [p.name for p in found.function.parameters]
@@ -174,8 +187,10 @@ def _every_distinct_module() -> dict[str, list[str]]:
 
 def _check_values(record: ReleaseRecord, module: ModuleType, name: str) -> tuple[int, int]:
     """Every value the release assigns in ``module`` is bound as its recorded literal, a
-    fresh object equal to it; or left unbound, so that ``getattr(module, n, default)`` gives
-    the default and reading it says why; never a stand-in. (Bound, unbound) values."""
+    fresh object equal to it, and every name it imports from outside itself as the very
+    object where this process has it; or left unbound, so that ``getattr(module, n,
+    default)`` gives the default and reading it says why; never a stand-in. (Bound,
+    unbound) values."""
     recorded = record.module(name)
     assert recorded is not None, name
     bound = unbound = 0
@@ -183,8 +198,22 @@ def _check_values(record: ReleaseRecord, module: ModuleType, name: str) -> tuple
         if found.kind != "value" or binding in MODULE_ATTRIBUTES or binding == "__version__":
             continue  # the fake binds __version__ to the release, as the release does
         where = f"{record.release}: {name}.{binding}"
-        if found.defined_in is not None and not found.defined_in.startswith("flashinfer"):
-            continue  # from outside the release (typing.Any, os.environ)
+        home = found.defined_in
+        if home is not None and not home.startswith("flashinfer"):
+            # From outside the release (typing.Any, cutlass.cute.typing.Float32): the very
+            # object where this process has it, else unbound saying where it comes from.
+            missing = object()
+            value = getattr(module, binding, missing)
+            if value is not missing:
+                assert not isinstance(value, StandIn), where
+                bound += 1
+                continue
+            if served_by_getattr(found, recorded.served):
+                continue
+            with pytest.raises(AttributeError, match=re.escape(f"imported from {home}")):
+                getattr(module, binding)
+            unbound += 1
+            continue
         if found.literal is not None:
             value = getattr(module, binding)
             expected = ast.literal_eval(found.literal)
@@ -453,3 +482,32 @@ def test_the_values_left_unbound_are_listed_with_their_reasons() -> None:
                         getattr(module, binding)
                 elif found.defined_in is not None and found.defined_in.startswith("flashinfer"):
                     assert hasattr(module, binding), f"{name}.{binding}"
+
+
+def test_a_name_from_outside_the_release_is_bound_once_its_module_is_imported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """0.7.2.post1's ``flashinfer.__main__`` imports ``InvalidRequirement`` from
+    ``packaging.requirements``. In a process that has not imported that module the fake
+    leaves the name unbound (it imports nothing beyond the standard library), says why and
+    lists it; once the process imports the module, the name is that module's very class."""
+    monkeypatch.delitem(sys.modules, "packaging.requirements", raising=False)
+    record = load_release("0.7.2.post1")
+    found = record.module("flashinfer.__main__")
+    assert found is not None
+    assert found.names["InvalidRequirement"].defined_in == "packaging.requirements"
+    with fake_flashinfer("0.7.2.post1") as fi:
+        main = importlib.import_module("flashinfer.__main__")
+        assert getattr(main, "InvalidRequirement", None) is None
+        with pytest.raises(AttributeError, match="which this process has not imported"):
+            main.InvalidRequirement  # noqa: B018
+        listed = fi.unmodelled_values()
+        assert (
+            "imported from packaging.requirements"
+            in listed["flashinfer.__main__.InvalidRequirement"]
+        )
+        import packaging.requirements
+
+        assert main.InvalidRequirement is packaging.requirements.InvalidRequirement
+        assert "flashinfer.__main__.InvalidRequirement" not in fi.unmodelled_values()
+        assert not isinstance(main.tabulate if "tabulate" in vars(main) else None, StandIn)
