@@ -38,7 +38,7 @@ from fi_compat.testing import (
 from fi_compat.testing._modules import MODULE_ATTRIBUTES
 from fi_compat.testing._objects import served as served_by_getattr
 from fi_compat.testing._objects import unmodelled_reason
-from fi_compat.testing._registry import inside
+from tests.support.outside_names import is_outside, outside_binding
 
 NEWEST = available_releases()[-1]
 OLDEST = available_releases()[0]
@@ -111,17 +111,8 @@ def _check_module(record: ReleaseRecord, module: ModuleType, name: str) -> None:
             assert not hasattr(module, binding), binding  # a value the source cannot tell
             continue
         where = f"{name}.{binding}"
-        home = found.defined_in
-        if found.kind in ("value", "module") and home is not None and not inside(home):
-            # from outside the release: the very object where this process has it, else
-            # unbound saying where it comes from (never a stand-in)
-            missing = object()
-            value = getattr(module, binding, missing)
-            if value is missing:
-                with pytest.raises(AttributeError, match=re.escape(f"imported from {home}")):
-                    getattr(module, binding)
-            else:
-                assert not isinstance(value, StandIn), where
+        if is_outside(found):
+            outside_binding(module, binding, found)  # the object itself, or unbound saying why
             continue
         value = getattr(module, binding)
         if found.kind == "function" and found.function is not None:
@@ -198,21 +189,14 @@ def _check_values(record: ReleaseRecord, module: ModuleType, name: str) -> tuple
         if found.kind != "value" or binding in MODULE_ATTRIBUTES or binding == "__version__":
             continue  # the fake binds __version__ to the release, as the release does
         where = f"{record.release}: {name}.{binding}"
-        home = found.defined_in
-        if home is not None and not home.startswith("flashinfer"):
-            # From outside the release (typing.Any, cutlass.cute.typing.Float32): the very
-            # object where this process has it, else unbound saying where it comes from.
-            missing = object()
-            value = getattr(module, binding, missing)
-            if value is not missing:
-                assert not isinstance(value, StandIn), where
-                bound += 1
-                continue
+        if is_outside(found):
+            # from outside the release (typing.Any, cutlass.cute.typing.Float32)
             if served_by_getattr(found, recorded.served):
                 continue
-            with pytest.raises(AttributeError, match=re.escape(f"imported from {home}")):
-                getattr(module, binding)
-            unbound += 1
+            if outside_binding(module, binding, found) is None:
+                unbound += 1
+            else:
+                bound += 1
             continue
         if found.literal is not None:
             value = getattr(module, binding)
