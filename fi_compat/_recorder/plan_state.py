@@ -37,11 +37,12 @@ from typing import Any
 
 from fi_compat._forwarding import FunctionNode
 from fi_compat._records._classes import KeptArgument
+from fi_compat._surface import FAST_DECODE_PLAN, PLAN, PLAN_IMPL
 
 __all__ = ["PLANNING", "kept_arguments", "written"]
 
 #: The functions whose kept arguments are recorded, by name.
-PLANNING = frozenset({"plan", "begin_forward", "_plan_impl", "fast_decode_plan"})
+PLANNING = frozenset({PLAN, "begin_forward", PLAN_IMPL, FAST_DECODE_PLAN.key})
 
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
