@@ -53,7 +53,7 @@ __all__ = [
     "COMMAND",
     "MEASUREMENTS",
     "SCHEMA",
-    "Installed",
+    "InstalledPackage",
     "Measured",
     "Measurement",
     "Outcome",
@@ -104,7 +104,7 @@ def auto_enabled() -> bool:
 
 
 @dataclass(frozen=True)
-class Installed:
+class InstalledPackage:
     """The installed ``flashinfer`` package, found without importing it."""
 
     version: str
@@ -117,7 +117,7 @@ class Installed:
         return _local.cache_root() / "measured" / f"{self.version}-{self.fingerprint}"
 
 
-def find_installed() -> Installed | None:
+def find_installed() -> InstalledPackage | None:
     """The ``flashinfer`` package on this interpreter's path and the version its
     distribution (``flashinfer_python-*.dist-info`` beside it) declares; None when there is
     none, or when it is not an installed distribution (a source tree). A fake
@@ -140,7 +140,7 @@ def find_installed() -> Installed | None:
         fingerprint = _local.installed_fingerprint(package)
     except OSError:
         return None
-    return Installed(version, package, fingerprint)
+    return InstalledPackage(version, package, fingerprint)
 
 
 def _distribution_version(site: Path) -> str | None:
@@ -183,7 +183,7 @@ def same_release(first: object, second: object) -> bool:
 # ---------------------------------------------------------------------------- the cache
 
 
-def cache_path(installed: Installed, measurement: Measurement) -> Path:
+def cache_path(installed: InstalledPackage, measurement: Measurement) -> Path:
     """The file ``measurement`` of ``installed`` is kept in."""
     return installed.directory / f"{measurement}.json"
 
@@ -256,7 +256,7 @@ def valid_entry(measurement: Measurement, entry: object) -> bool:
     return isinstance(entry, dict) and bool(entry) and _SHAPES[measurement](entry)
 
 
-def _stamp(installed: Installed, measurement: str) -> dict[str, Any]:
+def _stamp(installed: InstalledPackage, measurement: str) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "measurement": measurement,
@@ -273,7 +273,7 @@ def _read_json(path: Path) -> Any:
         return None
 
 
-def read_cached(installed: Installed, measurement: Measurement) -> dict[str, Any] | None:
+def read_cached(installed: InstalledPackage, measurement: Measurement) -> dict[str, Any] | None:
     """The cached entry of ``measurement`` for exactly these installed files and this
     fi-compat, or None: a missing, unreadable, foreign, stale or malformed file is never
     trusted (it is measured again)."""
@@ -297,7 +297,7 @@ def _write(path: Path, document: Mapping[str, Any]) -> None:
     os.replace(tmp.name, path)
 
 
-def _recorded_failure(installed: Installed) -> str | None:
+def _recorded_failure(installed: InstalledPackage) -> str | None:
     """Why the last automatic measurement of these files by this fi-compat failed, if it did."""
     document = _read_json(installed.directory / _FAILED)
     if not isinstance(document, dict):
@@ -332,7 +332,7 @@ class Measured:
     """What :func:`measure` did: the installed release and each measurement's outcome, or
     why nothing could be measured (``error``)."""
 
-    installed: Installed | None
+    installed: InstalledPackage | None
     outcomes: tuple[Outcome, ...] = ()
     error: str | None = None
     seconds: float = 0.0
@@ -354,7 +354,7 @@ def _classify(measurement: Measurement, document: Mapping[str, Any]) -> dict[str
     return sizes.shipped_entry(sizes.classify(document))
 
 
-def _search_path(installed: Installed) -> list[Path]:
+def _search_path(installed: InstalledPackage) -> list[Path]:
     """The subprocess's ``PYTHONPATH``: the installed package's directory, then every
     directory this process imports from (torch and the release's dependencies as here)."""
     entries = [installed.package.parent]
@@ -364,7 +364,7 @@ def _search_path(installed: Installed) -> list[Path]:
     return entries
 
 
-def _probe(installed: Installed, measurement: Measurement, timeout: float) -> Outcome:
+def _probe(installed: InstalledPackage, measurement: Measurement, timeout: float) -> Outcome:
     """One probe's outcome; whatever goes wrong on the way is its error, never raised."""
     started = time.monotonic()
     try:
@@ -382,7 +382,7 @@ def _probe(installed: Installed, measurement: Measurement, timeout: float) -> Ou
 
 
 def _run_probe(
-    installed: Installed, measurement: Measurement, timeout: float, started: float
+    installed: InstalledPackage, measurement: Measurement, timeout: float, started: float
 ) -> Outcome:
     module = _MODULES[measurement]
     environment = run.probe_environment(
@@ -431,7 +431,7 @@ def _run_probe(
     return Outcome(measurement, found, None, seconds, False, None)
 
 
-def _keep(installed: Installed, outcome: Outcome) -> Outcome:
+def _keep(installed: InstalledPackage, outcome: Outcome) -> Outcome:
     """Write a new entry to the cache; the outcome says where (or why it could not)."""
     if outcome.entry is None or outcome.cached:
         return outcome
@@ -445,7 +445,7 @@ def _keep(installed: Installed, outcome: Outcome) -> Outcome:
 
 
 def measure(
-    installed: Installed | None = None,
+    installed: InstalledPackage | None = None,
     *,
     force: bool = False,
     timeout: float | None = None,
@@ -505,7 +505,7 @@ def measure(
     return result
 
 
-def _record(installed: Installed, result: Measured, automatic: bool) -> None:
+def _record(installed: InstalledPackage, result: Measured, automatic: bool) -> None:
     """Keep an automatic attempt's failure beside the entries; forget it once all succeed."""
     failed = installed.directory / _FAILED
     errors = [o.error for o in result.outcomes if o.error]
@@ -524,7 +524,7 @@ _REASONS: dict[tuple[str, str], str] = {}
 _ENTRIES: dict[tuple[str, str, str], dict[str, Any]] = {}
 
 
-def entry(measurement: Measurement, installed: Installed) -> dict[str, Any] | None:
+def entry(measurement: Measurement, installed: InstalledPackage) -> dict[str, Any] | None:
     """The installed release's entry of ``measurement``: cached, else measured now (once
     per process, under the lock) unless automatic measuring is off or failed before; None
     then, and :func:`why_unmeasured` says why."""
@@ -585,11 +585,11 @@ class Releases(Mapping[str, Any]):
     def __init__(self, measurement: Measurement, shipped: Mapping[str, Any]) -> None:
         self._measurement = measurement
         self._shipped = dict(shipped)
-        self._installed: Installed | None = None
+        self._installed: InstalledPackage | None = None
         self._looked = False
         self._extra: dict[str, Any] | None = None
 
-    def _find(self) -> Installed | None:
+    def _find(self) -> InstalledPackage | None:
         if not self._looked:
             self._installed = find_installed()
             self._looked = True

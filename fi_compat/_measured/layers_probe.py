@@ -106,7 +106,7 @@ def chain(function: Any) -> list[Any]:
     return layers
 
 
-class Kernel:
+class LayerKernel:
     """The compiled module stand-in: every attribute is a recording no-op."""
 
     def __init__(self) -> None:
@@ -275,7 +275,7 @@ def measure() -> dict[str, Any]:
     pattern = getattr(namespace[names["pattern_class"]], names["pattern"])
     document["pattern"] = pattern
 
-    kernel = Kernel()
+    kernel = LayerKernel()
     kernel_namespace = raw.__globals__
     getter = names["kernel_getter"]
     saved_getter = kernel_namespace.get(getter)

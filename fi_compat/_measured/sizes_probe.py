@@ -75,7 +75,7 @@ LOADERS = {
 _FAKE_BASE = 0x7F0000000000
 
 
-class Kernel:
+class SizeKernel:
     """A compiled module stand-in: every attribute is a recording no-op."""
 
     def __init__(self, owner: str, calls: list[dict[str, Any]]) -> None:
@@ -91,7 +91,7 @@ class Kernel:
         return record
 
 
-class Recorder:
+class CudaRuntimeStub:
     """Any attribute is a callable returning a ``c_void_p`` (the CUDA runtime stand-in)."""
 
     def __init__(self, calls: list[str]) -> None:
@@ -254,7 +254,7 @@ def device_recorders(calls: list[dict[str, Any]], names: dict[str, str]) -> Iter
 
     runtime: list[str] = []
     replacements: dict[str, Any] = {
-        "cudart": Recorder(runtime),
+        "cudart": CudaRuntimeStub(runtime),
         "SymmDeviceMemory": Memory,
         "McastGPUBuffer": Memory,
         "_alloc_symm_buffer_bytes": _alloc,
@@ -274,7 +274,7 @@ def device_recorders(calls: list[dict[str, Any]], names: dict[str, str]) -> Iter
         short = name.rsplit(".", 1)[-1]
         wanted = dict(replacements)
         for loader in LOADERS.get(short, ()):
-            kernel = Kernel(short, calls)
+            kernel = SizeKernel(short, calls)
             wanted[loader] = lambda *args, _kernel=kernel, **kwargs: _kernel
         for key, value in wanted.items():
             if key in namespace:

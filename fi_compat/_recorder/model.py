@@ -27,16 +27,15 @@ import struct
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from fi_compat._recorder.archive import read_release
 from fi_compat._recorder.record import record_release
 from fi_compat._recorder.resolve import Package
 from fi_compat._recorder.surface import module_tables, recorded_modules, surface
+from fi_compat._records._format import JSONRecord
 
 __all__ = ["default_jobs", "model_release", "parts"]
 
-Record = dict[str, Any]
 
 #: Parts per worker: more parts than workers lets a worker that finishes early take another,
 #: fewer keeps the modules of a subpackage together (each worker parses what its part needs).
@@ -87,7 +86,7 @@ class _Parts:
         """Every part's number, the record's first (it is the longest part)."""
         return [_RECORD, *range(len(self.runs))]
 
-    def make(self, number: int) -> Record:
+    def make(self, number: int) -> JSONRecord:
         if number == _RECORD:
             return record_release(self.path, release=self.release, package=self.package)
         return module_tables(self.package, self.runs[number])
@@ -112,7 +111,7 @@ def _work(todo: _Parts, queue: int, scratch: Path) -> None:
         os._exit(code)
 
 
-def _made_apart(todo: _Parts, jobs: int) -> dict[int, Record]:
+def _made_apart(todo: _Parts, jobs: int) -> dict[int, JSONRecord]:
     """The parts made by ``jobs`` forked workers: every part any worker finished."""
     numbers = todo.numbers()
     with tempfile.TemporaryDirectory(prefix="fi-compat-model-") as name:
@@ -140,7 +139,7 @@ def _made_apart(todo: _Parts, jobs: int) -> dict[int, Record]:
                 print(
                     f"fi-compat: a modelling worker was ended by signal {signal}", file=sys.stderr
                 )
-        made: dict[int, Record] = {}
+        made: dict[int, JSONRecord] = {}
         for number in numbers:
             done = scratch / f"{number}.done"
             if done.exists():
@@ -151,7 +150,7 @@ def _made_apart(todo: _Parts, jobs: int) -> dict[int, Record]:
 
 def model_release(
     path: Path, release: str | None = None, jobs: int | None = None
-) -> tuple[Record, dict[str, Record]]:
+) -> tuple[JSONRecord, dict[str, JSONRecord]]:
     """The record and the surface of the release at ``path``, made by ``jobs`` processes
     (default :func:`default_jobs`); the same result for any ``jobs``.
 
@@ -171,7 +170,7 @@ def model_release(
     for number in todo.numbers():
         if number not in made:
             made[number] = todo.make(number)
-    tables: dict[str, Record] = {}
+    tables: dict[str, JSONRecord] = {}
     for number in range(len(todo.runs)):
         tables.update(made[number])
     return made[_RECORD], surface(package, tables)

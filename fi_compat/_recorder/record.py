@@ -26,6 +26,7 @@ from fi_compat._recorder.archive import read_release, version_from_filename
 from fi_compat._recorder.hazards import import_hazards
 from fi_compat._recorder.resolve import Package
 from fi_compat._recorder.signatures import ClassNode, Recorder
+from fi_compat._records._format import JSONRecord
 from fi_compat._surface import (
     ATTENTION_FAMILIES,
     COMM,
@@ -68,9 +69,8 @@ _RUN = "run"
 _FORWARD = "forward"
 _FAMILY_METHODS = (INIT, PLAN, _BEGIN_FORWARD, _RUN, _FORWARD, PLAN_IMPL)
 
-Record = dict[str, Any]
 #: Looks a symbol up at one of its homes: its record there, or None.
-Lookup = Callable[[Symbol, Home], "Record | None"]
+Lookup = Callable[[Symbol, Home], "JSONRecord | None"]
 
 
 def _methods(symbol: Symbol, *extra: str) -> tuple[str, ...]:
@@ -78,9 +78,9 @@ def _methods(symbol: Symbol, *extra: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys((INIT, *symbol.methods, *extra)))
 
 
-def _by_name(symbols: Iterable[Symbol], lookup: Lookup) -> dict[str, Record | None]:
+def _by_name(symbols: Iterable[Symbol], lookup: Lookup) -> dict[str, JSONRecord | None]:
     """Each name the symbols have had -> the record at the newest home of that name found."""
-    records: dict[str, Record | None] = {}
+    records: dict[str, JSONRecord | None] = {}
     for symbol in symbols:
         for name in symbol.names:
             homes = (home for home in symbol.homes if home.name == name)
@@ -95,8 +95,8 @@ def _of_kind(kind: str) -> list[Symbol]:
 
 def record_release(
     path: Path, *, release: str | None = None, package: Package | None = None
-) -> Record:
-    """Record one release.
+) -> JSONRecord:
+    """JSONRecord one release.
 
     Parameters
     ----------
@@ -146,7 +146,7 @@ def record_release(
     }
 
 
-def _comm_classes(recorder: Recorder) -> tuple[list[str], dict[str, Record | None]]:
+def _comm_classes(recorder: Recorder) -> tuple[list[str], dict[str, JSONRecord | None]]:
     """The workspace classes the factory returns, and every class record of ``comm``.
 
     The classes of ``flashinfer.comm`` are the unified API's workspaces, recorded with
@@ -162,13 +162,13 @@ def _comm_classes(recorder: Recorder) -> tuple[list[str], dict[str, Record | Non
     where = {**annotated, **constructed}
     methods = _methods(WORKSPACE, _DESTROY)
 
-    def workspace(module: str, name: str) -> Record | None:
+    def workspace(module: str, name: str) -> JSONRecord | None:
         found = recorder.class_record(module, name, methods)
         if found is not None:
             found["exported"] = module == COMM
         return found
 
-    def lookup(symbol: Symbol, home: Home) -> Record | None:
+    def lookup(symbol: Symbol, home: Home) -> JSONRecord | None:
         if symbol is TORCH_DIST_BACKEND:
             return _torch_dist_backend(recorder, home)
         return workspace(home.module, home.name)
@@ -180,7 +180,7 @@ def _comm_classes(recorder: Recorder) -> tuple[list[str], dict[str, Record | Non
     return workspace_classes, classes
 
 
-def _torch_dist_backend(recorder: Recorder, home: Home) -> Record | None:
+def _torch_dist_backend(recorder: Recorder, home: Home) -> JSONRecord | None:
     found = recorder.class_record(home.module, home.name, _methods(TORCH_DIST_BACKEND))
     if found is None:
         return None
@@ -192,7 +192,7 @@ def _torch_dist_backend(recorder: Recorder, home: Home) -> Record | None:
     return found
 
 
-def _wrapper(recorder: Recorder, symbol: Symbol, home: Home) -> Record | None:
+def _wrapper(recorder: Recorder, symbol: Symbol, home: Home) -> JSONRecord | None:
     found = recorder.class_record(home.module, home.name, _methods(symbol))
     if found is None:
         return None
@@ -202,7 +202,7 @@ def _wrapper(recorder: Recorder, symbol: Symbol, home: Home) -> Record | None:
     return found
 
 
-def _families(recorder: Recorder) -> dict[str, Record | None]:
+def _families(recorder: Recorder) -> dict[str, JSONRecord | None]:
     """Every class of ``ATTENTION_FAMILIES`` as top-level ``flashinfer`` binds it, or null.
 
     Each is recorded with ``__init__``, ``plan``, ``begin_forward``, ``run``, ``forward``
@@ -218,7 +218,7 @@ def _families(recorder: Recorder) -> dict[str, Record | None]:
         node = recorder.find_class(FLASHINFER, name)
         if node is not None:
             found[name] = node
-    records: dict[str, Record | None] = {}
+    records: dict[str, JSONRecord | None] = {}
     for name in ATTENTION_FAMILIES:
         if name not in found:
             records[name] = None
@@ -236,7 +236,7 @@ def _families(recorder: Recorder) -> dict[str, Record | None]:
     return records
 
 
-def _aliases(methods: dict[str, Record | None]) -> dict[str, str]:
+def _aliases(methods: dict[str, JSONRecord | None]) -> dict[str, str]:
     """Each recorded method that is another recorded method's ``def`` -> that method."""
     found: dict[str, str] = {}
     for name, method in methods.items():

@@ -51,13 +51,14 @@ from typing import Any
 
 from packaging.version import Version
 
-from fi_compat._records._format import compact_name as short_name
 from fi_compat._records._format import (
+    JSONRecord,
     compact_parameter,
     expand_parameter,
     read_home,
     shape_of,
 )
+from fi_compat._records._format import compact_name as short_name
 from fi_compat._records._format import expand_name as long_name
 
 __all__ = [
@@ -85,15 +86,14 @@ RELEASE_RECORDS = "records/"
 SHARD_BYTES = 1 << 20
 _DATE = (2020, 1, 1, 0, 0, 0)  # a fixed timestamp: the same store gives the same bytes
 
-Record = dict[str, Any]
 #: Release -> module -> the module's record (:func:`fi_compat._recorder.surface.surface`).
-Surfaces = Mapping[str, Mapping[str, Record]]
+Surfaces = Mapping[str, Mapping[str, JSONRecord]]
 
 
 # ----------------------------------------------------------------------------- signatures
 
 
-def _compact_function(record: Record | None) -> Record | None:
+def _compact_function(record: JSONRecord | None) -> JSONRecord | None:
     if record is None:
         return None
     compact = {key: value for key, value in record.items() if key != "parameters"}
@@ -103,7 +103,7 @@ def _compact_function(record: Record | None) -> Record | None:
     return compact
 
 
-def _expand_function(record: Record | None) -> Record | None:
+def _expand_function(record: JSONRecord | None) -> JSONRecord | None:
     if record is None or "params" not in record:
         return record
     expanded = {key: value for key, value in record.items() if key != "params"}
@@ -112,7 +112,7 @@ def _expand_function(record: Record | None) -> Record | None:
     return dict(sorted(expanded.items()))
 
 
-def _convert_name(record: Record, convert: Any) -> Record:
+def _convert_name(record: JSONRecord, convert: Any) -> JSONRecord:
     out = dict(record)
     if out.get("function") is not None:
         out["function"] = convert(out["function"])
@@ -123,14 +123,14 @@ def _convert_name(record: Record, convert: Any) -> Record:
     return out
 
 
-def compact_name(record: Record) -> Record | str:
+def compact_name(record: JSONRecord) -> JSONRecord | str:
     """A name record as the store writes it: functions as signature text, the commonest
     records as short strings (:func:`fi_compat._records._format.expand_name`)."""
     short = short_name(_convert_name(record, _compact_function))
     return short if isinstance(short, str) else dict(short)
 
 
-def expand_name(record: Record | str) -> Record:
+def expand_name(record: JSONRecord | str) -> JSONRecord:
     """The inverse of :func:`compact_name`."""
     return _convert_name(dict(long_name(record)), _expand_function)
 
@@ -202,7 +202,7 @@ def release_record_member(release: str) -> str:
 
 
 def _add_surface(
-    tables: Tables, modules: dict[str, list[int]], position: int, surface: Mapping[str, Record]
+    tables: Tables, modules: dict[str, list[int]], position: int, surface: Mapping[str, JSONRecord]
 ) -> None:
     for module, found in surface.items():
         modules.setdefault(module, []).append(position)
@@ -223,7 +223,7 @@ def _check(surfaces: Surfaces, release_records: Mapping[str, Any]) -> None:
         )
 
 
-def pack(surfaces: Surfaces, release_records: Mapping[str, Record]) -> bytes:
+def pack(surfaces: Surfaces, release_records: Mapping[str, JSONRecord]) -> bytes:
     """The store's bytes for these releases' surfaces and records (deterministic): one
     file holds everything recorded of every release. Each release needs both."""
     _check(surfaces, release_records)
@@ -239,7 +239,7 @@ def pack(surfaces: Surfaces, release_records: Mapping[str, Record]) -> bytes:
 def extend(
     data: bytes,
     surfaces: Surfaces,
-    release_records: Mapping[str, Record],
+    release_records: Mapping[str, JSONRecord],
     dropped: Iterable[str] = (),
 ) -> bytes:
     """The store ``data`` less the ``dropped`` releases, plus (or in place of their stored
@@ -314,12 +314,12 @@ def _packed(
     known: Mapping[str, list[list[int]]] | None = None,
     fresh: frozenset[int] = frozenset(),
 ) -> bytes:
-    indexes: dict[str, Record] = {}
-    records: dict[str, Record] = {}
+    indexes: dict[str, JSONRecord] = {}
+    records: dict[str, JSONRecord] = {}
     for module in sorted(tables):
         table = tables[module]
-        index: Record = {"names": {}}
-        stored: Record = {}
+        index: JSONRecord = {"names": {}}
+        stored: JSONRecord = {}
         for name, held in sorted(table.get("names", {}).items()):
             versions = _ordered(held)
             index["names"][name] = [[ranges, shape_of(value, module)] for ranges, value in versions]
@@ -359,7 +359,7 @@ def _packed(
 
 
 def _alike(
-    indexes: Mapping[str, Record],
+    indexes: Mapping[str, JSONRecord],
     modules: Mapping[str, list[int]],
     known: Mapping[str, list[list[int]]] | None = None,
     fresh: frozenset[int] = frozenset(),
@@ -442,7 +442,9 @@ def _members(ranges: str) -> frozenset[int]:
     return frozenset(decode_ranges(ranges))
 
 
-def _shards(indexes: Mapping[str, Record], records: Mapping[str, Record]) -> list[list[str]]:
+def _shards(
+    indexes: Mapping[str, JSONRecord], records: Mapping[str, JSONRecord]
+) -> list[list[str]]:
     """The modules, in order, cut into runs of about :data:`SHARD_BYTES` of JSON each: read
     together (neighbouring modules are alike, so they compress together) and small enough
     that reading one module stays cheap."""
@@ -463,7 +465,7 @@ def _write(archive: zipfile.ZipFile, name: str, data: Any) -> None:
     archive.writestr(_member(name), text, compresslevel=9)
 
 
-def unpack_records(data: bytes) -> dict[str, Record]:
+def unpack_records(data: bytes) -> dict[str, JSONRecord]:
     """Every release's record, as :func:`pack` was given it."""
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         releases: list[str] = json.loads(archive.read(INDEX))["releases"]
@@ -473,19 +475,19 @@ def unpack_records(data: bytes) -> dict[str, Record]:
         }
 
 
-def unpack(data: bytes, only: Iterable[str] | None = None) -> dict[str, dict[str, Record]]:
+def unpack(data: bytes, only: Iterable[str] | None = None) -> dict[str, dict[str, JSONRecord]]:
     """Every release's surface, as :func:`pack` was given it (``only`` these releases)."""
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         index = json.loads(archive.read(INDEX))
         releases: list[str] = index["releases"]
         wanted = frozenset(releases if only is None else only)
-        surfaces: dict[str, dict[str, Record]] = {r: {} for r in releases if r in wanted}
+        surfaces: dict[str, dict[str, JSONRecord]] = {r: {} for r in releases if r in wanted}
 
         def positions(ranges: str) -> list[int]:
             return [p for p in decode_ranges(ranges) if releases[p] in wanted]
 
-        tables: dict[str, Record] = {}
-        stored: dict[str, Record] = {}
+        tables: dict[str, JSONRecord] = {}
+        stored: dict[str, JSONRecord] = {}
         for number in range(len(index["shards"])):
             tables.update(json.loads(archive.read(f"{number}{NAMES}")))
             for line in archive.read(f"{number}{RECORDS}").decode().splitlines():

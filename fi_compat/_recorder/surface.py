@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from fi_compat._recorder.names import name_record
 from fi_compat._recorder.resolve import MAX_DEPTH, Module, Package
 from fi_compat._recorder.signatures import Recorder
+from fi_compat._records._format import JSONRecord
 from fi_compat.errors import RecordingError
 
 __all__ = [
@@ -53,8 +53,6 @@ PACKAGE_DATA = "flashinfer.data"
 _GETATTR = "__getattr__"
 #: What a module ``__getattr__`` that serves names the source cannot list is recorded as.
 ANY = "*"
-
-Record = dict[str, Any]
 
 
 #: Why a private module's names are not recorded (its record is "unreadable" with this).
@@ -180,7 +178,7 @@ def bound_names(package: Package, name: str, depth: int = 0) -> tuple[set[str], 
     return names, opened
 
 
-def module_surface(recorder: Recorder, name: str) -> Record:
+def module_surface(recorder: Recorder, name: str) -> JSONRecord:
     """One module's record: ``names`` (name -> NAME), and ``all``, ``open``, ``getattr``
     where they apply; ``{"unreadable": reason}`` when the module cannot be read."""
     package = recorder.package
@@ -193,7 +191,7 @@ def module_surface(recorder: Recorder, name: str) -> Record:
                 "import hands out another module, whose names this source does not tell"
             }
         names, opened = bound_names(package, name)
-        table: dict[str, Record] = {}
+        table: dict[str, JSONRecord] = {}
         for bound in sorted(names):
             record = name_record(recorder, name, bound)
             if package.conditional(name, bound):
@@ -202,7 +200,7 @@ def module_surface(recorder: Recorder, name: str) -> Record:
         served = served_names(module)
     except (RecordingError, RecursionError) as error:
         return {"unreadable": f"{type(error).__name__}: {error}"}
-    found: Record = {"names": table}
+    found: JSONRecord = {"names": table}
     if module.all_names is not None:
         found["all"] = sorted(set(module.all_names))
     if opened:
@@ -212,7 +210,7 @@ def module_surface(recorder: Recorder, name: str) -> Record:
     return found
 
 
-def _shared(tables: dict[str, Record]) -> None:
+def _shared(tables: dict[str, JSONRecord]) -> None:
     """Replace each re-export whose record equals the defining module's by ``same``."""
     for module, found in tables.items():
         for name, record in found.get("names", {}).items():
@@ -229,7 +227,7 @@ def _shared(tables: dict[str, Record]) -> None:
             original = {key: value for key, value in target.items() if key != "conditional"}
             if compared != original:
                 continue
-            shared: Record = {"kind": kind, "defined_in": home, "same": own}
+            shared: JSONRecord = {"kind": kind, "defined_in": home, "same": own}
             if record.get("conditional"):
                 shared["conditional"] = True
             found["names"][name] = shared
@@ -240,14 +238,16 @@ def recorded_modules(package: Package) -> list[str]:
     return sorted(name for name in package.source.files if is_recorded_module(name))
 
 
-def module_tables(package: Package, modules: Iterable[str]) -> dict[str, Record]:
+def module_tables(package: Package, modules: Iterable[str]) -> dict[str, JSONRecord]:
     """:func:`module_surface` of each of ``modules``: one part of :func:`surface`, which a
     builder may make in parts, in processes of their own."""
     recorder = Recorder(package)
     return {name: module_surface(recorder, name) for name in modules}
 
 
-def surface(package: Package, tables: Mapping[str, Record] | None = None) -> dict[str, Record]:
+def surface(
+    package: Package, tables: Mapping[str, JSONRecord] | None = None
+) -> dict[str, JSONRecord]:
     """Every recorded module of the release -> :func:`module_surface`, re-exports shared.
 
     ``tables``: every recorded module's :func:`module_tables`, where they were made already

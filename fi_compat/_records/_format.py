@@ -19,6 +19,7 @@ from typing import Any, Literal, get_args
 __all__ = [
     "KINDS",
     "SURFACE_VERSION",
+    "JSONRecord",
     "ParameterKind",
     "compact_name",
     "compact_parameter",
@@ -35,6 +36,9 @@ __all__ = [
 #: releases modelled on a user's machine, made under another number are made again. Kept
 #: here, with the spelling, so that checking a cached model does not import the builder.
 SURFACE_VERSION = 10
+
+#: One record as the files spell it: decoded JSON (a function, class, name or module record).
+JSONRecord = dict[str, Any]
 
 #: ``inspect.Parameter.kind.name`` values.
 ParameterKind = Literal[

@@ -59,7 +59,7 @@ ANY: Literal["*"] = "*"
 
 
 #: What :meth:`ModuleRecord.shape` tells of a name without building its record.
-Shape = tuple[str, "str | None", bool]
+NameShape = tuple[str, "str | None", bool]
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ class ModuleRecord:
             return True
         return False if self.complete else None
 
-    def shape(self, name: str) -> Shape | None:
+    def shape(self, name: str) -> NameShape | None:
         """``(kind, defined_in, conditional)`` of a bound name, or None: what a table of
         every name needs, read without building the name's record."""
         names = self.names
@@ -192,7 +192,7 @@ class _Names(Mapping[str, NameRecord]):
     def __len__(self) -> int:
         return len(self._names())
 
-    def shape(self, name: str) -> Shape | None:
+    def shape(self, name: str) -> NameShape | None:
         found = self._pick(name)
         return None if found is None else read_shape(found[1], self._module)
 

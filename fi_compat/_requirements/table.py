@@ -67,7 +67,7 @@ from fi_compat.errors import UnknownRequirementError, explain
 __all__ = [
     "GATE_REQUIREMENTS",
     "Answers",
-    "Item",
+    "ProbedItem",
     "answers",
     "lacking",
     "requirement_names",
@@ -75,9 +75,9 @@ __all__ = [
 ]
 
 #: One probed item a name stands for: ``(section, owner, keyword)``.
-Item = tuple[str, str, str]
+ProbedItem = tuple[str, str, str]
 
-GATE_REQUIREMENTS: Mapping[str, tuple[Item, ...]] = MappingProxyType(
+GATE_REQUIREMENTS: Mapping[str, tuple[ProbedItem, ...]] = MappingProxyType(
     {
         name: tuple(
             ("comm" if owner in COMM_PROBES else "attention", owner, keyword)
@@ -100,10 +100,10 @@ _TABLES: tuple[tuple[str, str, Mapping[str, tuple[str, ...]]], ...] = (
 )
 
 
-def requirement_names() -> dict[str, tuple[Item, ...]]:
+def requirement_names() -> dict[str, tuple[ProbedItem, ...]]:
     """Every ``--require`` name -> the items it stands for (the named sections' items are
     ``(section, name, "")``)."""
-    names: dict[str, tuple[Item, ...]] = dict(GATE_REQUIREMENTS)
+    names: dict[str, tuple[ProbedItem, ...]] = dict(GATE_REQUIREMENTS)
     names.update({flag: (("flag", flag, ""),) for flag in FLAGS})
     names[BCAST] = (("bcast", BCAST, ""),)
     for section, named in (
@@ -263,4 +263,4 @@ def answers(capabilities: Capabilities) -> dict[str, dict[str, str]]:
     return result
 
 
-_NAMES: Mapping[str, tuple[Item, ...]] = MappingProxyType(requirement_names())
+_NAMES: Mapping[str, tuple[ProbedItem, ...]] = MappingProxyType(requirement_names())

@@ -11,7 +11,7 @@ and the later part of a module written with ``defer`` when one of its names is f
 (:meth:`_Build.later_code`). While a fake is installed, its :class:`_Finder` on
 ``sys.meta_path`` serves ``flashinfer`` and its submodules from that package only (a module
 the release lacks raises the ``ModuleNotFoundError`` of :func:`_missing`), and
-:class:`_Loader` compiles each module once per build. The testing guide,
+:class:`_BuildLoader` compiles each module once per build. The testing guide,
 ``docs/guide/testing.md``, says how a fake is installed.
 """
 
@@ -270,7 +270,7 @@ def _write(directory: Path, sources: Mapping[str, str], packages: set[str]) -> d
     return paths
 
 
-class _Loader(importlib.machinery.SourceFileLoader):
+class _BuildLoader(importlib.machinery.SourceFileLoader):
     """Loads a generated module from its file, compiled once per build (bytecode files may
     be disabled, and a build is imported by many fakes)."""
 
@@ -317,7 +317,7 @@ class Finder(importlib.abc.MetaPathFinder):
         return importlib.util.spec_from_file_location(
             fullname,
             file,
-            loader=_Loader(fullname, str(file), self.build),
+            loader=_BuildLoader(fullname, str(file), self.build),
             submodule_search_locations=locations,
         )
 

@@ -31,9 +31,9 @@ __all__ = [
     "KEYWORDS",
     "OPTION",
     "PROPERTY",
-    "Entry",
     "FlashInferRelease",
     "Matches",
+    "MatrixCell",
     "Selection",
     "matches_of_marker",
     "parse_selection",
@@ -122,7 +122,7 @@ class Selection:
 
 
 @dataclass(frozen=True)
-class Entry:
+class MatrixCell:
     """One cell of a test's matrix: a recorded release (None: the installed FlashInfer)."""
 
     release: str | None

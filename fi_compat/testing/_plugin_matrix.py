@@ -26,8 +26,8 @@ from fi_compat.testing._matrix import (
     KEYWORDS,
     OPTION,
     PROPERTY,
-    Entry,
     FlashInferRelease,
+    MatrixCell,
     Selection,
     matches_of_marker,
     parse_selection,
@@ -182,9 +182,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     options = MappingProxyType(dict(marker.kwargs))
     selection = metafunc.config.stash[_STATE].selection
     if selection.kind == "installed":
-        entries = [Entry(None, matches, options)]
+        entries = [MatrixCell(None, matches, options)]
     else:
-        entries = [Entry(release, matches, options) for release in select(matches, selection)]
+        entries = [MatrixCell(release, matches, options) for release in select(matches, selection)]
     if not entries:
         reason = f"{where} allows none of {selection.text} ({metafunc.config.stash[_STATE].source})"
         params = [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="flashinfer-none")]
@@ -193,10 +193,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize(CELL, params, indirect=True)
 
 
-def _entry(item: pytest.Item) -> Entry | None:
+def _entry(item: pytest.Item) -> MatrixCell | None:
     callspec = getattr(item, "callspec", None)
     param = callspec.params.get(CELL) if callspec is not None else None
-    return param if isinstance(param, Entry) else None
+    return param if isinstance(param, MatrixCell) else None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -224,7 +224,7 @@ def _fi_compat_flashinfer_release(
 ) -> Iterator[FlashInferRelease | None]:
     """The cell of the matrix a marked test runs in, installed; None for other tests."""
     entry = getattr(request, "param", None)
-    if not isinstance(entry, Entry):
+    if not isinstance(entry, MatrixCell):
         yield None
         return
     if entry.release is not None:

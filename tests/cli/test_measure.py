@@ -1,6 +1,6 @@
 """``fi-compat measure``: its exit status, its text and JSON, and what it does with bad input.
 
-The installed release is a made-up one (``Installed`` of a throw-away package) whose
+The installed release is a made-up one (``InstalledPackage`` of a throw-away package) whose
 measurements are either cached by the test or cannot be made; the real measurement is
 ``tests/measured/test_installed_real.py``'s.
 """
@@ -15,7 +15,7 @@ import pytest
 
 from fi_compat import _local
 from fi_compat._measured import installed
-from fi_compat._measured.installed import MEASUREMENTS, Installed, cache_path
+from fi_compat._measured.installed import MEASUREMENTS, InstalledPackage, cache_path
 from fi_compat._version import __version__
 from fi_compat.cli import main
 
@@ -38,16 +38,16 @@ ENTRIES = {
 
 
 @pytest.fixture
-def release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Installed:
+def release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> InstalledPackage:
     package = tmp_path / "site" / "flashinfer"
     package.mkdir(parents=True)
     monkeypatch.setenv(_local.CACHE_ENV, str(tmp_path / "cache"))
-    found = Installed(VERSION, package, "files-under-test")
+    found = InstalledPackage(VERSION, package, "files-under-test")
     monkeypatch.setattr(installed, "find_installed", lambda: found)
     return found
 
 
-def _seed(release: Installed) -> None:
+def _seed(release: InstalledPackage) -> None:
     release.directory.mkdir(parents=True, exist_ok=True)
     for measurement in MEASUREMENTS:
         document = {
@@ -68,7 +68,7 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
 
 
 def test_a_cached_release_is_reported_with_what_was_measured_and_where(
-    release: Installed, capsys: pytest.CaptureFixture[str]
+    release: InstalledPackage, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _seed(release)
     code, out, err = _run([], capsys)
@@ -88,7 +88,7 @@ def test_a_cached_release_is_reported_with_what_was_measured_and_where(
     assert lines[-1].startswith(f"cache: {release.directory} (")
 
 
-def test_json_says_the_same(release: Installed, capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_says_the_same(release: InstalledPackage, capsys: pytest.CaptureFixture[str]) -> None:
     _seed(release)
     code, out, _ = _run(["--json"], capsys)
     assert code == 0
@@ -122,7 +122,7 @@ def test_no_installed_flashinfer_exits_1_and_says_what_to_do(
 
 
 def test_a_cache_that_cannot_be_made_exits_1_naming_the_variable(
-    release: Installed,
+    release: InstalledPackage,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -137,7 +137,7 @@ def test_a_cache_that_cannot_be_made_exits_1_naming_the_variable(
 
 
 def test_a_failed_measurement_exits_1_with_the_finding(
-    release: Installed, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    release: InstalledPackage, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The probes cannot even start (no interpreter there): each is a finding, not a crash."""
     monkeypatch.setattr(sys, "executable", "/nonexistent/python")
@@ -165,7 +165,7 @@ def test_a_failed_measurement_exits_1_with_the_finding(
     ],
 )
 def test_a_bad_command_line_exits_2_and_measures_nothing(
-    release: Installed, argv: list[str], capsys: pytest.CaptureFixture[str]
+    release: InstalledPackage, argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["measure", *argv])

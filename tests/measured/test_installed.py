@@ -26,7 +26,7 @@ from fi_compat._measured.installed import (
     AUTO_ENV,
     COMMAND,
     MEASUREMENTS,
-    Installed,
+    InstalledPackage,
     cache_path,
     entry,
     find_installed,
@@ -105,7 +105,7 @@ print(json.dumps(document))
 
 
 @pytest.fixture
-def release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Installed]:
+def release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InstalledPackage]:
     """A made-up installed release whose three probes are fake scripts; the cache is
     ``tmp_path / "cache"``; automatic measuring is on; the process remembers nothing."""
     package = tmp_path / "site" / "flashinfer"
@@ -124,14 +124,14 @@ def release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Install
         monkeypatch.setattr(module, "PROBE", script)
         monkeypatch.setenv(f"FAKE_PROBE_WHICH_{name}", name)
         monkeypatch.setenv(f"FAKE_PROBE_DOCUMENT_{name}", json.dumps(DOCUMENTS[name]))
-    found = Installed(VERSION, package, "files-under-test")
+    found = InstalledPackage(VERSION, package, "files-under-test")
     monkeypatch.setattr(installed, "find_installed", lambda: found)
     installed.forget()
     yield found
     installed.forget()
 
 
-def _seed(release: Installed) -> None:
+def _seed(release: InstalledPackage) -> None:
     """Cache the three entries as a measurement of ``release`` by this fi-compat would."""
     release.directory.mkdir(parents=True, exist_ok=True)
     for measurement in MEASUREMENTS:
@@ -242,7 +242,7 @@ def test_an_entry_a_reader_cannot_rely_on_is_not_valid(measurement: Any, found: 
 
 
 def test_the_first_reader_measures_and_later_readers_read_the_cache(
-    release: Installed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    release: InstalledPackage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_PROBE_CHECKS_GPU", "1")  # each probe sees the stand-in GPU 0
     for measurement in MEASUREMENTS:
@@ -261,15 +261,15 @@ def test_the_first_reader_measures_and_later_readers_read_the_cache(
     assert _runs(tmp_path) == sorted(MEASUREMENTS)  # no probe ran again
 
 
-def test_the_cache_is_kept_per_release_and_installed_files(release: Installed) -> None:
+def test_the_cache_is_kept_per_release_and_installed_files(release: InstalledPackage) -> None:
     assert release.directory == (_local.cache_root() / "measured" / f"{VERSION}-files-under-test")
     _seed(release)
     assert all(read_cached(release, m) == ENTRIES[m] for m in MEASUREMENTS)
-    other = Installed(VERSION, release.package, "other-files")
+    other = InstalledPackage(VERSION, release.package, "other-files")
     assert all(read_cached(other, measurement) is None for measurement in MEASUREMENTS)
 
 
-def test_the_cache_keeps_the_order_of_an_entry(release: Installed) -> None:
+def test_the_cache_keeps_the_order_of_an_entry(release: InstalledPackage) -> None:
     """A legacy launch places its arguments in the order the layers entry lists them."""
     shipped = load("layers")["releases"]["0.7.2.post1"]
     backwards = {**shipped, "arguments": dict(reversed(list(shipped["arguments"].items())))}
@@ -283,14 +283,14 @@ def test_the_cache_keeps_the_order_of_an_entry(release: Installed) -> None:
     assert list(read_cached(release, "layers")["arguments"]) == list(backwards["arguments"])  # type: ignore[index]
 
 
-def test_a_shipped_release_never_measures(release: Installed, tmp_path: Path) -> None:
+def test_a_shipped_release_never_measures(release: InstalledPackage, tmp_path: Path) -> None:
     assert releases("reach")["0.7.2.post1"] == load("reach")["releases"]["0.7.2.post1"]
     assert "0.7.2.post1" in releases("sizes")
     assert _runs(tmp_path) == []
 
 
 def test_a_release_that_is_neither_shipped_nor_installed_is_not_there(
-    release: Installed, tmp_path: Path
+    release: InstalledPackage, tmp_path: Path
 ) -> None:
     found = releases("layers")
     assert "9.9.8" not in found
@@ -299,14 +299,14 @@ def test_a_release_that_is_neither_shipped_nor_installed_is_not_there(
     assert _runs(tmp_path) == []  # asking for another release measures nothing
 
 
-def test_listing_the_releases_includes_the_installed_one(release: Installed) -> None:
+def test_listing_the_releases_includes_the_installed_one(release: InstalledPackage) -> None:
     _seed(release)
     listed = releases("reach")
     assert VERSION in list(listed)
     assert len(listed) == len(load("reach")["releases"]) + 1
 
 
-def test_a_version_spelled_otherwise_is_the_same_release(release: Installed) -> None:
+def test_a_version_spelled_otherwise_is_the_same_release(release: InstalledPackage) -> None:
     _seed(release)
     assert releases("sizes")["9.9.9.0"] == ENTRIES["sizes"]
 
@@ -327,7 +327,7 @@ def test_a_version_spelled_otherwise_is_the_same_release(release: Installed) -> 
     ],
 )
 def test_a_damaged_or_foreign_cache_file_is_never_trusted(
-    release: Installed, tmp_path: Path, damage: str
+    release: InstalledPackage, tmp_path: Path, damage: str
 ) -> None:
     _seed(release)
     path = cache_path(release, "reach")
@@ -351,7 +351,7 @@ def test_a_damaged_or_foreign_cache_file_is_never_trusted(
     assert _runs(tmp_path) == []
 
 
-def test_a_damaged_cache_file_is_measured_again(release: Installed, tmp_path: Path) -> None:
+def test_a_damaged_cache_file_is_measured_again(release: InstalledPackage, tmp_path: Path) -> None:
     _seed(release)
     cache_path(release, "reach").write_text('{"entry": ', encoding="utf-8")
     assert releases("reach")[VERSION] == ENTRIES["reach"]
@@ -360,7 +360,7 @@ def test_a_damaged_cache_file_is_measured_again(release: Installed, tmp_path: Pa
     assert read_cached(release, "reach") == ENTRIES["reach"]
 
 
-def test_force_measures_again(release: Installed, tmp_path: Path) -> None:
+def test_force_measures_again(release: InstalledPackage, tmp_path: Path) -> None:
     _seed(release)
     again = measure(release)
     assert [o.cached for o in again.outcomes] == [True, True, True]
@@ -383,7 +383,7 @@ def test_force_measures_again(release: Installed, tmp_path: Path) -> None:
     ],
 )
 def test_a_probe_that_fails_is_a_finding(
-    release: Installed, monkeypatch: pytest.MonkeyPatch, behaviour: str, finding: str
+    release: InstalledPackage, monkeypatch: pytest.MonkeyPatch, behaviour: str, finding: str
 ) -> None:
     monkeypatch.setenv("FAKE_PROBE_BEHAVIOUR", behaviour)
     result = measure(release, timeout=4 if behaviour == "hang" else None)
@@ -396,7 +396,7 @@ def test_a_probe_that_fails_is_a_finding(
 
 
 def test_a_probe_that_imported_another_flashinfer_is_a_finding(
-    release: Installed, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    release: InstalledPackage, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("FAKE_PROBE_LOCATION", str(tmp_path / "elsewhere" / "flashinfer"))
     result = measure(release)
@@ -405,7 +405,7 @@ def test_a_probe_that_imported_another_flashinfer_is_a_finding(
 
 
 def test_a_report_the_classifier_cannot_read_is_a_finding(
-    release: Installed, monkeypatch: pytest.MonkeyPatch
+    release: InstalledPackage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_PROBE_DOCUMENT_reach", json.dumps({"families": "none"}))
     monkeypatch.setenv("FAKE_PROBE_DOCUMENT_layers", json.dumps({"runs": [{"error": None}]}))
@@ -419,7 +419,7 @@ def test_a_report_the_classifier_cannot_read_is_a_finding(
 
 
 def test_a_failed_first_use_answers_unmeasured_and_names_the_command(
-    release: Installed, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    release: InstalledPackage, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("FAKE_PROBE_BEHAVIOUR", "crash")
     assert releases("reach").get(VERSION) is None
@@ -441,7 +441,7 @@ def test_a_failed_first_use_answers_unmeasured_and_names_the_command(
 
 
 def test_automatic_measuring_can_be_turned_off(
-    release: Installed, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    release: InstalledPackage, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv(AUTO_ENV, "0")
     assert releases("reach").get(VERSION) is None
@@ -454,14 +454,14 @@ def test_automatic_measuring_can_be_turned_off(
     assert releases("reach")[VERSION] == ENTRIES["reach"]
 
 
-def test_the_hint_is_only_for_the_installed_release(release: Installed) -> None:
+def test_the_hint_is_only_for_the_installed_release(release: InstalledPackage) -> None:
     assert why_unmeasured("0.3.1") == ""
     assert why_unmeasured(None) == ""
     assert why_unmeasured("1" * 5000) == ""  # beyond int()'s digit limit: no release
 
 
 def test_an_unwritable_cache_still_measures_in_this_process(
-    release: Installed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    release: InstalledPackage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("", encoding="utf-8")
@@ -472,7 +472,7 @@ def test_an_unwritable_cache_still_measures_in_this_process(
     assert "cannot be created" in why_unmeasured(VERSION)
 
 
-def test_concurrent_processes_measure_once(release: Installed, tmp_path: Path) -> None:
+def test_concurrent_processes_measure_once(release: InstalledPackage, tmp_path: Path) -> None:
     """Two ranks start at once: one measures under the lock, the other reads its result."""
     code = textwrap.dedent(
         """

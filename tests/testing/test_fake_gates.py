@@ -29,7 +29,7 @@ from fi_compat.testing._gates import (
     PRIMS_TS_TENSOR_CORES,
     SYMM_DEVICE_MEMORY,
     TORCH_SYMMETRIC_MEMORY,
-    Gate,
+    FakeGate,
 )
 from fi_compat.testing._runtime import _tensor_core_backends
 
@@ -59,7 +59,9 @@ UNRECORDED = {
 }
 
 
-def _first(releases: Iterable[str], has: Callable[[str], bool], after: Gate | None = None) -> str:
+def _first(
+    releases: Iterable[str], has: Callable[[str], bool], after: FakeGate | None = None
+) -> str:
     """The first of ``releases`` (from ``after``'s release on) for which ``has`` is true."""
     start = Version("0") if after is None else after.version
     found = [release for release in releases if Version(release) >= start and has(release)]
@@ -132,7 +134,7 @@ def _prims_ts_removed() -> str:
     )
 
 
-#: Gate name -> the first release the data shows it in.
+#: FakeGate name -> the first release the data shows it in.
 SHOWN: dict[str, Callable[[], str]] = {
     TORCH_SYMMETRIC_MEMORY.name: _torch_symmetric_memory,
     CUTE_DSL_TENSOR_CORES.name: _cute_dsl,
@@ -160,7 +162,7 @@ def test_the_gates_are_recorded_releases_in_order() -> None:
 
 
 @pytest.mark.parametrize("gate", [g for g in GATES if g.name in SHOWN], ids=lambda g: g.name)
-def test_the_data_shows_the_gate_at_its_release(gate: Gate) -> None:
+def test_the_data_shows_the_gate_at_its_release(gate: FakeGate) -> None:
     assert SHOWN[gate.name]() == gate.release
 
 
