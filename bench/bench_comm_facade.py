@@ -16,7 +16,7 @@ recorded release's exact ``allreduce_fusion`` signature (generated from
 Part 2, the installed FlashInfer's real ``allreduce_fusion`` (0.7.x), its whole Python path
 run on the CPU, with only the workspace allocation and the CUDA kernel replaced by
 stand-ins. There the workspace binds to the lowest public launch layer (the legacy
-``trtllm_allreduce_fusion`` below its deprecation wrapper, ``fi_compat/comm/_unified.py``),
+``trtllm_allreduce_fusion`` below its deprecation wrapper, ``fi_compat/comm/_layers.py``),
 which the script says, with the workspace's decision. Skipped, with the reason, when the
 installed release differs.
 

@@ -217,7 +217,7 @@ PATTERN = _comm("AllReduceFusionPattern", "enum", "0.2.9")
 #: The base class of the unified API's workspaces.
 WORKSPACE = _comm("AllReduceFusionWorkspace", "class", "0.6.0")
 #: What the unified fused call runs on a TRT-LLM workspace, below its public name (the
-#: lower launch layer a workspace binds to, ``comm/_unified.py``; measured by
+#: lower launch layer a workspace binds to, ``comm/_layers.py``; measured by
 #: ``tools/layers.py``): the workspace class it dispatches on, the class of the
 #: symmetric-memory handles it checks, and the compiled module's loader the legacy call uses.
 TRTLLM_WORKSPACE = "TRTLLMAllReduceFusionWorkspace"

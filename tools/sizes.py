@@ -9,7 +9,7 @@ the release for real (the real-release harness's CPU workarounds; the ``triton``
 the path when ``flashinfer.comm`` asks for it) and runs the probe; each release's whole
 entry goes to ``tools/measurements/sizes.json``.
 
-fi-compat ships only what its runtime reads (``fi_compat/comm/_call.py``):
+fi-compat ships only what its runtime reads (``fi_compat/comm/_sizes.py``):
 ``fi_compat/_measured/sizes.json`` holds each backend's ``check``, ``reaches`` and ``detail``
 (:func:`shipped_document`), written beside the measurement and checked against it.
 

@@ -11,10 +11,10 @@ probe and classification here and read by one module:
 ``layers.json``
     What the public ``allreduce_fusion`` calls below itself on a TRT-LLM workspace, and
     with which arguments (:mod:`fi_compat._measured.layers`); read by
-    :mod:`fi_compat.comm._unified`.
+    :mod:`fi_compat.comm._layers`.
 ``sizes.json``
     Which call sizes one fused workspace serves, per backend
-    (:mod:`fi_compat._measured.sizes`); read by :mod:`fi_compat.comm._call`.
+    (:mod:`fi_compat._measured.sizes`); read by :mod:`fi_compat.comm._sizes`.
 
 The maintainers' ``tools/`` measure every release from the release cache into the shipped
 files. A release fi-compat shipped nothing for (or one ``FI_COMPAT_UNRECORDED`` sets aside)

@@ -2,7 +2,7 @@
 
 A fi-compat workspace on FlashInfer's TRT-LLM backend may call the legacy
 ``trtllm_allreduce_fusion`` below its ``@deprecated`` wrapper instead of the public
-``allreduce_fusion`` (:mod:`fi_compat.comm._unified`), but only with exactly the arguments
+``allreduce_fusion`` (:mod:`fi_compat.comm._layers`), but only with exactly the arguments
 the public function passes, and only where fi-compat makes every check the public function
 makes on the way. :mod:`fi_compat._measured.layers_probe` measures both in the release's
 own Python; :func:`classify` turns its document into the release's entry:

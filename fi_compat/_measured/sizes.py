@@ -32,7 +32,7 @@ release's whole entry; per backend (``trtllm``, ``mnnvl``):
 ``patterns``
     The same per pattern; ``observations`` the raw outcome per pattern and shape.
 
-What the runtime reads (:mod:`fi_compat.comm._call`) is each backend's :data:`SHIPPED_KEYS`
+What the runtime reads (:mod:`fi_compat.comm._sizes`) is each backend's :data:`SHIPPED_KEYS`
 (:func:`shipped_entry`): the shipped ``sizes.json`` and the installed release's cached
 entry hold that. The maintainers' ``tools/sizes.py`` keeps the whole entry too.
 """
@@ -68,7 +68,7 @@ PROBE = Path(__file__).resolve().parent / "sizes_probe.py"
 NAMES_ENV = "FI_COMPAT_SIZES_NAMES"
 #: Seconds one release's subprocess may take.
 TIMEOUT = 300.0
-#: The keys of a backend's entry the runtime reads (``fi_compat.comm._call.rule_of``).
+#: The keys of a backend's entry the runtime reads (``fi_compat.comm._sizes.rule_of``).
 SHIPPED_KEYS = ("check", "reaches", "detail")
 #: bf16.
 ELEMENT_BYTES = 2

@@ -58,14 +58,15 @@ from fi_compat._surface import (
     UNIFIED_FUSION,
 )
 from fi_compat.capabilities import Capabilities
-from fi_compat.comm._call import rule_of
-from fi_compat.comm._dropin import DEFAULTS, FINALIZE_BACKENDS, create_allreduce_fusion_workspace
+from fi_compat.comm._call_checks import FINALIZE_BACKENDS
+from fi_compat.comm._create_checks import BACKENDS
+from fi_compat.comm._dropin import DEFAULTS, create_allreduce_fusion_workspace
 from fi_compat.comm._factory import accepts, pattern_codes, untaken
 from fi_compat.comm._legacy import LEGACY_CALL, MAPPED, WHERE_TAKEN
 from fi_compat.comm._names import PATTERN_NAMES
 from fi_compat.comm._reference import IGNORED, READS
+from fi_compat.comm._sizes import rule_of
 from fi_compat.comm._unified import UNIFIED_CALL
-from fi_compat.comm._workspace import BACKENDS
 
 __all__ = [
     "CHECKPOINT_METHODS",

@@ -23,14 +23,11 @@ from typing import TYPE_CHECKING, Any
 from fi_compat.comm import _submodules
 
 if TYPE_CHECKING:
-    from fi_compat.comm._call import PreparedAllReduce
+    from fi_compat.comm._call import allreduce_residual_rmsnorm
     from fi_compat.comm._dropin import allreduce_fusion, create_allreduce_fusion_workspace
+    from fi_compat.comm._launch import PreparedAllReduce
     from fi_compat.comm._names import AllReduceFusionPattern
-    from fi_compat.comm._workspace import (
-        FusionWorkspace,
-        allreduce_residual_rmsnorm,
-        create_workspace,
-    )
+    from fi_compat.comm._workspace import FusionWorkspace, create_workspace
 
 __all__ = [
     "AllReduceFusionPattern",
@@ -45,9 +42,9 @@ __all__ = [
 _WHERE = {
     "AllReduceFusionPattern": "fi_compat.comm._names",
     "FusionWorkspace": "fi_compat.comm._workspace",
-    "PreparedAllReduce": "fi_compat.comm._call",
+    "PreparedAllReduce": "fi_compat.comm._launch",
     "allreduce_fusion": "fi_compat.comm._dropin",
-    "allreduce_residual_rmsnorm": "fi_compat.comm._workspace",
+    "allreduce_residual_rmsnorm": "fi_compat.comm._call",
     "create_allreduce_fusion_workspace": "fi_compat.comm._dropin",
     "create_workspace": "fi_compat.comm._workspace",
 }

@@ -1,34 +1,29 @@
 """Drop-in names with the newest FlashInfer signatures, adapted to the installed release.
 
 ``create_allreduce_fusion_workspace``, ``allreduce_fusion`` and ``AllReduceFusionPattern``
-keep FlashInfer 0.7.2.post1's parameters and run on whatever release is installed. The
-allreduce-fusion guide, ``docs/guide/comm.md`` ("Drop-in names"), says what an argument the
-release cannot take does.
+keep FlashInfer 0.7.2.post1's parameters and run on whatever release is installed. Their
+arguments are checked by :mod:`fi_compat.comm._call_checks` and
+:mod:`fi_compat.comm._create_checks`, as those of the per-layer call and of
+``create_workspace`` are. The allreduce-fusion guide, ``docs/guide/comm.md`` ("Drop-in
+names"), says what an argument the release cannot take does.
 """
 
 from __future__ import annotations
 
-import inspect
 from typing import TYPE_CHECKING, Any
 
-from fi_compat._arguments import (
-    describe,
-    require_instance,
-    require_int,
-    require_real,
-)
-from fi_compat._literal import literal_choices
-from fi_compat._probe import locate
-from fi_compat._surface import UNIFIED_FUSION
-from fi_compat.comm._call import (
+from fi_compat._arguments import describe
+from fi_compat.comm._call_checks import (
     FLOAT_MAX,
-    Spec,
+    PATTERN_CLASS,
+    PATTERN_FIX,
     call_scalars,
-    check_tensor,
+    check_input,
+    check_native_input,
+    check_options,
+    check_pattern_code,
+    check_tensors,
     destroyed_error,
-    device_name,
-    is_tensor,
-    tensor_mismatch,
 )
 from fi_compat.comm._factory import pattern_codes
 from fi_compat.comm._legacy import call_legacy
@@ -41,9 +36,11 @@ from fi_compat.errors import InvalidArgumentError, WorkspaceMismatchError, expla
 if TYPE_CHECKING:
     import torch
 
-    from fi_compat.comm._call import Fit
-
-__all__ = ["allreduce_fusion", "create_allreduce_fusion_workspace"]
+__all__ = [
+    "DEFAULTS",
+    "allreduce_fusion",
+    "create_allreduce_fusion_workspace",
+]
 
 _RMSNORM = AllReduceFusionPattern.kARResidualRMSNorm
 _ALLREDUCE = AllReduceFusionPattern.kAllReduce
@@ -243,7 +240,7 @@ def allreduce_fusion(
             launch_with_pdl,
             eps_name="rms_eps",
         )
-        _check_pattern(pattern)
+        check_pattern_code(pattern)
     if (
         isinstance(workspace, FusionWorkspace)
         and pattern == _RMSNORM
@@ -304,10 +301,10 @@ def allreduce_fusion(
         "moe_finalize_backend": moe_finalize_backend,
     }
     given = {name: value for name, value in values.items() if not _is_default(name, value)}
-    _check_options(given)
+    check_options(given)
     result: torch.Tensor
     if not isinstance(workspace, FusionWorkspace):
-        _check_native_input(input, workspace)
+        check_native_input(input, workspace)
         result = call_unified(input, workspace, pattern, given)
         return result
     if workspace.destroyed:
@@ -315,8 +312,8 @@ def allreduce_fusion(
     known = pattern in PATTERN_NAMES
     if not known:
         _passed_through(workspace, pattern)
-    _check_input(workspace.spec, workspace.fit, input, use_oneshot)
-    _check_tensors(workspace.spec, input, given)
+    check_input(workspace.spec, workspace.fit, input, use_oneshot)
+    check_tensors(workspace.spec, input, given)
     if (
         known
         and pattern != _ALLREDUCE
@@ -366,18 +363,6 @@ def _is_default(name: str, value: Any) -> bool:
     )
 
 
-#: The name of the pattern codes' class: ours, the same as FlashInfer's.
-_PATTERN_CLASS = AllReduceFusionPattern.__name__
-_PATTERN_FIX = f"pass one of fi_compat.comm.{_PATTERN_CLASS}'s: " + ", ".join(
-    f"{name}={value}" for value, name in PATTERN_NAMES.items()
-)
-
-
-def _check_pattern(pattern: Any) -> None:
-    """Refuse a ``pattern`` that is not an int (a bool included)."""
-    require_int("pattern", pattern, detail=f"an {_PATTERN_CLASS} code", fix=_PATTERN_FIX)
-
-
 def _passed_through(workspace: FusionWorkspace, pattern: int) -> None:
     """A pattern code fi-compat does not know goes to the release when its own
     ``AllReduceFusionPattern`` has it (said once in ``workspace.decisions``); one it lacks
@@ -387,181 +372,15 @@ def _passed_through(workspace: FusionWorkspace, pattern: int) -> None:
     if pattern not in members:
         raise InvalidArgumentError(
             explain(
-                f"pattern to be a code of the installed {_PATTERN_CLASS} (fi-compat's or "
+                f"pattern to be a code of the installed {PATTERN_CLASS} (fi-compat's or "
                 "FlashInfer's own)",
                 describe(pattern),
-                fix=_PATTERN_FIX,
+                fix=PATTERN_FIX,
             )
         )
     decision = (
-        f"pattern {pattern} ({_PATTERN_CLASS}.{members[pattern]}), unknown to fi-compat, "
+        f"pattern {pattern} ({PATTERN_CLASS}.{members[pattern]}), unknown to fi-compat, "
         "passed to FlashInfer as given"
     )
     if workspace.fused and decision not in workspace.decisions:
         workspace.decisions = (*workspace.decisions, decision)
-
-
-#: Switches, sizes and scalars of the drop-in besides those of ``call_scalars``.
-_INT_OPTIONS = ("layout_code", "block_quant_group_size", "moe_reduction_device_num_experts")
-#: Tensor arguments checked against the workspace like ``input`` (``rms_gamma`` apart).
-_LIKE_INPUT = ("residual_in", "residual_out", "norm_out", "output")
-#: Tensor arguments that must only be tensors on the workspace's device.
-_OTHER_TENSORS = (
-    "quant_out",
-    "scale_out",
-    "moe_reduction_scale_input",
-    "moe_reduction_active_experts_token_input",
-    "moe_reduction_token_input",
-    "expanded_idx_to_permuted_idx",
-    "expert_scale_factor",
-    "shared_expert_output",
-)
-#: Arguments FlashInfer writes: no two may be the same tensor, nor ``rms_gamma``.
-_OUTPUTS = ("output", "residual_out", "norm_out", "quant_out", "scale_out")
-
-
-def _check_options(given: dict[str, Any]) -> None:
-    """The non-tensor arguments that differ from their defaults (off the fast path)."""
-    for name in _INT_OPTIONS:
-        require_int(name, given.get(name), optional=True)
-    if "weight_bias" in given:
-        require_real("weight_bias", given["weight_bias"])
-    scale = given.get("scale_factor")
-    if scale is not None and not is_tensor(scale):
-        require_real("scale_factor", scale)
-    if "moe_finalize_backend" in given:
-        _check_finalize_backend(given["moe_finalize_backend"])
-
-
-def _check_finalize_backend(value: Any) -> None:
-    """A name, refused where the installed ``allreduce_fusion``'s ``Literal`` lacks it. A
-    name fi-compat does not know goes to a release whose call takes the parameter without
-    listing its values, as given; where the call lacks the parameter, a name fi-compat
-    knows is left for the release to refuse (naming the release that has it), another one
-    is refused here."""
-    fusion = locate(UNIFIED_FUSION)
-    choices = literal_choices(fusion, "moe_finalize_backend") if callable(fusion) else None
-    takes = choices is not None or _has_parameter(fusion, "moe_finalize_backend")
-    known = choices if choices is not None else FINALIZE_BACKENDS
-    if isinstance(value, str) and value and (value in known or (takes and choices is None)):
-        return
-    raise InvalidArgumentError(
-        explain(
-            f"moe_finalize_backend one of {', '.join(map(repr, known))}"
-            + (f" (what the installed {UNIFIED_FUSION.key} takes)" if choices is not None else ""),
-            describe(value),
-            fix="pass one of those, or install a flashinfer-python release that has it",
-        )
-    )
-
-
-#: The MoE finalize backends fi-compat knows (FlashInfer 0.7.1+).
-FINALIZE_BACKENDS = ("trtllm", "cake")
-
-
-def _has_parameter(function: Any, name: str) -> bool:
-    try:
-        return name in inspect.signature(function).parameters
-    except Exception:  # unreadable: nothing says it takes it
-        return False
-
-
-def _check_native_input(input: Any, workspace: Any) -> None:
-    """On a FlashInfer workspace object, everything passes through but a non-tensor input."""
-    import torch
-
-    require_instance(
-        "input", input, torch.Tensor, "a torch.Tensor", fix="pass the activations as a tensor"
-    )
-    if workspace is None or isinstance(workspace, _NOT_WORKSPACES) or is_tensor(workspace):
-        raise InvalidArgumentError(
-            explain(
-                "workspace to be a FusionWorkspace or FlashInfer's own workspace object",
-                describe(workspace),
-                fix="create one with fi_compat.comm.create_allreduce_fusion_workspace()",
-            )
-        )
-
-
-#: Types no FlashInfer workspace object is (the legacy pair is a tuple, and goes to
-#: ``trtllm_allreduce_fusion``, not ``allreduce_fusion``).
-_NOT_WORKSPACES = (str, bytes, int, float, complex, list, tuple, dict, set, frozenset)
-
-
-def _check_input(spec: Spec, fit: Fit, input: Any, use_oneshot: Any) -> None:
-    """``input`` against the workspace: the fast bounds of ``fit``, else its whole rule."""
-    try:
-        shape = input.shape
-        fits = (
-            is_tensor(input)
-            and len(shape) == 2
-            and input.dtype is spec.dtype
-            and 0 < shape[0] <= fit.max_tokens
-            and fit.min_hidden <= shape[1] <= fit.max_hidden
-            and shape[0] * shape[1] <= fit.capacity
-            and (fit.oneshot_fast or use_oneshot is not True)
-            and input.get_device() == spec.device_index
-            and input.is_contiguous()
-        )
-    except Exception:  # not a tensor
-        fits = False
-    if not fits:
-        error = tensor_mismatch(
-            spec, fit, input, None, None, use_oneshot=use_oneshot, only_input=True
-        )
-        if error is not None:
-            raise error
-
-
-def _check_tensors(spec: Spec, input: Any, given: dict[str, Any]) -> None:
-    """Every tensor argument given besides ``input`` (which has passed), against ``spec``."""
-    for name in _LIKE_INPUT:
-        if name in given:
-            _fits(spec, name, given[name], tuple(input.shape))
-    if "rms_gamma" in given:
-        _fits(spec, "rms_gamma", given["rms_gamma"], (int(input.shape[1]),))
-    for name in _OTHER_TENSORS:
-        value = given.get(name)
-        if value is None:
-            continue
-        if not is_tensor(value) or value.get_device() != spec.device_index:
-            found = (
-                f"{name} on {device_name(value.get_device())}"
-                if is_tensor(value)
-                else describe(value)
-            )
-            raise WorkspaceMismatchError(
-                explain(f"{name} to be a torch.Tensor on {spec.device_name}", found)
-            )
-    quant_out = given.get("quant_out")
-    if quant_out is not None and not quant_out.is_contiguous():
-        # FlashInfer writes it through a flat view (ValueError from 0.6.0's unified call;
-        # the legacy call would write a copy and drop the result).
-        raise WorkspaceMismatchError(
-            explain(
-                "quant_out to be contiguous",
-                "a non-contiguous tensor",
-                fix="pass quant_out.contiguous() or a fresh buffer",
-            )
-        )
-    outputs = [(name, given[name]) for name in _OUTPUTS if given.get(name) is not None]
-    for index, (name, value) in enumerate(outputs):
-        if value is given.get("rms_gamma"):
-            raise WorkspaceMismatchError(
-                explain(f"{name} to be a tensor of its own", "rms_gamma itself")
-            )
-        for other, earlier in outputs[:index]:
-            if value is earlier:
-                raise WorkspaceMismatchError(
-                    explain(
-                        f"{other} and {name} to be different tensors",
-                        "the same tensor object for both",
-                        fix="pass a buffer for each output FlashInfer writes",
-                    )
-                )
-
-
-def _fits(spec: Spec, name: str, tensor: Any, shape: tuple[int, ...]) -> None:
-    message = check_tensor(name, tensor, spec, shape)
-    if message is not None:
-        raise WorkspaceMismatchError(message)

@@ -37,9 +37,11 @@ from fi_compat._surface import (
     Symbol,
 )
 from fi_compat.capabilities import Capabilities
-from fi_compat.comm._call import Bound, Fit, Spec
 from fi_compat.comm._group import GroupSpan
+from fi_compat.comm._launch import BoundCall
 from fi_compat.comm._names import PATTERN_NAMES, AllReduceFusionPattern
+from fi_compat.comm._sizes import Fit
+from fi_compat.comm._types import Spec
 from fi_compat.errors import (
     CapabilityMissingError,
     FiCompatError,
@@ -127,7 +129,7 @@ class Created(NamedTuple):
     """
 
     backend: str
-    bound: Bound
+    bound: BoundCall
     destroy: Callable[[], None] | None
     fit: Fit
     native: Any = None

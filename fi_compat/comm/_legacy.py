@@ -25,17 +25,6 @@ from fi_compat._surface import (
     LEGACY_FUSION,
 )
 from fi_compat.capabilities import Capabilities, get_capabilities
-from fi_compat.comm._call import (
-    Launcher,
-    Spec,
-    Values,
-    arguments,
-    bind,
-    fit_for,
-    positional_launch,
-    positional_layout,
-    table_freeze,
-)
 from fi_compat.comm._factory import (
     Created,
     Request,
@@ -49,6 +38,16 @@ from fi_compat.comm._factory import (
     not_taken,
     option_refused,
 )
+from fi_compat.comm._launch import (
+    Launcher,
+    arguments,
+    bind,
+    positional_launch,
+    positional_layout,
+    table_freeze,
+)
+from fi_compat.comm._sizes import fit_for
+from fi_compat.comm._types import Spec, Values
 
 if TYPE_CHECKING:
     import torch
@@ -56,8 +55,8 @@ if TYPE_CHECKING:
 __all__ = ["LEGACY_CALL", "call_legacy", "create_legacy", "legacy_launch"]
 
 #: The parameters of the legacy fused call (0.2.9+), every one of them required, in its
-#: order, each with what the bound launch passes (a name of ``LAUNCH_VALUES`` of ``_call``, or
-#: one of :func:`legacy_launch`'s constants, named as the parameter).
+#: order, each with what the bound launch passes (a name of ``LAUNCH_VALUES`` of
+#: ``_launch``, or one of :func:`legacy_launch`'s constants, named as the parameter).
 LEGACY_CALL: dict[str, str] = {
     "allreduce_in": "input",
     "world_size": "world_size",
@@ -268,7 +267,7 @@ def legacy_launch(
     The function takes 21 arguments, too many to pass by keyword without CPython building
     a dict per call, so where its signature allows they are passed by position: the
     constants are placed once, and each call picks the rest from the call's values
-    (``_call.positional_launch``). Behind a forwarding wrapper (the ``deprecated`` legacy
+    (``_launch.positional_launch``). Behind a forwarding wrapper (the ``deprecated`` legacy
     entry points of 0.6.0+), which builds its own ``**kwargs`` dict anyway, they are
     passed by keyword.
     """

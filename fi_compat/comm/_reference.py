@@ -16,21 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from fi_compat._arguments import describe
 from fi_compat._requirements.names import TORCH_DISTRIBUTED, reference_feature
-from fi_compat.comm._call import (
-    Launcher,
-    Runner,
-    Spec,
-    Values,
-    bind,
-    exact_fit,
-    mismatch,
-    output_mismatch,
-    positional_launcher,
-    product_fit,
-)
+from fi_compat.comm._call_checks import mismatch, output_mismatch
 from fi_compat.comm._factory import Created, Request
 from fi_compat.comm._group import group_span
+from fi_compat.comm._launch import Launcher, Runner, bind, positional_launcher
 from fi_compat.comm._names import PATTERN_NAMES, AllReduceFusionPattern
+from fi_compat.comm._sizes import exact_fit, product_fit
+from fi_compat.comm._types import Spec, Values
 from fi_compat.errors import CapabilityMissingError, WorkspaceMismatchError, explain
 
 if TYPE_CHECKING:

@@ -1,20 +1,15 @@
-"""``FusionWorkspace``, :func:`create_workspace` and the per-layer call on it.
+"""``FusionWorkspace`` and :func:`create_workspace`: which path runs a workspace, and its
+lifetime.
 
 Creating a workspace checks the arguments before anything reaches FlashInfer
-(:func:`check_arguments`: the plain switches and choices; :func:`check_factory_options`: the
-extra factory keywords, none of which fi-compat sets itself; :func:`workspace_spec`: sizes,
-dtype and device, as the :class:`~fi_compat.comm._call.Spec` every call is checked against;
-:func:`check_group`: ``world_size``/``rank`` describe the group), decides which path runs
-it (:func:`_choose`: the unified API of 0.6.0+, the legacy TRT-LLM IPC API of 0.2.9+, or
-the unfused reference path) and hands the rest, as one ``Request``, to that path's module
-(``_unified``, ``_legacy``, ``_reference``): every release decision, made once.
-
-Every workspace then answers FlashInfer's workspace interface, which engines ask of it:
-``is_buffer_size_sufficient`` (:func:`buffer_check`: the release's own check where the
-workspace has one, answering False where fi-compat's per-call checks would refuse),
-``metadata`` of a legacy workspace (:func:`legacy_metadata`), and the checkpointing methods
-of a workspace that cannot detach its buffers (:func:`checkpoint_unsupported`).
-:func:`allreduce_residual_rmsnorm` is the one call engines make on it per layer per step.
+(:mod:`fi_compat.comm._create_checks`), decides which path runs it (:func:`_choose`: the
+unified API of 0.6.0+, the legacy TRT-LLM IPC API of 0.2.9+, or the unfused reference path)
+and hands the rest, as one ``Request``, to that path's module (``_unified``, ``_legacy``,
+``_reference``): every release decision, made once. ``destroy()`` frees the buffers once;
+what the workspace handed out (its prepared calls, FlashInfer's methods, its
+``is_buffer_size_sufficient``) reads its :class:`Life` and refuses, or answers False,
+afterwards. What engines ask of a workspace besides the call is in
+:mod:`fi_compat.comm._interface`, the per-layer call on it in :mod:`fi_compat.comm._call`.
 The allreduce-fusion guide, ``docs/guide/comm.md``, says what is decided and what each API
 answers.
 """
@@ -22,36 +17,23 @@ answers.
 from __future__ import annotations
 
 import functools
-import inspect
 import weakref
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
-from fi_compat._arguments import (
-    describe,
-    require_bool,
-    require_choice,
-    require_instance,
-    require_int,
-    require_real,
-)
-from fi_compat._literal import literal_choices
 from fi_compat._log import get_logger
-from fi_compat._probe import locate
-from fi_compat._requirements.names import LEGACY_API, UNIFIED_API, checkpoint_feature
-from fi_compat._surface import COMM, UNIFIED_FACTORY
+from fi_compat._requirements.names import LEGACY_API, UNIFIED_API
+from fi_compat._surface import COMM
 from fi_compat.capabilities import get_capabilities
-from fi_compat.comm._call import (
-    FLOAT_MAX,
-    PreparedAllReduce,
-    Preparer,
-    Runner,
-    Spec,
-    call_scalars,
-    destroyed_error,
-    not_a_workspace,
-    size_mismatch,
+from fi_compat.comm._call_checks import call_scalars, destroyed_error
+from fi_compat.comm._create_checks import (
+    BACKENDS,
+    check_arguments,
+    check_backend,
+    check_factory_options,
+    check_group,
+    workspace_spec,
 )
 from fi_compat.comm._factory import (
     TRTLLM_RANKS,
@@ -61,42 +43,33 @@ from fi_compat.comm._factory import (
     trtllm_ranks_error,
 )
 from fi_compat.comm._group import group_span
+from fi_compat.comm._interface import buffer_check, checkpoint_unsupported, legacy_metadata
+from fi_compat.comm._launch import PreparedAllReduce, Preparer, Runner
 from fi_compat.comm._legacy import create_legacy
-from fi_compat.comm._reference import create_reference, unbound_reference
+from fi_compat.comm._reference import create_reference
+from fi_compat.comm._types import Api, Spec
 from fi_compat.comm._unified import create_unified
 from fi_compat.determinism import ensure_fusion_allowed
 from fi_compat.errors import (
-    CheckpointUnsupportedError,
     FlashInferUnavailableError,
     InvalidArgumentError,
     UnsupportedOperationError,
-    WorkspaceMismatchError,
     explain,
 )
 
 if TYPE_CHECKING:
     import torch
 
-    from fi_compat.comm._call import Fit
-    from fi_compat.comm._group import GroupSpan
-
 __all__ = [
-    "BACKENDS",
     "FusionWorkspace",
+    "Life",
     "alive",
-    "allreduce_residual_rmsnorm",
     "answering",
-    "buffer_check",
-    "checkpoint_unsupported",
     "create_workspace",
-    "legacy_metadata",
 ]
 
 
 logger = get_logger(__name__)
-
-#: Which path runs a workspace.
-Api = Literal["unified", "legacy", "reference"]
 
 
 class FusionWorkspace:
@@ -307,7 +280,7 @@ class FusionWorkspace:
         self._prepared.add(prepared)
         return prepared
 
-    # -- FlashInfer's workspace interface (see the functions at the end) ----------------
+    # -- FlashInfer's workspace interface (see fi_compat.comm._interface) ---------------
 
     @property
     def is_buffer_size_sufficient(self) -> Callable[..., Any]:
@@ -503,7 +476,7 @@ def create_workspace(
         created = create_reference(request, reason)
     else:
         caps = get_capabilities()
-        _check_backend(caps, backend, chosen)
+        check_backend(caps, backend, chosen)
         create = create_unified if chosen == "unified" else create_legacy
         created = create(caps, request)
         if backend not in BACKENDS:
@@ -513,36 +486,6 @@ def create_workspace(
     for decision in workspace.decisions:
         logger.debug("fusion workspace (%s): %s", workspace.api, decision)
     return workspace
-
-
-def _check_backend(caps: Any, backend: str, chosen: Api) -> None:
-    """Refuse a ``backend`` the installed unified factory's ``Literal`` annotation does not
-    list; one it lists, or one it says nothing about, goes to FlashInfer as given. The
-    legacy API has TRT-LLM only: a name fi-compat does not know is refused here, one of the
-    unified API's backends by the legacy path (the release to upgrade to)."""
-    if chosen == "legacy":
-        if backend in BACKENDS:
-            return  # 'auto'/'trtllm' run; the legacy path names the release for the others
-        expected = (
-            "backend='auto' or 'trtllm' (flashinfer "
-            f"{caps.flashinfer.version} has only the legacy API, whose kernel is TRT-LLM's)"
-        )
-    else:
-        factory = locate(UNIFIED_FACTORY)
-        choices = literal_choices(factory, "backend") if callable(factory) else None
-        if choices is None or backend in choices:
-            return
-        expected = (
-            f"backend= one of {', '.join(map(repr, choices))} (what flashinfer "
-            f"{caps.flashinfer.version}'s {UNIFIED_FACTORY.key} takes)"
-        )
-    raise InvalidArgumentError(
-        explain(
-            expected,
-            f"backend={backend!r}",
-            fix="pass one of those, or install a flashinfer-python release that has it",
-        )
-    )
 
 
 def _choose(spec: Spec, api: str, fallback: bool) -> tuple[Api, str | None]:
@@ -589,217 +532,6 @@ def _choose(spec: Spec, api: str, fallback: bool) -> tuple[Api, str | None]:
     )
 
 
-# ------------------------------------------------------------- create_workspace's arguments
-
-_DTYPES = ("float16", "bfloat16", "float32")
-#: The allreduce-fusion backends fi-compat knows (``backend=`` of the unified factory,
-#: 0.6.0+). Not a limit: another name goes to a release whose factory takes it, as given.
-BACKENDS = ("auto", "trtllm", "mnnvl", "mnnvl-cutedsl")
-_APIS = ("auto", "unified", "legacy", "reference")
-#: Factory keywords fi-compat sets itself, from create_workspace's own arguments, and
-#: checks every call against (or, for the legacy factory, that change what it returns):
-#: factory_options may not hold them, so what FlashInfer allocates is what is checked.
-_RESERVED_OPTIONS = frozenset(
-    {
-        "world_size",
-        "rank",
-        "max_token_num",
-        "hidden_dim",
-        "dtype",
-        "backend",
-        "group",
-        "comm_backend",
-        "gpus_per_node",
-        "force_oneshot_support",
-        "device",
-        "api",
-        "fallback",
-        # the legacy factory's names
-        "tp_rank",
-        "tp_size",
-        "use_fp32_lamport",
-        "create_metadata",
-        "use_symm_dev_mem",
-    }
-)
-#: Value checks of the unified factory's keyword-only options (0.7.x, mnnvl-cutedsl).
-_BOOL_OPTIONS = frozenset(
-    {
-        "include_shared_expert",
-        "add_residual",
-        "write_residual_output",
-        "apply_rms_norm",
-        "dynamic_fp8",
-        "write_norm_output",
-    }
-)
-_REAL_OPTIONS: dict[str, float | None] = {
-    "rms_eps": 0.0,
-    "weight_bias": None,
-    "routed_scaling_factor": None,
-}
-
-
-def workspace_spec(
-    world_size: int,
-    rank: int,
-    max_token_num: int,
-    hidden_dim: int,
-    dtype: Any,
-    device: Any,
-) -> Spec:
-    """What ``create_workspace``'s sizes, dtype and device describe, checked."""
-    import torch
-
-    for label, value in (
-        ("world_size", world_size),
-        ("max_token_num", max_token_num),
-        ("hidden_dim", hidden_dim),
-    ):
-        require_int(label, value, minimum=1, error=WorkspaceMismatchError)
-    require_int(
-        "rank",
-        rank,
-        minimum=0,
-        maximum=world_size - 1,
-        error=WorkspaceMismatchError,
-        fix="pass this process's rank in the group",
-    )
-    allowed = tuple(getattr(torch, name) for name in _DTYPES)
-    if not any(dtype is candidate for candidate in allowed):
-        raise WorkspaceMismatchError(
-            explain(
-                f"dtype one of {', '.join(f'torch.{name}' for name in _DTYPES)}",
-                f"{dtype!r}",
-                fix="allreduce fusion runs on half, bfloat16 or float32 activations",
-            )
-        )
-    return Spec(world_size, rank, max_token_num, hidden_dim, dtype, _device_index(device))
-
-
-def _device_index(device: Any) -> int:
-    """``Tensor.get_device()`` of tensors on ``device``: -1 for the CPU, else the index."""
-    import torch
-
-    if device is None:
-        return torch.cuda.current_device() if torch.cuda.is_available() else -1
-    wrong = InvalidArgumentError(
-        explain(
-            "device to be None, 'cpu', 'cuda', 'cuda:<index>', a CUDA index or a "
-            "torch.device of those",
-            f"{device!r}",
-            fix="pass the CUDA device the tensors live on",
-        )
-    )
-    if isinstance(device, bool) or not isinstance(device, (str, int, torch.device)):
-        raise wrong
-    if isinstance(device, int):
-        if device < 0:
-            raise wrong
-        return device  # a CUDA index, as torch.device(index) reads it on a CUDA machine
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError, ValueError) as error:
-        raise InvalidArgumentError(f"{wrong} (torch: {error})") from None
-    if resolved.type == "cpu":
-        return -1
-    if resolved.type != "cuda":
-        raise wrong
-    index: int | None = resolved.index  # None for a bare "cuda"
-    if index is not None:
-        return index
-    if not torch.cuda.is_available():
-        raise InvalidArgumentError(
-            explain(
-                "a CUDA device for device='cuda'",
-                "no CUDA device in this process",
-                fix="pass device='cuda:<index>' explicitly, or 'cpu'",
-            )
-        )
-    return torch.cuda.current_device()
-
-
-def check_group(span: GroupSpan, spec: Spec) -> None:
-    """``world_size`` and ``rank`` describe ``group`` (when torch.distributed can tell)."""
-    if span.size is None:
-        return
-    if span.size != spec.world_size or span.rank != spec.rank:
-        raise WorkspaceMismatchError(
-            explain(
-                f"world_size={spec.world_size}, rank={spec.rank} to describe the group",
-                f"a group of {span.size} processes in which this process is rank {span.rank}",
-                fix="pass torch.distributed.get_world_size(group) and get_rank(group)",
-            )
-        )
-
-
-def check_arguments(
-    api: Any, backend: Any, gpus_per_node: Any, force_oneshot_support: Any, fallback: Any
-) -> None:
-    """The plain arguments of ``create_workspace`` (sizes and dtype: see :func:`workspace_spec`)."""
-    require_choice("api", api, _APIS)
-    if not isinstance(backend, str) or not backend:
-        raise InvalidArgumentError(
-            explain(
-                "backend to be the name of one of FlashInfer's allreduce-fusion backends",
-                describe(backend),
-                fix=f"pass one of {', '.join(map(repr, BACKENDS))} ('auto' picks one), or a "
-                "backend a newer release names",
-            )
-        )
-    require_int("gpus_per_node", gpus_per_node, minimum=1, optional=True)
-    require_bool("force_oneshot_support", force_oneshot_support)
-    require_bool("fallback", fallback)
-
-
-def check_factory_options(factory_options: Any) -> Mapping[str, Any]:
-    """``factory_options`` as a mapping FlashInfer may take, or InvalidArgumentError.
-
-    Keys must be strings and none that fi-compat sets itself (see ``_RESERVED_OPTIONS``):
-    an option that changed what FlashInfer allocates would let through calls the buffers
-    cannot hold. The values of the unified factory's known options are checked too.
-    """
-    if factory_options is None:
-        return {}
-    require_instance(
-        "factory_options",
-        factory_options,
-        Mapping,
-        "a mapping of keyword names to values",
-        optional=True,
-        fix="pass a dict, e.g. factory_options={'top_k': 8}",
-    )
-    options = dict(factory_options)
-    for name, value in options.items():
-        if not isinstance(name, str):
-            raise InvalidArgumentError(
-                explain(
-                    "factory_options keys to be keyword names (str)",
-                    f"the key {describe(name)}",
-                )
-            )
-        if name in _RESERVED_OPTIONS:
-            raise InvalidArgumentError(
-                explain(
-                    "factory_options without the keywords fi-compat sets itself",
-                    f"factory_options[{name!r}]={value!r}",
-                    fix=f"pass {name} as create_workspace's own argument (tp_rank, tp_size: "
-                    "rank, world_size; use_fp32_lamport: dtype=torch.float32): fi-compat "
-                    "checks every call against what the workspace was created with, so "
-                    "FlashInfer must allocate exactly that",
-                )
-            )
-        if value is None:
-            continue
-        if name in _BOOL_OPTIONS:
-            require_bool(f"factory_options[{name!r}]", value)
-        elif name in _REAL_OPTIONS:
-            require_real(f"factory_options[{name!r}]", value, minimum=_REAL_OPTIONS[name])
-        elif name == "top_k":
-            require_int("factory_options['top_k']", value, minimum=1)
-    return options
-
-
 # ------------------------------------------------------------------------- the lifetime
 
 
@@ -840,237 +572,3 @@ def alive(life: Life, method: Callable[..., Any]) -> Callable[..., Any]:
         return method(*args, **kwargs)
 
     return call
-
-
-# ------------------------------------------------- FlashInfer's workspace interface
-
-#: The keys of the legacy factory's metadata that its own check reads.
-_METADATA_KEYS = ("tp_rank", "tp_size", "max_token_num", "hidden_dim", "use_fp32_lamport")
-
-
-def legacy_metadata(spec: Spec, created: Any) -> dict[str, Any]:
-    """The legacy workspace's ``metadata``: the factory's own dict, else its five keys."""
-    import torch
-
-    own = created[-1] if isinstance(created, tuple) and len(created) >= 3 else None
-    if isinstance(own, dict) and all(key in own for key in _METADATA_KEYS):
-        return own
-    computed = {
-        "tp_rank": spec.rank,
-        "tp_size": spec.world_size,
-        "max_token_num": spec.max_token_num,
-        "hidden_dim": spec.hidden_dim,
-        "use_fp32_lamport": spec.dtype is torch.float32,
-    }
-    return computed if not isinstance(own, dict) else {**own, **computed}
-
-
-def _accepted(
-    spec: Spec, fit: Fit, tp_size: Any, num_tokens: Any, hidden_dim: Any, dtype: Any
-) -> bool:
-    """Would fi-compat's per-call checks take tensors of this size (arguments checked)?
-
-    On a ``bytes`` workspace the size is left to the workspace's own check (with the
-    strategy its caller asks about)."""
-    import torch
-
-    require_int("tp_size", tp_size, minimum=1)
-    require_int("num_tokens", num_tokens, minimum=0)
-    require_int("hidden_dim", hidden_dim, minimum=1)
-    require_instance("dtype", dtype, torch.dtype, "a torch.dtype")
-    if not (tp_size == spec.world_size and dtype == spec.dtype):
-        return False
-    if fit.rule == "bytes":
-        return bool(num_tokens > 0)
-    return size_mismatch(spec, fit, num_tokens, hidden_dim) is None
-
-
-def buffer_check(spec: Spec, fit: Fit, native_check: Any, metadata: dict[str, Any] | None) -> Any:
-    """The workspace's ``is_buffer_size_sufficient``.
-
-    Parameters
-    ----------
-    spec
-        What the workspace was created for.
-    fit
-        Which call sizes it serves.
-    native_check
-        FlashInfer's own bound method (unified), or None.
-    metadata
-        The legacy workspace's metadata, checked as FlashInfer checks it; None otherwise.
-    """
-    if callable(native_check):
-        return _around(spec, fit, native_check)
-
-    def is_buffer_size_sufficient(
-        tp_size: int,
-        num_tokens: int,
-        hidden_dim: int,
-        dtype: torch.dtype,
-        use_oneshot: Any | None = None,
-    ) -> bool:
-        """Whether a call of ``num_tokens x hidden_dim`` of ``dtype`` on ``tp_size`` ranks
-        fits this workspace (``use_oneshot`` does not change the answer, as in FlashInfer's
-        TRT-LLM workspace)."""
-        import torch
-
-        if not _accepted(spec, fit, tp_size, num_tokens, hidden_dim, dtype):
-            return False
-        if metadata is None:
-            return True
-        return (
-            tp_size == metadata["tp_size"]
-            and num_tokens * hidden_dim <= metadata["max_token_num"] * metadata["hidden_dim"]
-            and bool(metadata["use_fp32_lamport"]) == (dtype == torch.float32)
-        )
-
-    return is_buffer_size_sufficient
-
-
-def _around(spec: Spec, fit: Fit, native_check: Callable[..., Any]) -> Callable[..., Any]:
-    """FlashInfer's check with its signature, answering False where fi-compat would refuse."""
-    try:
-        signature: inspect.Signature | None = inspect.signature(native_check)
-    except (TypeError, ValueError):
-        signature = None
-    if signature is None or not {"tp_size", "num_tokens", "hidden_dim", "dtype"} <= set(
-        signature.parameters
-    ):
-        return native_check  # a shape fi-compat does not know: FlashInfer answers alone
-
-    @functools.wraps(native_check)
-    def is_buffer_size_sufficient(*args: Any, **kwargs: Any) -> Any:
-        given = signature.bind(*args, **kwargs).arguments  # a TypeError, as FlashInfer's
-        if not _accepted(
-            spec,
-            fit,
-            given["tp_size"],
-            given["num_tokens"],
-            given["hidden_dim"],
-            given["dtype"],
-        ):
-            return False
-        return native_check(*args, **kwargs)
-
-    return is_buffer_size_sufficient
-
-
-def checkpoint_unsupported(api: str, kind: str, method: str) -> Callable[..., None]:
-    """``checkpoint_prepare``/``checkpoint_restore`` of a workspace that cannot detach
-    (``kind``: its backend, or ``"legacy"``)."""
-
-    def unsupported(*_: Any, **__: Any) -> None:
-        raise CheckpointUnsupportedError(
-            explain(
-                f"a workspace whose buffers can be detached for {method}",
-                f"a {api} workspace ({kind}), whose buffers stay resident",
-                fix="keep the workspace resident while suspended (catch NotImplementedError), "
-                "or install a flashinfer-python release with checkpointing on this backend",
-            ),
-            feature=checkpoint_feature(kind),
-        )
-
-    unsupported.__name__ = unsupported.__qualname__ = method
-    return unsupported
-
-
-# ------------------------------------------------------------------- the per-layer call
-
-
-def allreduce_residual_rmsnorm(
-    input: torch.Tensor,
-    residual: torch.Tensor,
-    weight: torch.Tensor,
-    *,
-    workspace: FusionWorkspace | None,
-    eps: float = 1e-6,
-    norm_out: torch.Tensor | None = None,
-    residual_out: torch.Tensor | None = None,
-    use_oneshot: bool | None = None,
-    fp32_acc: bool = False,
-    trigger_completion_at_end: bool = True,
-    launch_with_pdl: bool = True,
-    group: Any = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """All-reduce ``input``, add ``residual``, apply RMSNorm with ``weight``.
-
-    ``residual_out = allreduce(input) + residual`` and
-    ``norm_out = rmsnorm(residual_out) * weight``, in one fused FlashInfer kernel on the
-    workspace's API, or step by step (the reference path) when ``workspace`` is None or a
-    reference workspace. The allreduce-fusion guide, ``docs/guide/comm.md``, says what is
-    checked before the launch.
-
-    .. versionadded:: 0.2.0
-
-    Parameters
-    ----------
-    input, residual
-        ``(num_tokens, hidden_dim)``, contiguous, of the workspace's dtype and device.
-    weight
-        The RMSNorm weight, ``(hidden_dim,)``.
-    workspace
-        From :func:`~fi_compat.comm.create_workspace`; None runs the reference path over
-        ``group``.
-    eps
-        RMSNorm epsilon: a finite real number >= 0.
-    norm_out, residual_out
-        Preallocated outputs (allocated when None); may be ``input`` and ``residual``.
-    use_oneshot, fp32_acc, launch_with_pdl
-        Bools passed to FlashInfer (``use_oneshot`` may be None).
-    trigger_completion_at_end
-        A bool, passed where the release takes it (0.6.8+).
-    group
-        The reference path's process group when ``workspace`` is None.
-
-    Returns
-    -------
-    tuple of torch.Tensor
-        ``(norm_out, residual_out)``.
-
-    Raises
-    ------
-    WorkspaceMismatchError
-        A tensor does not fit the workspace (without one: the other tensors).
-    InvalidArgumentError
-        A wrong ``workspace``, switch or ``eps``.
-    WorkspaceDestroyedError
-        The workspace was destroyed.
-    """
-    # The common call passes only identity comparisons here; anything unusual is either
-    # refused or normalized (an int eps) by call_scalars, off the common path.
-    if not (
-        eps.__class__ is float
-        and 0.0 <= eps <= FLOAT_MAX
-        and (launch_with_pdl is True or launch_with_pdl is False)
-        and (trigger_completion_at_end is True or trigger_completion_at_end is False)
-        and (fp32_acc is False or fp32_acc is True)
-        and (use_oneshot is None or use_oneshot is True or use_oneshot is False)
-    ):
-        eps = call_scalars(eps, use_oneshot, fp32_acc, trigger_completion_at_end, launch_with_pdl)
-    if workspace is not None:
-        try:
-            run = workspace._run
-        except AttributeError:
-            raise not_a_workspace(workspace) from None
-        return run(
-            input,
-            residual,
-            weight,
-            eps,
-            norm_out,
-            residual_out,
-            use_oneshot,
-            fp32_acc,
-            trigger_completion_at_end,
-            launch_with_pdl,
-        )
-    return unbound_reference(
-        input,
-        residual,
-        weight,
-        eps=eps,
-        norm_out=norm_out,
-        residual_out=residual_out,
-        fp32_acc=fp32_acc,
-        group=group,
-    )

@@ -3,7 +3,7 @@
 Loaded by :mod:`fi_compat.testing.pytest_plugin` (its ``pytest_plugins``), which holds the
 ``flashinfer_release`` fixture. ``pytest_generate_tests`` parametrizes every test marked
 ``@pytest.mark.flashinfer(...)`` over the ``flashinfer_release`` fixture, indirectly, with
-one :class:`~fi_compat.testing._matrix.Entry` per release (ids ``flashinfer-<release>``), so
+one :class:`~fi_compat.testing._matrix.MatrixCell` per release (ids ``flashinfer-<release>``), so
 that xdist and other parametrizations compose; the release travels to the xdist controller
 in each report's ``user_properties``, where the terminal summary counts the outcomes.
 """

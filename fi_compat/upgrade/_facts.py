@@ -255,20 +255,6 @@ class Facts:
         """The keys of the name ``module.name`` (its kind, home, guard)."""
         return (("name", module, name), ("defined", module, name), ("conditional", module, name))
 
-    def items(self) -> Mapping[Key, Any]:
-        """Every fact of the release (every name's built first: costly on a recorded
-        release, where :func:`changed_keys` is the way to compare two)."""
-        if self.record is not None:
-            for module in sorted(self.modules()):
-                found = self.module(module)
-                for name in found.names if found is not None else ():
-                    for key in self.name_keys(module, name):
-                        value = self.get(key)
-                        if value is not None:
-                            self.table[key] = value
-                    self.build(f"{module}.{name}")
-        return self.table
-
     @property
     def canonical(self) -> Mapping[str, str]:
         """Each path of a name -> the path its facts are kept under: as given, for a
@@ -551,7 +537,7 @@ def _mappings(facts: Facts) -> None:
             else Answer("raises", "raises NotImplementedError (CheckpointUnsupportedError)")
         )
         from fi_compat._measured import releases as measured_releases
-        from fi_compat.comm._call import rule_of
+        from fi_compat.comm._sizes import rule_of
 
         # Without a measurement the rule is the honest refusal, not a change of the release's.
         table["sizes_measured",] = release in measured_releases("sizes")

@@ -7,15 +7,17 @@ one branch and a fallback along the other, and a use of it runs FlashInfer on th
 The reading of a file (:mod:`fi_compat.upgrade._scan`) asks this module what a ``try``'s
 handlers catch (:func:`caught`, :func:`guards`), which arm of a conditional expression an
 assignment binds by (:func:`branch`), and which bindings a ``try``'s body made that its
-handlers only replaced with a fallback (:func:`kept_through`, :func:`is_none`).
+handlers only replaced with a fallback (:func:`kept_through`, :func:`is_none`); the judge
+asks whether the handlers around a use catch what it raises (:func:`catches`).
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-__all__ = ["branch", "caught", "guards", "is_none", "kept_through"]
+__all__ = ["branch", "catches", "caught", "guards", "is_none", "kept_through"]
 
 #: Handlers that catch what a missing name or module raises, by exception name.
 _CATCH_ALL = frozenset({"Exception", "BaseException", ""})
@@ -35,9 +37,16 @@ def caught(handler: ast.ExceptHandler) -> set[str]:
     return names
 
 
-def guards(catches: frozenset[str]) -> bool:
-    """Whether handlers catching ``catches`` catch what a missing name or module raises."""
-    return bool(catches & (_CATCH_ALL | {"ImportError", "ModuleNotFoundError", "AttributeError"}))
+def catches(handlers: frozenset[str], exception: str) -> bool:
+    """Whether handlers catching ``handlers`` (:func:`caught`'s names) catch the built-in
+    ``exception``: by its name, a base class's name or a bare ``except``."""
+    bases = getattr(builtins, exception).__mro__[:-1]  # ``object`` is no exception
+    return bool(handlers & ({""} | {base.__name__ for base in bases}))
+
+
+def guards(handlers: frozenset[str]) -> bool:
+    """Whether handlers catching ``handlers`` catch what a missing name or module raises."""
+    return bool(handlers & (_CATCH_ALL | {"ImportError", "ModuleNotFoundError", "AttributeError"}))
 
 
 def is_none(node: ast.expr) -> bool:

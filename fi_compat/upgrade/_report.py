@@ -1,32 +1,24 @@
-"""A scan's result, and how it is written: text for people, JSON, and SARIF 2.1.0."""
+"""The renderers of a diff and a scan: text for people, and SARIF 2.1.0 for a scan.
+
+Each writes what :class:`~fi_compat.upgrade.ReleaseDiff` or
+:class:`~fi_compat.upgrade.ScanResult` holds and computes nothing (their JSON is their own
+``to_dict``).
+"""
 
 from __future__ import annotations
 
 import functools
-import os
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from fi_compat._arguments import describe, require_bool, require_instance, require_str
-from fi_compat._frozen import picklable
+from fi_compat._arguments import describe, require_bool, require_instance
 from fi_compat.errors import InvalidArgumentError, explain
 from fi_compat.upgrade._diff import DIFF_CATEGORIES, ReleaseDiff
-from fi_compat.upgrade._history import history
-from fi_compat.upgrade._judge import Finding, judge
 from fi_compat.upgrade._kinds import RULES, Category
-from fi_compat.upgrade._scan import Diagnostic
-from fi_compat.upgrade._tree import scan_paths
+from fi_compat.upgrade._tree import ScanResult
 
-__all__ = [
-    "SARIF_SCHEMA",
-    "ScanResult",
-    "render_diff",
-    "render_scan",
-    "scan_tree",
-    "to_sarif",
-]
+__all__ = ["SARIF_SCHEMA", "render_diff", "render_scan", "to_sarif"]
 
 #: The SARIF schema the ``--sarif`` output declares.
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -38,164 +30,6 @@ _LEVELS = {
     Category.AVAILABLE: "note",
     Category.UNCHANGED: "none",
 }
-_CATEGORY_ORDER = {category: index for index, category in enumerate(Category)}
-
-
-@picklable
-@dataclass(frozen=True)
-class ScanResult:
-    """What :func:`scan_tree` found.
-
-    .. versionadded:: 0.3.0
-
-    Attributes
-    ----------
-    root
-        What the findings' paths are relative to: the scanned directory or file, as
-        given; for several, the deepest directory holding them all.
-    old, new
-        The two releases judged against (``new`` is the installed release's for
-        ``--to installed``).
-    fi_compat
-        True when ``flashinfer.comm`` uses were judged as ``fi_compat.comm`` serves them.
-    files
-        How many ``*.py`` files were looked at.
-    findings
-        Every judged use, by file, line and column.
-    diagnostics
-        Every file that could not be read or parsed, with why.
-    roots
-        Every directory or file scanned, as given (``(root,)`` for one).
-    """
-
-    root: str
-    old: str
-    new: str
-    fi_compat: bool
-    files: int
-    findings: tuple[Finding, ...]
-    diagnostics: tuple[Diagnostic, ...]
-    roots: tuple[str, ...] = ()
-
-    @property
-    def breaks(self) -> bool:
-        """True when some finding is :attr:`Category.BREAKS` (``fi-compat scan`` exits 1)."""
-        return any(finding.category is Category.BREAKS for finding in self.findings)
-
-    def count(self, category: Category) -> int:
-        """How many findings fall in ``category``."""
-        return sum(1 for finding in self.findings if finding.category is category)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The result as ``fi-compat scan --json`` prints it (schema ``scan.schema.json``)."""
-        from fi_compat._version import __version__
-
-        return {
-            "schema": 1,
-            "tool": {"name": "fi-compat", "version": __version__},
-            "root": self.root,
-            "roots": list(self.roots or (self.root,)),
-            "old": self.old,
-            "new": self.new,
-            "fi_compat": self.fi_compat,
-            "files": self.files,
-            "summary": {category.key: self.count(category) for category in Category},
-            "findings": [finding.to_dict() for finding in self.findings],
-            "diagnostics": [
-                {
-                    "path": diagnostic.path,
-                    "message": diagnostic.message,
-                    "line": diagnostic.line,
-                    "column": diagnostic.column,
-                }
-                for diagnostic in self.diagnostics
-            ],
-        }
-
-
-def _path(name: str, root: object) -> Path:
-    """``root`` as a path that exists, or the typed error saying why not."""
-    require_instance(name, root, (str, os.PathLike), "a str or os.PathLike")
-    try:
-        path = Path(cast("str | os.PathLike[str]", root))
-        found = path.exists()
-    except (TypeError, ValueError, OSError) as error:  # bytes from __fspath__, a NUL byte
-        raise InvalidArgumentError(
-            explain(f"{name} to be a path the system can look up", f"{describe(root)} ({error})")
-        ) from None
-    if not found:
-        raise InvalidArgumentError(
-            explain(f"{name} to name an existing directory or file", describe(str(path)))
-        )
-    return path
-
-
-def _roots(root: object) -> list[tuple[str, Path]]:
-    """``root`` (one path, or a non-empty list or tuple of them) as given and as paths."""
-    if isinstance(root, (str, os.PathLike)):
-        return [(str(root), _path("root", root))]
-    if not isinstance(root, (list, tuple)) or not root:
-        raise InvalidArgumentError(
-            explain(
-                "root to be a str or os.PathLike, or a non-empty list or tuple of them",
-                describe(root),
-            )
-        )
-    return [(str(item), _path("every item of root", item)) for item in root]
-
-
-def scan_tree(
-    root: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
-    old: str,
-    new: str,
-    *,
-    fi_compat: bool = False,
-) -> ScanResult:
-    """Scan ``root`` for uses of FlashInfer and judge each against releases ``old`` and
-    ``new``.
-
-    .. versionadded:: 0.3.0
-
-    Parameters
-    ----------
-    root
-        A directory (every ``*.py``/``*.pyi`` file under it, symbolic links to directories
-        not followed) or one file; or a list or tuple of them (an engine and the kernel
-        package it imports FlashInfer through). Paths in the result are relative to the
-        one root, or to the deepest directory holding them all.
-    old, new
-        Recorded flashinfer-python releases.
-    fi_compat
-        Judge ``flashinfer.comm`` uses as they run after the import swap to
-        ``fi_compat.comm``.
-
-    Raises
-    ------
-    InvalidArgumentError
-        ``root`` is not a str or path, or a non-empty list or tuple of them, or names
-        something that does not exist; ``old`` or ``new`` is not a non-empty str;
-        ``fi_compat`` is not a bool.
-    UnknownReleaseError
-        ``old`` or ``new`` has no record.
-    """
-    given = _roots(root)
-    require_str("old", old, nonempty=True)
-    require_str("new", new, nonempty=True)
-    require_bool("fi_compat", fi_compat)
-    steps = history(old, new)
-    scanned = scan_paths(*(path for _, path in given))
-    findings = judge(scanned.uses, steps, fi_compat=fi_compat)
-    findings.sort(key=lambda f: (f.path, f.line, f.column, _CATEGORY_ORDER[f.category], f.rule))
-    return ScanResult(
-        given[0][0] if len(given) == 1 else str(scanned.base),
-        steps.old.release,
-        steps.new.release,
-        fi_compat,
-        scanned.files,
-        tuple(findings),
-        tuple(sorted(scanned.diagnostics, key=lambda d: d.path)),
-        tuple(name for name, _ in given),
-    )
 
 
 # ----------------------------------------------------------------------------- text

@@ -3,10 +3,12 @@
 :func:`read_module` parses one file's bytes with :mod:`ast` and records each :class:`Use`:
 imports and their aliases, attribute chains, calls with their keywords, ``backend="..."``
 strings passed to constructors, ``inspect.signature`` probes and ``hasattr``/``getattr``
-guards; and what the module binds from FlashInfer at its top level (:class:`Bound`), which
-the walk over the scanned trees (:mod:`fi_compat.upgrade._tree`) hands to the modules
-importing it. A file that cannot be decoded or parsed (binary, not in its declared encoding,
-a syntax error, nested too deeply) becomes a :class:`Diagnostic`.
+guards; and what the module binds from FlashInfer at its top level
+(:class:`~fi_compat.upgrade._binding.Bound`), which the walk over the scanned trees
+(:mod:`fi_compat.upgrade._tree`) hands to the modules importing it. What each name holds
+as the reading goes is kept by :mod:`fi_compat.upgrade._binding`. A file that cannot be
+decoded or parsed (binary, not in its declared encoding, a syntax error, nested too deeply)
+becomes a :class:`Diagnostic`.
 
 What the reading follows, and what it does not: names are scoped as Python scopes them,
 from the imports of the file (``import flashinfer.comm as fc``, ``from flashinfer.comm.mnnvl
@@ -31,19 +33,21 @@ import io
 import tokenize
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
+from typing import Literal
 
 from fi_compat._surface import ATTENTION_FAMILIES
+from fi_compat.upgrade._binding import CONTAINER, Bindings, Bound, ours, text_of
 from fi_compat.upgrade._fallbacks import branch, caught, guards, is_none, kept_through
 
-__all__ = ["Bound", "Diagnostic", "Reading", "Use", "UseKind", "read_module"]
+__all__ = ["Diagnostic", "Reading", "Use", "UseKind", "read_module"]
 
 #: What a :class:`Use` is: an import, an attribute chain, a call, a backend string given
 #: to a constructor, an ``inspect.signature`` probe, or a ``hasattr``/``getattr`` guard.
 UseKind = Literal["import", "attribute", "call", "backend", "signature", "guard"]
 
-_ROOT = "flashinfer"
 _FAMILIES = frozenset(ATTENTION_FAMILIES)
+#: How many times a file is read again at most, to follow what earlier readings learned.
+_READINGS = 3
 
 
 @dataclass(frozen=True)
@@ -95,17 +99,6 @@ class Diagnostic:
     column: int | None = None
 
 
-class Bound(NamedTuple):
-    """What a module binds from FlashInfer at its top level, as another module importing
-    the name gets it: the FlashInfer path, the FlashInfer module it came from, and whether
-    the name holds an object built from it (``workspace = Workspace(...)``) rather than the
-    name itself."""
-
-    path: str
-    module: str
-    instance: bool = False
-
-
 @dataclass(frozen=True)
 class Reading:
     """One file read: its uses (or the diagnostic that stopped the reading), what it binds
@@ -121,18 +114,8 @@ class Reading:
     names: frozenset[str] = frozenset()
 
 
-#: What ``importlib.import_module`` is called as (``from importlib import import_module``).
-_IMPORT_MODULE = ("importlib.import_module", "import_module")
-#: How :meth:`_Reader._made` marks a container of FlashInfer objects of one kind.
-_CONTAINER = "[]"
-#: How many times a file is read again at most, to follow what earlier readings learned.
-_READINGS = 3
-#: The names a method's first parameter goes by.
-_SELVES = ("self", "cls")
-
-
-class _Reader(ast.NodeVisitor):
-    """Collects the uses of one parsed file."""
+class _Reader(Bindings, ast.NodeVisitor):
+    """Collects the uses of one parsed file, reading names through :class:`Bindings`."""
 
     def __init__(
         self,
@@ -145,45 +128,16 @@ class _Reader(ast.NodeVisitor):
         package: bool = False,
         exports: Mapping[str, Mapping[str, Bound]] | None = None,
     ) -> None:
+        super().__init__(members, returns, module=module, package=package, exports=exports)
         self.path = path
-        #: The file's dotted module name (``""`` when not known) and whether it is a
-        #: package's ``__init__``: where its relative imports start.
-        self.module = module
-        self.package = package
-        #: What the other scanned modules bind from FlashInfer at their top level, by module:
-        #: ``from <engine module> import X`` and ``<engine module>.X`` resolve through it.
-        self.exports: Mapping[str, Mapping[str, Bound]] = exports or {}
         #: What this file imports, for the walk's next round (see :class:`Reading`).
         self.imports: set[str] = set()
         self.names: set[str] = set()
         #: What a guard kept in a name asks about (``hasattr(flashinfer_comm, "X")`` kept in
         #: ``_x_available``): the FlashInfer path -> the name that keeps the answer.
         self.kept: dict[str, str] = dict(kept or {})
-        #: (class, ``self.<attribute>``) -> the FlashInfer module or object stored there, from
-        #: any method of the class: a first reading of the file learns them, and a second
-        #: one, given them, follows reads that come before the store in the file.
-        self.members: dict[tuple[str, str], str] = dict(members or {})
+        #: True once this reading learned a member or a kept guard the next one can use.
         self.learned = False
-        #: A function of the file -> the FlashInfer object it returns (``def
-        #: get_workspace(): ... return workspace``), learned the same way, so that
-        #: ``workspace = get_workspace(...)`` holds one too; and what this reading saw.
-        self.returns: dict[str, str] = dict(returns or {})
-        self.returned: dict[str, set[str]] = {}
-        #: The functions being read, innermost last, with the names each declares global.
-        self.functions: list[tuple[str, set[str]]] = []
-        self.classes: list[str] = []
-        self.aliases: dict[str, str] = {}
-        #: Names bound by an import statement.
-        self.imported: set[str] = set()
-        #: Names (and ``self.x``) that hold a guard's answer, tested later by an ``if``.
-        self.guard_names: set[str] = set()
-        self.modules: set[str] = set()
-        self.instances: dict[str, str] = {}
-        #: Names (and ``self.x``) holding a list, tuple, set or dict of FlashInfer objects of
-        #: one kind -> that kind (``""`` once two kinds were put in).
-        self.containers: dict[str, str] = {}
-        self.signatures: dict[str, str] = {}
-        self.parameters: dict[str, str] = {}
         self.scope: list[str] = []
         self.catches: list[frozenset[str]] = [frozenset()]
         self.if_guarded = 0
@@ -195,7 +149,7 @@ class _Reader(ast.NodeVisitor):
     def _add(self, node: ast.AST, kind: UseKind, target: str, **extra: object) -> None:
         catches = self.catches[-1]
         line = int(getattr(node, "lineno", 1))
-        module = str(extra.pop("module", "") or self._module_of(target))
+        module = str(extra.pop("module", "") or self.module_of(target))
         self.uses.append(
             Use(
                 path=self.path,
@@ -214,18 +168,6 @@ class _Reader(ast.NodeVisitor):
             )
         )
 
-    def _forget(self, name: str) -> None:
-        """``name`` is bound anew (an assignment, a loop, a parameter): whatever FlashInfer
-        module, object or container it meant, it no longer does."""
-        self.aliases.pop(name, None)
-        self.instances.pop(name, None)
-        self.containers.pop(name, None)
-
-    def _module(self, dotted: str) -> None:
-        """``dotted`` is a module of the file's imports, and so is each package above it."""
-        parts = dotted.split(".")
-        self.modules.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
-
     def _kept_guard(self, kind: str, target: str) -> str | None:
         """The name keeping a guard's answer about ``target`` (or a path it lies under)."""
         if kind == "guard":
@@ -233,75 +175,6 @@ class _Reader(ast.NodeVisitor):
         for path, holder in self.kept.items():
             if target == path or target.startswith(f"{path}."):
                 return holder
-        return None
-
-    def _module_of(self, target: str) -> str:
-        parts = target.split(".")
-        for end in range(len(parts), 0, -1):
-            prefix = ".".join(parts[:end])
-            if prefix in self.modules:
-                return prefix
-        return _ROOT
-
-    def resolve(self, node: ast.AST) -> str | None:
-        """The dotted FlashInfer path ``node`` names, or None."""
-        if isinstance(node, ast.Name):
-            found = self.aliases.get(node.id)
-            return found if found is not None and _ours(found) else None
-        if isinstance(node, ast.Attribute):
-            member = self._member(node)
-            if member is not None:
-                return member
-            instance = self.instances.get(_text(node.value)) or self._element(node.value)
-            if instance is not None:
-                return f"{instance}.{node.attr}"
-            base = self.resolve(node.value)
-            if base is not None:
-                return f"{base}.{node.attr}"
-            return self._through(node) if self.exports else None
-        return None
-
-    def _through(self, node: ast.Attribute) -> str | None:
-        """The FlashInfer path a chain through a scanned module names (``kernels.
-        BatchDecodeWithPagedKVCacheWrapper`` after ``import engine.kernels as kernels``,
-        where that module imports the class from FlashInfer), or None."""
-        parts = [node.attr]
-        value = node.value
-        while isinstance(value, ast.Attribute):
-            parts.append(value.attr)
-            value = value.value
-        if not isinstance(value, ast.Name) or value.id not in self.aliases:
-            return None
-        parts.extend(reversed(self.aliases[value.id].split(".")))
-        parts.reverse()
-        for end in range(len(parts) - 1, 0, -1):
-            found = self.exports.get(".".join(parts[:end]), {}).get(parts[end])
-            if found is not None:
-                return ".".join((found.path, *parts[end + 1 :]))
-        return None
-
-    def _member_key(self, node: ast.AST) -> tuple[str, str] | None:
-        """``(class, "self.x")`` for ``self.x`` (or ``cls.x``) read or written in a method."""
-        if (
-            self.classes
-            and isinstance(node, ast.Attribute)
-            and isinstance(node.value, ast.Name)
-            and node.value.id in _SELVES
-        ):
-            return self.classes[-1], f"self.{node.attr}"
-        return None
-
-    def _member(self, node: ast.Attribute) -> str | None:
-        key = self._member_key(node)
-        return None if key is None else self.members.get(key)
-
-    def _python(self, node: ast.AST) -> str | None:
-        """The dotted standard-library path ``node`` names (``inspect.signature``)."""
-        if isinstance(node, ast.Name):
-            return self.aliases.get(node.id, node.id)
-        if isinstance(node, ast.Attribute):
-            base = self._python(node.value)
-            return None if base is None else f"{base}.{node.attr}"
         return None
 
     # ------------------------------------------------------------------ scopes
@@ -312,83 +185,10 @@ class _Reader(ast.NodeVisitor):
         self.scope.pop()
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        """A function: each parameter annotated with a FlashInfer class (``wrapper:
-        BatchDecodeWithPagedKVCacheWrapper``, also as a string or in ``Optional[...]``) is
-        an instance of it in the body, as SGLang hands its wrappers to ``call_begin_forward``."""
-        arguments = node.args
-        annotated: dict[str, str] = {}
-        for argument in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs):
-            found = self._annotated(argument.annotation)
-            if found is not None:
-                annotated[argument.arg] = found
-        # a parameter defaulting to a FlashInfer class or function (``wrapper_cls=
-        # BatchDecodeWithPagedKVCacheWrapper``) is that name in the body, unless replaced
-        positional = (*arguments.posonlyargs, *arguments.args)
-        with_defaults = positional[len(positional) - len(arguments.defaults) :]
-        defaulted = {
-            argument.arg: self.resolve(default)
-            for argument, default in (
-                *zip(with_defaults, arguments.defaults, strict=True),
-                *zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True),
-            )
-            if default is not None and argument.arg not in annotated
-        }
-        # What the body binds is its own: a name a function binds (an import, an instance,
-        # a probe's answer) means nothing in the next function, as Python scopes it.
-        saved = (
-            dict(self.aliases),
-            dict(self.instances),
-            dict(self.containers),
-            dict(self.signatures),
-            dict(self.parameters),
-            set(self.guard_names),
-            set(self.imported),
-        )
-        for argument in (
-            *arguments.posonlyargs,
-            *arguments.args,
-            *arguments.kwonlyargs,
-            *(a for a in (arguments.vararg, arguments.kwarg) if a is not None),
-        ):
-            self._forget(argument.arg)  # a parameter shadows whatever it meant outside
-        self.instances.update(annotated)
-        self.aliases.update({name: path for name, path in defaulted.items() if path is not None})
-        self.functions.append((node.name, set()))
+        """A function, read in its own scope (:meth:`Bindings.enter_function`)."""
+        saved = self.enter_function(node)
         self._scoped(node)
-        _, declared = self.functions.pop()
-        # a name the body declares global is the module's: what it holds outlives the call
-        globals_ = {
-            name: (self.aliases.get(name), self.instances.get(name), self.containers.get(name))
-            for name in declared
-        }
-        # what the body stored on an object (``self.workspace = ...``) outlives the call
-        kept = [
-            {key: value for key, value in mapping.items() if "." in key}
-            for mapping in (self.instances, self.containers, self.signatures, self.parameters)
-        ]
-        (
-            self.aliases,
-            self.instances,
-            self.containers,
-            self.signatures,
-            self.parameters,
-            self.guard_names,
-            self.imported,
-        ) = saved
-        for mapping, stored in zip(
-            (self.instances, self.containers, self.signatures, self.parameters), kept, strict=True
-        ):
-            mapping.update(stored)
-        for name, (alias, instance, container) in globals_.items():
-            for mapping, value in (
-                (self.aliases, alias),
-                (self.instances, instance),
-                (self.containers, container),
-            ):
-                if value is None:
-                    mapping.pop(name, None)
-                else:
-                    mapping[name] = value
+        self.leave_function(saved)
 
     def visit_Global(self, node: ast.Global) -> None:
         if self.functions:
@@ -402,81 +202,16 @@ class _Reader(ast.NodeVisitor):
             return
         if isinstance(value, ast.Constant) and value.value is None:
             return  # ``return None``: a function that may have nothing to give
-        made = self._made(value)
+        made = self.made(value)
         if made is not None:
             self.returned.setdefault(self.functions[-1][0], set()).add(made)
-
-    def _made(self, value: ast.expr) -> str | None:
-        """The FlashInfer object ``value`` is: a name or attribute holding one, an element
-        of a container of them, a FlashInfer constructor's or factory's result, or the
-        result of a function of the file that returns one. A container of them is
-        ``_CONTAINER`` and the kind (``"[]flashinfer.BatchDecodeWithPagedKVCacheWrapper"``)."""
-        if isinstance(value, (ast.Name, ast.Attribute)):
-            held = self.instances.get(_text(value))
-            if held is None and self.containers.get(_text(value)):
-                return _CONTAINER + self.containers[_text(value)]
-            return held
-        if isinstance(value, ast.Subscript):
-            return self._element(value)
-        if isinstance(value, ast.Call):
-            function = value.func
-            if isinstance(function, ast.Name) and self.resolve(function) is None:
-                return self.returns.get(function.id)
-            return self.resolve(value.func)
-        if isinstance(value, (ast.List, ast.Tuple, ast.Set)):
-            return self._of_one_kind(value.elts)
-        if isinstance(value, ast.Dict):
-            return self._of_one_kind([v for v in value.values if v is not None])
-        if isinstance(value, (ast.ListComp, ast.SetComp)):
-            return self._of_one_kind([value.elt])
-        return None
-
-    def _meaning(self, value: ast.expr) -> str | None:
-        """The FlashInfer module or object ``value`` means (a module ``importlib`` imports,
-        what :meth:`_made` finds, a name or chain :meth:`resolve` finds), or None."""
-        imported = self._imported_module(value) if isinstance(value, ast.Call) else None
-        named = self.resolve(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
-        return imported or self._made(value) or named
-
-    def _of_one_kind(self, elements: list[ast.expr]) -> str | None:
-        """A container of these elements, when they are all one kind of FlashInfer object
-        (``None`` placeholders aside); None otherwise (nested containers included)."""
-        kinds = {self._made(element) for element in elements if not is_none(element)}
-        if len(kinds) != 1:
-            return None
-        kind = kinds.pop()
-        return None if kind is None or kind.startswith(_CONTAINER) else _CONTAINER + kind
-
-    def _element(self, node: ast.expr) -> str | None:
-        """The FlashInfer object an element of a container is: ``wrappers[i]``,
-        ``by_id[key]``; None otherwise."""
-        if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Slice):
-            return self.containers.get(_text(node.value)) or None
-        return None
-
-    def _hold(self, target: ast.expr, made: str | None) -> None:
-        """Note what ``target`` holds after it is assigned ``made`` (see :meth:`_made`)."""
-        key = _text(target)
-        if made is not None and made.startswith(_CONTAINER):
-            self.containers[key] = made[len(_CONTAINER) :]
-        elif made is not None:
-            self.instances[key] = made
-
-    def _put(self, container: ast.expr, value: ast.expr) -> None:
-        """``container.append(value)`` (or ``add``, ``insert``): a container of its kind."""
-        made = self._made(value)
-        if made is None or made.startswith(_CONTAINER):
-            return
-        key = _text(container)
-        before = self.containers.get(key)
-        self.containers[key] = made if before in (None, made) else ""
 
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         self.visit(node.iter)
         source, target = node.iter, node.target
         if (
             isinstance(source, ast.Call)
-            and _text(source.func) == "enumerate"
+            and text_of(source.func) == "enumerate"
             and source.args
             and isinstance(target, ast.Tuple)
             and len(target.elts) == 2
@@ -491,10 +226,10 @@ class _Reader(ast.NodeVisitor):
             source = source.func.value
         for name in ast.walk(node.target):
             if isinstance(name, ast.Name):
-                self._forget(name.id)
-        made = self._made(source)
-        if made is not None and made.startswith(_CONTAINER) and isinstance(target, ast.Name):
-            self.instances[target.id] = made[len(_CONTAINER) :]
+                self.forget(name.id)
+        made = self.made(source)
+        if made is not None and made.startswith(CONTAINER) and isinstance(target, ast.Name):
+            self.instances[target.id] = made[len(CONTAINER) :]
         self.visit(node.target)
         for statement in (*node.body, *node.orelse):
             self.visit(statement)
@@ -503,31 +238,6 @@ class _Reader(ast.NodeVisitor):
 
     visit_FunctionDef = _function
     visit_AsyncFunctionDef = _function
-
-    def _annotated(self, annotation: ast.expr | None) -> str | None:
-        """The FlashInfer class an annotation names: ``X``, ``"X"``, ``Optional[X]``,
-        ``X | None``; None for anything else."""
-        if annotation is None:
-            return None
-        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-            try:
-                annotation = ast.parse(annotation.value, mode="eval").body
-            except (SyntaxError, ValueError, MemoryError, RecursionError):
-                # not an expression, a NUL byte (ValueError on 3.10), or nesting the parser
-                # cannot take: no annotation the reading knows
-                return None
-        if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
-            sides = [self._annotated(annotation.left), self._annotated(annotation.right)]
-            named = [side for side in sides if side is not None]
-            return named[0] if len(named) == 1 else None
-        if isinstance(annotation, ast.Subscript) and _text(annotation.value).endswith("Optional"):
-            return self._annotated(annotation.slice)
-        if isinstance(annotation, (ast.Name, ast.Attribute)):
-            found = self.resolve(annotation)
-            # a class by its name (``BatchDecodeWithPagedKVCacheWrapper``), not a module
-            if found is not None and found.rpartition(".")[2][:1].isupper():
-                return found
-        return None
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self.classes.append(".".join((*self.scope, node.name)))
@@ -545,7 +255,7 @@ class _Reader(ast.NodeVisitor):
             self.visit(handler)
         # a handler's fallback (``Wrapper = object``) is the other branch: not what the names
         # the body bound from FlashInfer hold where it ran (and where ``else:`` runs)
-        kept_through(body, (self.aliases, self.instances, self.containers), _ours)
+        kept_through(body, (self.aliases, self.instances, self.containers), ours)
         for part in (*node.orelse, *node.finalbody):
             self.visit(part)
 
@@ -557,7 +267,7 @@ class _Reader(ast.NodeVisitor):
         return any(
             (isinstance(n, ast.Call) and self._guard_call(n) is not None)
             or (isinstance(n, ast.Compare) and self._probe_compare(n) is not None)
-            or (isinstance(n, (ast.Name, ast.Attribute)) and _text(n) in self.guard_names)
+            or (isinstance(n, (ast.Name, ast.Attribute)) and text_of(n) in self.guard_names)
             for n in ast.walk(test)
         )
 
@@ -583,27 +293,12 @@ class _Reader(ast.NodeVisitor):
             else:
                 self.aliases[name.split(".")[0]] = name.split(".")[0]
                 self.imported.add(name.split(".")[0])
-            if _ours(name):
-                self._module(name)
+            if ours(name):
+                self.note_module(name)
                 self._add(node, "import", name, module=name)
 
-    def _absolute(self, node: ast.ImportFrom) -> str | None:
-        """The module a from-import imports from; a relative one (``from ..ops import x``)
-        from the file's own module, None when that is unknown or the import climbs above
-        its top-level package."""
-        if not node.level:
-            return node.module or ""
-        if not self.module:
-            return None
-        parts = self.module.split(".")
-        package = parts if self.package else parts[:-1]
-        if node.level > len(package):
-            return None
-        base = package[: len(package) - node.level + 1]
-        return ".".join((*base, *([node.module] if node.module else [])))
-
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        module = self._absolute(node)
+        module = self.absolute(node)
         if module is None:
             return
         exported = self.exports.get(module, {})
@@ -614,40 +309,17 @@ class _Reader(ast.NodeVisitor):
                 # what the module binds from FlashInfer, its public names
                 for name, found in exported.items():
                     if not name.startswith("_"):
-                        self._bind(name, found)
+                        self.bind(name, found)
                 continue
             self.imports.add(f"{module}.{alias.name}")  # it may be a submodule
             self.names.add(f"{module}.{alias.name}")  # or a name the module binds
             self.aliases[bound] = f"{module}.{alias.name}"
             self.imported.add(bound)
             if alias.name in exported:  # a scanned module's FlashInfer name, passed on
-                self._bind(bound, exported[alias.name])
-            elif _ours(module):
-                self._module(module)
+                self.bind(bound, exported[alias.name])
+            elif ours(module):
+                self.note_module(module)
                 self._add(node, "import", f"{module}.{alias.name}", module=module)
-
-    def _bind(self, name: str, found: Bound) -> None:
-        """``name`` is what another scanned module binds from FlashInfer (``found``)."""
-        self._forget(name)
-        self.imported.add(name)
-        if found.instance:
-            self.instances[name] = found.path
-        else:
-            self.aliases[name] = found.path
-        self._module(found.module)
-
-    def bound(self) -> dict[str, Bound]:
-        """What this module binds from FlashInfer at its top level (read once the whole
-        file has been: a function's names are its own), by name."""
-        found = {
-            name: Bound(path, self._module_of(path))
-            for name, path in self.aliases.items()
-            if _ours(path)
-        }
-        for name, path in self.instances.items():
-            if name.isidentifier() and name not in found and _ours(path):
-                found[name] = Bound(path, self._module_of(path), instance=True)
-        return found
 
     # ------------------------------------------------------------------ assignments
 
@@ -656,7 +328,7 @@ class _Reader(ast.NodeVisitor):
         if self._tests_a_guard(value):
             # ``wrapper_uses_fast_decode_plan = hasattr(wrapper.begin_forward, "func")``
             holders = [
-                _text(target)
+                text_of(target)
                 for target in node.targets
                 if isinstance(target, (ast.Name, ast.Attribute))
             ]
@@ -680,14 +352,14 @@ class _Reader(ast.NodeVisitor):
                 # asks later is a signature use of its own)
                 self._add(value.value.args[0], "attribute", probed)
                 for target in node.targets:
-                    self.parameters[_text(target)] = probed
+                    self.parameters[text_of(target)] = probed
         self.visit(node.value)
         for target in node.targets:
             self.visit(target)
-        value = branch(node.value, self._meaning)
-        imported = self._imported_module(value) if isinstance(value, ast.Call) else None
+        value = branch(node.value, self.meaning)
+        imported = self.imported_module(value) if isinstance(value, ast.Call) else None
         made = (
-            self._made(value)
+            self.made(value)
             if isinstance(value, (ast.Call, ast.Subscript)) and imported is None
             else imported
             if imported is not None
@@ -695,38 +367,38 @@ class _Reader(ast.NodeVisitor):
             if isinstance(value, (ast.Name, ast.Attribute))
             else None
         )
-        held = self._made(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+        held = self.made(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
         for target in node.targets if not is_none(value) else ():
             # A name bound anew means what this value is, not what it meant before; ``None``
             # is the fallback of a failed import (``except ImportError: comm = None``), not
             # another value the uses below could mean.
             for name in ast.walk(target):
                 if isinstance(name, ast.Name):
-                    self._forget(name.id)
+                    self.forget(name.id)
         if isinstance(value, (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.ListComp, ast.SetComp)):
             for target in node.targets:
                 if isinstance(target, (ast.Name, ast.Attribute)):
-                    self._hold(target, self._made(value))
+                    self.hold(target, self.made(value))
         elif isinstance(value, ast.Subscript):
             for target in node.targets:
                 if isinstance(target, (ast.Name, ast.Attribute)):
-                    self._hold(target, made)
+                    self.hold(target, made)
         elif isinstance(value, ast.Call) and imported is None:
             probed = self._signature_of(value)
             for target in node.targets:
                 if isinstance(target, (ast.Name, ast.Attribute)):
-                    self._hold(target, made)
+                    self.hold(target, made)
                     if probed is not None:
-                        self.signatures[_text(target)] = probed
+                        self.signatures[text_of(target)] = probed
         elif imported is not None or isinstance(value, (ast.Name, ast.Attribute)):
             # ``comm = importlib.import_module("flashinfer.comm")`` binds the module
             found = made
             for target in node.targets:
                 if held is not None and isinstance(target, (ast.Name, ast.Attribute)):
-                    self._hold(target, held)  # ``wrapper = self.wrapper`` copies what it holds
+                    self.hold(target, held)  # ``wrapper = self.wrapper`` copies what it holds
                 if isinstance(target, ast.Name) and found is not None:
                     self.aliases[target.id] = found
-                key = self._member_key(target)
+                key = self.member_key(target)
                 if key is None or found is None or self.members.get(key) == found:
                     continue
                 # A module, or a name an import bound (``self._comm = comm``): not a value
@@ -741,7 +413,7 @@ class _Reader(ast.NodeVisitor):
     # ------------------------------------------------------------------ probes, guards
 
     def _signature_of(self, call: ast.Call) -> str | None:
-        if self._python(call.func) not in ("inspect.signature", "signature") or not call.args:
+        if self.python_path(call.func) not in ("inspect.signature", "signature") or not call.args:
             return None
         return self.resolve(call.args[0])
 
@@ -762,14 +434,14 @@ class _Reader(ast.NodeVisitor):
         left, right = node.left, node.comparators[0]
         if not (isinstance(left, ast.Constant) and isinstance(left.value, str)):
             return None
-        if isinstance(right, (ast.Name, ast.Attribute)) and _text(right) in self.parameters:
-            return self.parameters[_text(right)], left.value
+        if isinstance(right, (ast.Name, ast.Attribute)) and text_of(right) in self.parameters:
+            return self.parameters[text_of(right)], left.value
         if not (isinstance(right, ast.Attribute) and right.attr == "parameters"):
             return None
         probed = (
             self._signature_of(right.value)
             if isinstance(right.value, ast.Call)
-            else self.signatures.get(_text(right.value))
+            else self.signatures.get(text_of(right.value))
         )
         return None if probed is None else (probed, left.value)
 
@@ -786,17 +458,6 @@ class _Reader(ast.NodeVisitor):
 
     # ------------------------------------------------------------------ calls, chains
 
-    def _imported_module(self, call: ast.Call) -> str | None:
-        """The FlashInfer module ``importlib.import_module("flashinfer....")`` imports."""
-        if self._python(call.func) not in _IMPORT_MODULE or len(call.args) != 1:
-            return None
-        name = call.args[0]
-        if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
-            return None
-        parts = name.value.split(".")
-        # a dotted module name only (not "flashinfer.", "flashinfer..comm", a NUL byte)
-        return name.value if parts[0] == _ROOT and all(p.isidentifier() for p in parts) else None
-
     def visit_Call(self, node: ast.Call) -> None:
         if id(node) in self.handled:
             return
@@ -807,10 +468,10 @@ class _Reader(ast.NodeVisitor):
             and isinstance(func.value, (ast.Name, ast.Attribute))
             and node.args
         ):
-            self._put(func.value, node.args[-1])
-        imported = self._imported_module(node)
+            self.put(func.value, node.args[-1])
+        imported = self.imported_module(node)
         if imported is not None:
-            self._module(imported)
+            self.note_module(imported)
             self._add(node, "import", imported, module=imported)
             return
         guard = self._guard_call(node)
@@ -857,22 +518,10 @@ class _Reader(ast.NodeVisitor):
             self._add(node, "attribute", target)
 
 
-def _ours(path: str) -> bool:
-    """Whether a dotted path is FlashInfer's."""
-    return path.split(".")[0] == _ROOT
-
-
 def _root_of(node: ast.expr) -> ast.expr:
     while isinstance(node, ast.Attribute):
         node = node.value
     return node
-
-
-def _text(node: ast.AST) -> str:
-    try:
-        return ast.unparse(node)
-    except Exception:  # an unparsable node never names an instance
-        return f"<{id(node)}>"
 
 
 def _decode(data: bytes) -> str:

@@ -46,7 +46,7 @@ from fi_compat._surface import (
     UNIFIED_FACTORY,
     UNIFIED_FUSION,
 )
-from fi_compat.comm._call import measured
+from fi_compat.comm._sizes import measured
 from fi_compat.errors import (
     CallSizeUnsupportedError,
     FiCompatError,

@@ -22,8 +22,9 @@ import torch
 
 import fi_compat.comm as comm
 from fi_compat import get_capabilities
-from fi_compat.comm._call import Spec, exact_fit, measured, product_fit, rule_of
-from fi_compat.comm._workspace import buffer_check, checkpoint_unsupported, legacy_metadata
+from fi_compat.comm._interface import buffer_check, checkpoint_unsupported, legacy_metadata
+from fi_compat.comm._sizes import exact_fit, measured, product_fit, rule_of
+from fi_compat.comm._types import Spec
 from fi_compat.errors import (
     CapabilityMissingError,
     CheckpointUnsupportedError,

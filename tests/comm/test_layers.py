@@ -1,4 +1,4 @@
-"""The lowest-layer binder (``fi_compat/comm/_unified.py``) on doubles: every refusal.
+"""The lowest-layer binder (``fi_compat/comm/_layers.py``) on doubles: every refusal.
 
 The real releases are in ``test_layers_real.py`` (installed) and ``test_layers_wheels.py``
 (every path). Here plain functions of this module stand in for FlashInfer's, so that each
@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 from typing_extensions import deprecated
 
-from fi_compat.comm import _unified
-from fi_compat.comm._unified import FIXED, PER_CALL, SOURCES, measured
+from fi_compat._measured.layers import FIXED, HANDLES_ATTACHED, PER_CALL, SOURCES
+from fi_compat.comm import _layers
+from fi_compat.comm._layers import measured
 
 # ------------------------------------------------------------------------- the doubles
 
@@ -42,7 +43,7 @@ class Workspace:
 
 
 def _spec() -> Any:
-    from fi_compat.comm._call import Spec
+    from fi_compat.comm._types import Spec
 
     return Spec(4, 1, 16, 256, None, -1)  # type: ignore[arg-type]  # dtype unused here
 
@@ -55,7 +56,7 @@ def _sha(function: Any) -> str:
 
 
 def test_a_plain_function_is_its_own_layer() -> None:
-    assert _unified._function_below(legacy_double) == (legacy_double, None)
+    assert _layers._function_below(legacy_double) == (legacy_double, None)
 
 
 def test_a_wrapper_that_is_not_flashinfers_trace_wrapper_is_refused() -> None:
@@ -63,7 +64,7 @@ def test_a_wrapper_that_is_not_flashinfers_trace_wrapper_is_refused() -> None:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         return legacy_double(*args, **kwargs)
 
-    function, why = _unified._function_below(wrapper)
+    function, why = _layers._function_below(wrapper)
     assert function is None
     assert why is not None
     assert "is wrapped by" in why
@@ -80,8 +81,8 @@ def test_the_trace_switch_unknown_is_refused() -> None:
     exec(code, namespace)
     wrapper = namespace["_auto_dump_wrapper"]
     wrapper.__wrapped__ = legacy_double
-    assert _unified._trace_dumping(wrapper) is None
-    function, why = _unified._function_below(wrapper)
+    assert _layers._trace_dumping(wrapper) is None
+    function, why = _layers._function_below(wrapper)
     assert function is None
     assert why is not None
     assert "trace dumping is on" in why
@@ -106,8 +107,8 @@ def _trace_wrapper(switch: Any) -> Any:
 
 
 def test_the_trace_switch_is_read_through_the_wrappers_closure() -> None:
-    assert _unified._function_below(_trace_wrapper(lambda: False)) == (legacy_double, None)
-    function, why = _unified._function_below(_trace_wrapper(lambda: True))
+    assert _layers._function_below(_trace_wrapper(lambda: False)) == (legacy_double, None)
+    function, why = _layers._function_below(_trace_wrapper(lambda: True))
     assert function is None
     assert why is not None
     assert "FLASHINFER_TRACE_DUMP" in why
@@ -115,7 +116,7 @@ def test_the_trace_switch_is_read_through_the_wrappers_closure() -> None:
     def broken() -> bool:
         raise RuntimeError("no environment")
 
-    assert _unified._trace_dumping(_trace_wrapper(broken)) is None
+    assert _layers._trace_dumping(_trace_wrapper(broken)) is None
 
 
 def test_too_many_trace_wrappers_are_refused() -> None:
@@ -124,15 +125,15 @@ def test_too_many_trace_wrappers_are_refused() -> None:
         outer = _trace_wrapper(lambda: False)
         outer.__wrapped__ = layer
         layer = outer
-    function, why = _unified._function_below(layer)
+    function, why = _layers._function_below(layer)
     assert function is None
     assert why is not None
     assert "more than four" in why
 
 
 def test_the_legacy_function_is_taken_below_deprecated_only() -> None:
-    assert _unified._legacy_below(legacy_double) is legacy_double
-    below = _unified._legacy_below(deprecated_double)
+    assert _layers._legacy_below(legacy_double) is legacy_double
+    below = _layers._legacy_below(deprecated_double)
     assert below is not None
     assert below is deprecated_double.__wrapped__  # type: ignore[attr-defined]
 
@@ -140,19 +141,19 @@ def test_the_legacy_function_is_taken_below_deprecated_only() -> None:
     def other(*args: Any) -> Any:
         return legacy_double(*args)
 
-    assert _unified._legacy_below(other) is None
-    assert _unified._legacy_below(len) is None
-    assert _unified._legacy_below(None) is None
+    assert _layers._legacy_below(other) is None
+    assert _layers._legacy_below(len) is None
+    assert _layers._legacy_below(None) is None
     twice = deprecated("again")(deprecated_double)
-    assert _unified._legacy_below(twice) is None
+    assert _layers._legacy_below(twice) is None
 
 
 def test_a_source_digest_needs_source() -> None:
-    assert _unified._digest(legacy_double.__code__) == _sha(legacy_double)
+    assert _layers._digest(legacy_double.__code__) == _sha(legacy_double)
     namespace: dict[str, Any] = {}
     exec(compile("def f():\n    return 1\n", "<generated>", "exec"), namespace)
-    assert _unified._digest(namespace["f"].__code__) is None
-    assert _unified._digest(None) is None
+    assert _layers._digest(namespace["f"].__code__) is None
+    assert _layers._digest(None) is None
 
 
 # ----------------------------------------------------------------------------- recipes
@@ -163,7 +164,7 @@ def _arguments(**sources: Any) -> dict[str, Any]:
 
 
 def test_a_recipe_places_every_source() -> None:
-    recipe = _unified._recipe(
+    recipe = _layers._recipe(
         legacy_double,
         _arguments(c={"constant": 7}, d="default"),
         _spec(),
@@ -188,13 +189,13 @@ def test_a_recipe_places_every_source() -> None:
     ],
 )
 def test_a_recipe_that_cannot_be_placed_is_refused(arguments: dict[str, Any], why: str) -> None:
-    recipe = _unified._recipe(legacy_double, arguments, _spec(), Workspace(), pattern=1)
+    recipe = _layers._recipe(legacy_double, arguments, _spec(), Workspace(), pattern=1)
     assert isinstance(recipe, str)
     assert why in recipe
 
 
 def test_a_keyword_only_parameter_is_refused() -> None:
-    recipe = _unified._recipe(
+    recipe = _layers._recipe(
         keyword_only_double, {"a": "view:input", "b": "tokens"}, _spec(), Workspace(), pattern=1
     )
     assert isinstance(recipe, str)
@@ -205,7 +206,7 @@ def test_a_one_parameter_function_is_refused() -> None:
     def one(a: Any) -> None:
         return None
 
-    recipe = _unified._recipe(one, {"a": "tokens"}, _spec(), Workspace(), pattern=1)
+    recipe = _layers._recipe(one, {"a": "tokens"}, _spec(), Workspace(), pattern=1)
     assert isinstance(recipe, str)
     assert "fewer than two" in recipe
 
@@ -216,9 +217,9 @@ def test_a_one_parameter_function_is_refused() -> None:
 def test_an_unknown_or_public_release_keeps_the_public_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_unified, "measured", lambda: {"1.0": {"layer": "public", "detail": "x"}})
+    monkeypatch.setattr(_layers, "measured", lambda: {"1.0": {"layer": "public", "detail": "x"}})
     for version, why in ((None, "not measured"), ("2.0", "not measured"), ("1.0", ": x")):
-        launcher, decision = _unified.lowest_layer(
+        launcher, decision = _layers.lowest_layer(
             version, _spec(), fusion=legacy_double, native=Workspace(), pattern=1
         )
         assert launcher is None
@@ -237,8 +238,8 @@ def test_a_fusion_without_its_namespace_names_keeps_the_public_call(
         "arguments": {},
         "checks": [],
     }
-    monkeypatch.setattr(_unified, "measured", lambda: {"1.0": entry})
-    launcher, decision = _unified.lowest_layer(
+    monkeypatch.setattr(_layers, "measured", lambda: {"1.0": entry})
+    launcher, decision = _layers.lowest_layer(
         "1.0", _spec(), fusion=legacy_double, native=Workspace(), pattern=1
     )
     assert launcher is None
@@ -256,7 +257,7 @@ def test_the_shipped_data_names_only_known_sources_and_checks() -> None:
         assert entry["layer"] in ("legacy", "public"), version
         if entry["layer"] != "legacy":
             continue
-        assert set(entry["checks"]) <= {_unified.HANDLES_ATTACHED}, version
+        assert set(entry["checks"]) <= {HANDLES_ATTACHED}, version
         for name, source in entry["arguments"].items():
             assert (isinstance(source, dict) and set(source) == {"constant"}) or (
                 source in SOURCES
@@ -302,14 +303,14 @@ def _double_entry(monkeypatch: pytest.MonkeyPatch) -> None:
         },
         "checks": [],
     }
-    monkeypatch.setattr(_unified, "measured", lambda: {"1.0": entry})
+    monkeypatch.setattr(_layers, "measured", lambda: {"1.0": entry})
 
 
 def test_the_doubles_are_bound_lower(monkeypatch: pytest.MonkeyPatch) -> None:
     """The control: with nothing raising, the doubles pass every check."""
     pytest.importorskip("torch", reason="the launch needs torch")
     _double_entry(monkeypatch)
-    launcher, decision = _unified.lowest_layer(
+    launcher, decision = _layers.lowest_layer(
         "1.0", _spec(), fusion=fusion_double, native=TRTLLMAllReduceFusionWorkspace(), pattern=1
     )
     assert launcher is not None, decision
@@ -361,7 +362,7 @@ def test_whatever_flashinfer_raises_while_inspected_keeps_the_public_call(
     monkeypatch: pytest.MonkeyPatch, fusion: Any, native: Any, raised: str
 ) -> None:
     _double_entry(monkeypatch)
-    launcher, decision = _unified.lowest_layer(
+    launcher, decision = _layers.lowest_layer(
         "1.0", _spec(), fusion=fusion(), native=native(), pattern=1
     )
     assert launcher is None
@@ -373,8 +374,8 @@ def test_an_interrupt_is_not_swallowed(monkeypatch: pytest.MonkeyPatch) -> None:
     def interrupted() -> Any:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_unified, "measured", interrupted)
+    monkeypatch.setattr(_layers, "measured", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        _unified.lowest_layer(
+        _layers.lowest_layer(
             "1.0", _spec(), fusion=fusion_double, native=TRTLLMAllReduceFusionWorkspace(), pattern=1
         )

@@ -28,7 +28,7 @@ pytest.importorskip("torch", reason="needs torch")
 import torch
 
 import fi_compat.comm as comm
-from fi_compat.comm import _unified
+from fi_compat.comm import _layers
 from fi_compat.errors import WorkspaceDetachedError
 from tests.support.layers_equivalence import (
     CASES,
@@ -64,7 +64,7 @@ def staged() -> Any:
 def _measured_here() -> dict[str, Any]:
     import flashinfer
 
-    entry = _unified.measured().get(flashinfer.__version__)
+    entry = _layers.measured().get(flashinfer.__version__)
     if entry is None or entry["layer"] != "legacy":
         pytest.skip(f"flashinfer {flashinfer.__version__} is not bound lower (layers.json)")
     return dict(entry)
@@ -141,7 +141,7 @@ def test_trace_dumping_keeps_the_public_call(
     if not hasattr(staged.public, "__wrapped__"):
         pytest.skip("this release's allreduce_fusion has no trace wrapper")
     monkeypatch.setenv("FLASHINFER_TRACE_DUMP", "1")
-    monkeypatch.setattr(_unified, "_trace_dumping", lambda wrapper: True)
+    monkeypatch.setattr(_layers, "_trace_dumping", lambda wrapper: True)
     _stays_public(staged, _workspace(), "trace dumping is on")
 
 
@@ -149,8 +149,8 @@ def test_the_trace_switch_is_read_from_flashinfers_own_wrapper(staged: Stage) ->
     _measured_here()
     if not hasattr(staged.public, "__wrapped__"):
         pytest.skip("this release's allreduce_fusion has no trace wrapper")
-    assert _unified._trace_dumping(staged.public) is False
-    assert _unified._trace_dumping(lambda: None) is None
+    assert _layers._trace_dumping(staged.public) is False
+    assert _layers._trace_dumping(lambda: None) is None
 
 
 @pytest.mark.parametrize(
@@ -169,7 +169,7 @@ def test_an_entry_that_does_not_fit_keeps_the_public_call(
     import flashinfer
 
     entry = {**_measured_here(), **change}
-    monkeypatch.setattr(_unified, "measured", lambda: {flashinfer.__version__: entry})
+    monkeypatch.setattr(_layers, "measured", lambda: {flashinfer.__version__: entry})
     _stays_public(staged, _workspace(), why)
 
 
@@ -177,13 +177,13 @@ def test_an_unmeasured_release_keeps_the_public_call(
     staged: Stage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _measured_here()
-    monkeypatch.setattr(_unified, "measured", dict)
+    monkeypatch.setattr(_layers, "measured", dict)
     _stays_public(staged, _workspace(), "layering was not measured")
 
 
 def test_a_workspace_of_another_class_keeps_the_public_call(staged: Stage) -> None:
     _measured_here()
-    _launcher, why = _unified.lowest_layer(
+    _launcher, why = _layers.lowest_layer(
         _version(),
         _spec(),
         fusion=staged.public,
@@ -201,7 +201,7 @@ def _version() -> str:
 
 
 def _spec() -> Any:
-    from fi_compat.comm._call import Spec
+    from fi_compat.comm._types import Spec
 
     return Spec(WORLD, RANK, MAX_TOKENS, HIDDEN, torch.bfloat16, -1)
 

@@ -27,7 +27,7 @@ from packaging.version import Version
 
 pytest.importorskip("torch", reason="needs torch")
 
-from fi_compat.comm._unified import measured
+from fi_compat.comm._layers import measured
 from tools.layers import measure_release, run_release
 from tools.releases import RegistryUnreachableError, ReleaseCache
 

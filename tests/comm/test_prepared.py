@@ -20,7 +20,7 @@ pytest.importorskip("torch", reason="needs torch")
 import torch
 
 import fi_compat.comm as comm
-from fi_compat.comm._call import freeze_call
+from fi_compat.comm._launch import freeze_call
 from fi_compat.errors import (
     CapabilityMissingError,
     WorkspaceDestroyedError,

@@ -481,7 +481,7 @@ def test_concurrent_processes_measure_once(release: InstalledPackage, tmp_path: 
         from fi_compat._measured import installed, layers, reach, sizes
         for name, module in (("reach", reach), ("layers", layers), ("sizes", sizes)):
             module.PROBE = Path(sys.argv[1]) / f"{name}_probe.py"
-        found = installed.Installed(sys.argv[2], Path(sys.argv[3]), "files-under-test")
+        found = installed.InstalledPackage(sys.argv[2], Path(sys.argv[3]), "files-under-test")
         installed.find_installed = lambda: found
         print(json.dumps(installed.entry("reach", found)))
         """

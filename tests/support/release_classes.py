@@ -31,7 +31,7 @@ from packaging.version import Version
 
 from fi_compat import _records
 from fi_compat.attention import _reach
-from fi_compat.comm import _unified
+from fi_compat.comm import _layers
 from fi_compat.testing._gates import GATES
 
 __all__ = [
@@ -81,7 +81,7 @@ def _comm(release: str) -> object:
     return (
         comm,
         _raw(release)["import"],
-        _unified.measured().get(release),
+        _layers.measured().get(release),
         _gates(release),
     )
 
@@ -117,7 +117,7 @@ def _everything(release: str) -> object:
     raw = {key: value for key, value in _raw(release).items() if key not in skipped}
     return (
         raw,
-        _unified.measured().get(release),
+        _layers.measured().get(release),
         _reach.reach_data().get(release),
         _gates(release),
     )

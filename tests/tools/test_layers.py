@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
+from fi_compat._measured.layers import HANDLES_ATTACHED, SOURCES
 from fi_compat._measured.layers_probe import (
     HIDDEN,
     MAX_TOKENS,
@@ -31,7 +32,6 @@ from fi_compat._measured.layers_probe import (
     source_of,
 )
 from fi_compat._surface import LEGACY_FUSION, UNIFIED_FUSION
-from fi_compat.comm._unified import HANDLES_ATTACHED, SOURCES
 from tools import layers
 from tools.layers import CATALOGUE, OUTPUT, build_document, classify, dump_document
 

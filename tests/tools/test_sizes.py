@@ -342,7 +342,7 @@ def test_the_shipped_file_is_the_dump_of_its_releases() -> None:
 
 def test_the_package_ships_only_what_the_runtime_reads_of_the_measurement() -> None:
     """``fi_compat/_measured/sizes.json`` is the measurement's projection, byte for byte, and
-    holds per backend only the keys ``fi_compat.comm._call`` reads."""
+    holds per backend only the keys ``fi_compat.comm._sizes`` reads."""
     text = sizes.SHIPPED.read_text(encoding="utf-8")
     assert text == dump_document(sizes.shipped_document(SHIPPED))
     runtime = json.loads(text)["releases"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fi_compat.upgrade import RULES, Category, Finding, scan_tree
+from fi_compat.upgrade import RULES, Category, Finding, diff_releases, scan_tree
 from fi_compat.upgrade._facts import Facts
 from fi_compat.upgrade._history import History
 from fi_compat.upgrade._judge import judge
@@ -462,6 +462,19 @@ def test_each_rule_fires_where_its_fact_changes(
     assert finding.category is category
     assert finding.release == release
     assert category in RULES[rule].categories
+
+
+def test_a_move_the_scan_notes_is_the_one_the_diff_lists(tmp_path: Path) -> None:
+    """The diff decides a move; the scan says it of an import, with the diff's release."""
+    findings = _scan(tmp_path, "from flashinfer import ActivationType\n", "0.6.5", "0.7.2.post1")
+    found = _one(findings, 1, "name-moved")
+    (change,) = (
+        c
+        for c in diff_releases("0.6.5", "0.7.2.post1").changes
+        if c.kind == "name-moved" and "flashinfer.ActivationType" in c.paths
+    )
+    assert (found.category, found.release) == (change.category, change.release) == (C, "0.6.7")
+    assert f"defined in {change.new} on 0.7.2.post1 (in {change.old} on 0.6.5)" in found.message
 
 
 def test_the_same_tree_is_unchanged_where_the_fact_did_not_change(tmp_path: Path) -> None:
