@@ -26,8 +26,8 @@ from fi_compat._surface import (
 )
 from fi_compat.testing._bodies import forward_source, function_body, method_body, values_source
 from fi_compat.testing._modules import Modules, Outline, Plan
-from fi_compat.testing._objects import CUDART_MESSAGE
-from fi_compat.testing._registry import Entry, Registry, enum_base_of, inside
+from fi_compat.testing._objects import CUDART_MESSAGE, inside
+from fi_compat.testing._registry import Entry, Registry, enum_base_of
 
 
 def _kinds(func: FunctionRecord) -> str:

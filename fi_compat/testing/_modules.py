@@ -32,8 +32,8 @@ from typing import Literal
 
 from fi_compat._records import ModuleRecord, NameRecord, ReleaseRecord
 from fi_compat._surface import FLASHINFER
-from fi_compat.testing._objects import served, unmodelled_reason
-from fi_compat.testing._registry import Entry, Registry, inside
+from fi_compat.testing._objects import inside, served, unmodelled_reason
+from fi_compat.testing._registry import Entry, Registry
 
 __all__ = ["MODULE_ATTRIBUTES", "Modules", "Outline", "Plan"]
 

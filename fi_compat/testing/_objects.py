@@ -35,6 +35,7 @@ __all__ = [
     "Default",
     "FakeFlashInfer",
     "StandIn",
+    "inside",
     "outside_reason",
     "outside_value",
     "served",
@@ -104,6 +105,11 @@ def served(found: NameRecord, served_names: tuple[str, ...] | str | None) -> boo
 MISSING: Any = object()
 
 
+def inside(module: str | None) -> bool:
+    """Whether ``module`` is ``flashinfer`` or one of its submodules: part of the release."""
+    return module is not None and (module == FLASHINFER or module.startswith(FLASHINFER + "."))
+
+
 def unmodelled_reason(found: NameRecord) -> str | None:
     """Why the fake leaves the name ``found`` records unbound: a value the release binds
     whose value its record does not tell; None where the fake binds it (a literal, a name
@@ -112,8 +118,7 @@ def unmodelled_reason(found: NameRecord) -> str | None:
         return None
     if found.defined_in is None:
         return SOURCE_SILENT
-    home = found.defined_in
-    if home != FLASHINFER and not home.startswith(FLASHINFER + "."):
+    if not inside(found.defined_in):
         return None  # from outside the release
     return found.opaque or NOT_RECORDED
 
@@ -287,10 +292,9 @@ class FakeFlashInfer:
                 if served(entry, recorded.served):
                     continue
                 home = entry.defined_in
-                if reason is None and entry.kind == "value" and home is not None:
-                    outside = home != FLASHINFER and not home.startswith(FLASHINFER + ".")
-                    if outside and outside_value(home, name) is MISSING:
-                        reason = outside_reason(home, name)
+                outside = entry.kind == "value" and home is not None and not inside(home)
+                if reason is None and outside and outside_value(home, name) is MISSING:
+                    reason = outside_reason(home, name)
                 if reason is not None and name != "__version__":
                     found[f"{module}.{name}"] = reason
         return found

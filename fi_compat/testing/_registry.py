@@ -34,7 +34,7 @@ from fi_compat._surface import (
     UNIFIED_FACTORY,
     symbol_named,
 )
-from fi_compat.testing._objects import served, unmodelled_reason
+from fi_compat.testing._objects import inside, served, unmodelled_reason
 from fi_compat.testing._workspaces import Strategy
 
 
@@ -176,10 +176,6 @@ class Registry:
             for name, entries in self.classes_by_name().items()
             if enum_base_of(entries[0]) is not None
         }
-
-
-def inside(module: str | None) -> bool:
-    return module is not None and (module == FLASHINFER or module.startswith(FLASHINFER + "."))
 
 
 def _workspace_backends(record: ReleaseRecord) -> dict[str, str]:

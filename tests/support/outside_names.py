@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from fi_compat.testing import NameRecord, StandIn
-from fi_compat.testing._registry import inside
+from fi_compat.testing._objects import inside
 
 __all__ = ["is_outside", "outside_binding"]
 
