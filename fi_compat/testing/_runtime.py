@@ -168,7 +168,7 @@ def _bind_outside(
     why (:func:`_lazy`)."""
     value = outside_value(module, name, is_module)
     if value is MISSING:
-        namespace.setdefault("_fi_outside", {})[name] = (module, is_module)
+        namespace.setdefault("_fi_outside", {})[name] = (module, is_module, name)
         namespace.pop(name, None)
     else:
         namespace[name] = value
@@ -258,7 +258,7 @@ def _plan_kernel(
 def _kept(
     keeps: Sequence[tuple[str, str, str, Any]], arguments: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """What a planning method keeps on its object, by attribute: each store's argument as
+    """What a planning method keeps on its object, by attribute: each kept argument as
     passed, or for None the literal the release puts in its place; an argument the release
     computes from others when it is None (``is_causal``), or one the call does not have, is
     not kept."""
@@ -364,7 +364,7 @@ def _bind(token: str, namespace: dict[str, Any], source: str, own: str, public: 
         return
     outside = vars(module).get("_fi_outside", {}).get(own)
     if outside is not None:  # left unbound there: so it is here, for the same reason
-        namespace.setdefault("_fi_outside", {})[public] = outside
+        namespace.setdefault("_fi_outside", {})[public] = outside  # under its own name
         return
     with _LOCK:
         PENDING.setdefault((token, source), []).append((namespace, own, public))
@@ -393,9 +393,10 @@ def _lazy(
     none)."""
     outside = namespace.get("_fi_outside", {}).get(name)
     if outside is not None:
-        value = outside_value(outside[0], name, outside[1])
+        home, is_module, own = outside  # ``own``: its name there, for a re-export too
+        value = outside_value(home, own, is_module)
         if value is MISSING:
-            raise AttributeError(_outside_message(token, module, name, outside[0], namespace))
+            raise AttributeError(_outside_message(token, module, name, (home, own), namespace))
         namespace[name] = value  # its module is imported by now
         del namespace["_fi_outside"][name]
         return value
@@ -497,13 +498,18 @@ def _unmodelled_message(token: str, module: str, name: str, namespace: dict[str,
 
 
 def _outside_message(
-    token: str, module: str, name: str, home: str | None, namespace: dict[str, Any]
+    token: str,
+    module: str,
+    name: str,
+    source: tuple[str | None, str],
+    namespace: dict[str, Any],
 ) -> str:
+    """Why ``module.name`` is unbound: its ``source`` (home module, own name) is missing."""
     kit = _KITS.get(namespace.get("_fi_token", token))
     release = f"flashinfer-python {kit.record.release}" if kit is not None else "the release"
     return (
         f"module {module!r} has no attribute {name!r} in the fake: {release} binds it "
-        f"({outside_reason(home, name)}), so the fake leaves it unbound and "
+        f"({outside_reason(*source)}), so the fake leaves it unbound and "
         "getattr(module, name, default) gives the default; import that module first, or "
         "test code that reads the value against the real release"
     )

@@ -495,3 +495,18 @@ def test_a_name_from_outside_the_release_is_bound_once_its_module_is_imported(
         assert main.InvalidRequirement is packaging.requirements.InvalidRequirement
         assert "flashinfer.__main__.InvalidRequirement" not in fi.unmodelled_values()
         assert not isinstance(main.tabulate if "tabulate" in vars(main) else None, StandIn)
+
+
+def test_an_outside_name_re_exported_under_another_name_is_looked_up_by_its_own() -> None:
+    """A module that re-exports, as ``alias``, a name another module imports from outside
+    the release finds it, once that module is imported, under the name it has there; until
+    then reading it names where it comes from."""
+    from fi_compat.testing import _runtime
+
+    namespace: dict[str, object] = {"_fi_outside": {"alias": ("json", False, "dumps")}}
+    found = _runtime._lazy("flashinfer.somewhere", namespace, {}, "alias")
+    assert found is importlib.import_module("json").dumps
+    assert namespace["alias"] is found
+    missing: dict[str, object] = {"_fi_outside": {"alias": ("not_a_module_here", False, "x")}}
+    with pytest.raises(AttributeError, match=re.escape("imported from not_a_module_here")):
+        _runtime._lazy("flashinfer.somewhere", missing, {}, "alias")
