@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from fi_compat import capabilities
 from fi_compat._local import CACHE_ENV, UNRECORDED_ENV
@@ -26,6 +27,13 @@ pytest_plugins = [
     "tests.support.skips",
     "tests.support.coverage_workers",
 ]
+
+
+#: No property test is timed: a Hypothesis deadline or "too slow" health check is a timed
+#: assertion, which fails on a busy machine where the same code is correct (speed is the
+#: benchmarks' business, bench/). Each test's own settings still choose its examples.
+settings.register_profile("fi-compat", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("fi-compat")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
