@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from types import CodeType, MappingProxyType
 from typing import Any
 
+from fi_compat._deprecation import renamed_attribute
 from fi_compat._forwarding import (
     ALL,
     FunctionNode,
@@ -40,11 +41,11 @@ __all__ = [
     "Shape",
     "Status",
     "Support",
+    "acceptances",
     "describe_error",
     "exact_text",
     "inspect_callable",
     "parse_def",
-    "supports",
 ]
 
 #: How many ``**kwargs`` hops are followed before giving up (``unknown``).
@@ -57,7 +58,13 @@ _FAILURES = (Exception, SystemExit, GeneratorExit)
 
 
 class Status(str, enum.Enum):
-    """The three answers a probe can give.
+    """The three answers fi-compat gives to "is it supported?", whoever asks.
+
+    A live probe (:class:`Support`), a recorded release
+    (:meth:`fi_compat.testing.ReleaseRecord.acceptance`) and the requirements of
+    ``fi-compat report --require`` all answer with these members; each is a ``str`` equal
+    to its value (``Status.SUPPORTED == "supported"``), and JSON and ``to_dict`` forms write
+    the value.
 
     .. versionadded:: 0.2.0
     """
@@ -130,8 +137,14 @@ class Shape:
     doubts: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     doubt_all: str | None = None
 
-    def support(self, keyword: str) -> Support:
-        """Answer for one keyword argument."""
+    def acceptance(self, keyword: str) -> Support:
+        """Whether the callable accepts the keyword argument ``keyword``, and why.
+
+        Spelled ``support`` before fi-compat 0.3.0 (still answers, with a
+        ``DeprecationWarning``, until 0.4.0).
+
+        .. versionadded:: 0.3.0
+        """
         if self.keywords is None:
             return Support(
                 Status.UNKNOWN, f"cannot read the signature of {self.name}: {self.error}"
@@ -154,6 +167,9 @@ class Shape:
         if self.doubt_all is not None:
             return Support(Status.UNKNOWN, f"{self.name} forwards **kwargs, but {self.doubt_all}")
         return Support(Status.UNSUPPORTED, f"not a keyword parameter of {' -> '.join(self.via)}")
+
+    support = renamed_attribute("acceptance", until="0.4.0")
+    """Deprecated since fi-compat 0.3.0, goes in 0.4.0: :meth:`acceptance`."""
 
 
 def exact_text(value: object) -> str | None:
@@ -469,6 +485,6 @@ def inspect_callable(name: str, func: Callable[..., Any], *, owner: type | None 
         return Shape(name, None, True, (name,), describe_error(failure))
 
 
-def supports(shape: Shape, keywords: Iterable[str]) -> dict[str, Support]:
-    """Answers for several keywords of one shape, in the order given."""
-    return {keyword: shape.support(keyword) for keyword in keywords}
+def acceptances(shape: Shape, keywords: Iterable[str]) -> dict[str, Support]:
+    """:meth:`Shape.acceptance` of several keywords of one shape, in the order given."""
+    return {keyword: shape.acceptance(keyword) for keyword in keywords}

@@ -108,11 +108,11 @@ Kind = Literal["function", "class", "enum"]
 
 @dataclass(frozen=True)
 class Home:
-    """One place a symbol has lived: ``<module>.<name>``, from release ``since`` on."""
+    """One place a symbol has lived: ``<module>.<name>``, from release ``introduced_in`` on."""
 
     module: str
     name: str
-    since: str
+    introduced_in: str
 
     @property
     def dotted(self) -> str:
@@ -162,9 +162,9 @@ class Symbol:
         return self.homes[0].dotted
 
     @property
-    def since(self) -> str:
+    def introduced_in(self) -> str:
         """The first release that had it, under any name."""
-        return self.homes[-1].since
+        return self.homes[-1].introduced_in
 
 
 #: ``<wrapper>.plan`` and ``<wrapper>.__init__``: the methods read on attention wrappers.
@@ -181,8 +181,8 @@ SPLIT_KEYWORDS: tuple[str, ...] = ("fixed_split_size", "disable_split_kv")
 INIT_KEYWORDS: tuple[str, ...] = ("use_tensor_cores", "backend")
 
 
-def _comm(key: str, kind: Kind, since: str, keywords: tuple[str, ...] = ()) -> Symbol:
-    return Symbol(key, kind, (Home(COMM, key, since),), keywords)
+def _comm(key: str, kind: Kind, introduced_in: str, keywords: tuple[str, ...] = ()) -> Symbol:
+    return Symbol(key, kind, (Home(COMM, key, introduced_in),), keywords)
 
 
 def _wrapper(key: str) -> Symbol:
@@ -449,13 +449,13 @@ GATES: Mapping[str, Gate] = MappingProxyType(
         for gate in (
             Gate(
                 "unified_api",
-                UNIFIED_FACTORY.since,
+                UNIFIED_FACTORY.introduced_in,
                 f"Unified API: `comm.{UNIFIED_FACTORY.key}` + `comm.{UNIFIED_FUSION.key}`",
                 ((UNIFIED_FACTORY.key, None), (UNIFIED_FUSION.key, None)),
             ),
             Gate(
                 "legacy_api",
-                LEGACY_FACTORY.since,
+                LEGACY_FACTORY.introduced_in,
                 f"Legacy API: `comm.{LEGACY_FACTORY.key}` + `comm.{LEGACY_FUSION.key}`",
                 ((LEGACY_FACTORY.key, None), (LEGACY_FUSION.key, None)),
             ),

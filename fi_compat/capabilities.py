@@ -23,7 +23,7 @@ from typing import Any
 from packaging.version import Version
 
 from fi_compat._arguments import require_bool
-from fi_compat._deprecation import moved_attribute
+from fi_compat._deprecation import moved_attribute, renamed_attribute
 from fi_compat._frozen import picklable
 from fi_compat._log import get_logger
 
@@ -52,10 +52,10 @@ from fi_compat._signature import (
     Shape,
     Status,
     Support,
+    acceptances,
     describe_error,
     exact_text,
     inspect_callable,
-    supports,
 )
 from fi_compat._surface import (
     COMM,
@@ -270,9 +270,18 @@ class Capabilities:
     attention: Mapping[str, Mapping[str, Support]]
     attention_shapes: Mapping[str, Shape] = field(repr=False)
 
-    def plan_support(self, wrapper: str, keyword: str) -> Support:
-        """The answer for ``keyword`` on ``<wrapper>.plan``."""
+    def plan_acceptance(self, wrapper: str, keyword: str) -> Support:
+        """Whether ``<wrapper>.plan`` accepts the keyword argument ``keyword``, and why.
+
+        Spelled ``plan_support`` before fi-compat 0.3.0 (still answers, with a
+        ``DeprecationWarning``, until 0.4.0).
+
+        .. versionadded:: 0.3.0
+        """
         return self.attention[f"{wrapper}.plan"][keyword]
+
+    plan_support = renamed_attribute("plan_acceptance", until="0.4.0")
+    """Deprecated since fi-compat 0.3.0, goes in 0.4.0: :meth:`plan_acceptance`."""
 
 
 # ---------------------------------------------------------------------------- the probe
@@ -325,7 +334,7 @@ def _shape_and_answers(
     name: str, func: Any, keywords: tuple[str, ...], owner: type | None
 ) -> tuple[Shape, dict[str, Support]]:
     shape = inspect_callable(name, func, owner=owner)
-    answers = {keyword: checked(support) for keyword, support in supports(shape, keywords).items()}
+    answers = {keyword: checked(answer) for keyword, answer in acceptances(shape, keywords).items()}
     return shape, answers
 
 

@@ -228,10 +228,10 @@ def _comm_hazards(capabilities: Capabilities) -> list[Hazard]:
 
 def _attention_hazards(capabilities: Capabilities) -> list[Hazard]:
     lacking = [
-        f"{wrapper}.plan({keyword}=): {support.status.value}, {support.reason}"
+        f"{wrapper}.plan({keyword}=): {answer.status.value}, {answer.reason}"
         for wrapper in ATTENTION_WRAPPERS
         for keyword in SPLIT_KEYWORDS
-        if (support := capabilities.plan_support(wrapper, keyword)).status is not Status.SUPPORTED
+        if (answer := capabilities.plan_acceptance(wrapper, keyword)).status is not Status.SUPPORTED
     ]
     if not lacking or not capabilities.flashinfer.importable:
         return []

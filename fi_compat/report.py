@@ -171,7 +171,7 @@ def _split_reach(capabilities: Capabilities, served: Mapping[str, Served]) -> di
                 "deterministic": "served" if run.served else "refused",
                 "why": run.why,
             }
-        families[family] = {"plan_takes": facts.plan_takes, "backends": backends}
+        families[family] = {"plan_takes": facts.plan_accepts, "backends": backends}
     return {"measured": bool(families), "release": release, "families": families}
 
 

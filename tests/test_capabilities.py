@@ -92,7 +92,7 @@ def test_comm_import_failure_is_a_finding(
             assert support.status is Status.UNKNOWN
             assert expected in support.reason
     # The attention wrappers live in flashinfer itself and are still probed.
-    assert caps.plan_support("BatchDecodeWithPagedKVCacheWrapper", "fixed_split_size").supported
+    assert caps.plan_acceptance("BatchDecodeWithPagedKVCacheWrapper", "fixed_split_size").supported
 
 
 def test_flashinfer_import_failure_is_a_finding(fake_package: FakePackage) -> None:
@@ -129,7 +129,7 @@ def test_signatureless_callable_is_unknown(fake_package: FakePackage) -> None:
 def test_kwargs_forwarder_is_followed(fake_package: FakePackage) -> None:
     fake_package(fakes.package(wrappers=fakes.DIRECT_WRAPPERS + fakes.FORWARDING_DECODE))
     caps = get_capabilities()
-    support = caps.plan_support("BatchDecodeWithPagedKVCacheWrapper", "fixed_split_size")
+    support = caps.plan_acceptance("BatchDecodeWithPagedKVCacheWrapper", "fixed_split_size")
     assert support.status is Status.SUPPORTED
     assert "_plan_impl" in support.reason
     shape = caps.attention_shapes["BatchDecodeWithPagedKVCacheWrapper.plan"]
@@ -146,7 +146,7 @@ def test_kwargs_forwarder_to_a_target_without_the_keyword(fake_package: FakePack
     assert target_without != fakes.FORWARDING_DECODE
     fake_package(fakes.package(wrappers=fakes.DIRECT_WRAPPERS + target_without))
     caps = get_capabilities()
-    support = caps.plan_support("BatchDecodeWithPagedKVCacheWrapper", "disable_split_kv")
+    support = caps.plan_acceptance("BatchDecodeWithPagedKVCacheWrapper", "disable_split_kv")
     assert support.status is Status.UNSUPPORTED
     assert "_plan_impl" in support.reason
 
@@ -156,7 +156,7 @@ def test_bare_kwargs_is_unknown_never_supported(fake_package: FakePackage, sourc
     fake_package(fakes.package(wrappers=fakes.DIRECT_WRAPPERS + source))
     caps = get_capabilities()
     for keyword in ("fixed_split_size", "disable_split_kv"):
-        support = caps.plan_support("BatchDecodeWithPagedKVCacheWrapper", keyword)
+        support = caps.plan_acceptance("BatchDecodeWithPagedKVCacheWrapper", keyword)
         assert support.status is Status.UNKNOWN
         assert "**kwargs" in support.reason
 
@@ -165,13 +165,13 @@ def test_release_before_split_settings(fake_package: FakePackage) -> None:
     fake_package(fakes.package(version="0.3.1", wrappers=fakes.OLD_WRAPPERS))
     caps = get_capabilities()
     for wrapper in ATTENTION_WRAPPERS:
-        assert caps.plan_support(wrapper, "fixed_split_size").status is Status.UNSUPPORTED
+        assert caps.plan_acceptance(wrapper, "fixed_split_size").status is Status.UNSUPPORTED
 
 
 def test_missing_wrapper_is_unsupported(fake_package: FakePackage) -> None:
     fake_package(fakes.package(wrappers=fakes.FORWARDING_DECODE))
     caps = get_capabilities()
-    support = caps.plan_support("BatchPrefillWithRaggedKVCacheWrapper", "fixed_split_size")
+    support = caps.plan_acceptance("BatchPrefillWithRaggedKVCacheWrapper", "fixed_split_size")
     assert support.status is Status.UNSUPPORTED
     assert support.reason == "flashinfer has no BatchPrefillWithRaggedKVCacheWrapper"
 

@@ -179,7 +179,7 @@ def test_malformed_answer_from_the_signature_reader_is_unknown(
     fake_package(fakes.package())
     monkeypatch.setattr(
         capabilities,
-        "supports",
+        "acceptances",
         lambda shape, keywords: dict.fromkeys(keywords, capabilities.Support("supported", 5)),
     )
     found = statuses(get_capabilities())

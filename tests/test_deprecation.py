@@ -4,13 +4,18 @@ and name the release that removes them."""
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import pytest
 
-from fi_compat import _deprecation, capabilities
+from fi_compat import Status, _deprecation, capabilities
 from fi_compat._probe import locate
+from fi_compat._signature import inspect_callable
+from fi_compat.attention import FamilyReach, family_reach
 from fi_compat.testing import fake_flashinfer, load_release
 from fi_compat.testing.pytest_plugin import FakeFlashInferFactory
+from tests.support import fakes
+from tests.support.fakes import FakePackage
 
 
 def test_locate_is_private_and_the_old_name_warns_from_the_callers_line() -> None:
@@ -95,3 +100,81 @@ def test_policy_names_with_a_release_in_them_warn_and_are_the_data(
         found = getattr(policy, old)
     assert found is getattr(policy.engine_rules(engine), field)
     assert caught[0].filename == __file__
+
+
+def test_release_record_support_is_acceptance_and_answers_status() -> None:
+    record = load_release("0.6.5")
+    plan = "BatchDecodeWithPagedKVCacheWrapper.plan"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        answer = record.acceptance(plan, "fixed_split_size")
+    assert answer == "supported"  # what support() returned: equal to the plain string
+    assert answer is Status.SUPPORTED
+    assert record.acceptance(plan, "no_such_keyword") == "unsupported"
+    with pytest.warns(
+        DeprecationWarning,
+        match=r"ReleaseRecord\.support is now ReleaseRecord\.acceptance.*0\.4\.0",
+    ) as caught:
+        old = record.support(plan, "fixed_split_size")
+    assert old is answer
+    assert caught[0].filename == __file__
+
+
+def test_shape_support_is_acceptance() -> None:
+    def plan(self: object, fixed_split_size: int = 0) -> None: ...
+
+    shape = inspect_callable("W.plan", plan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        answer = shape.acceptance("fixed_split_size")
+    assert answer.status is Status.SUPPORTED
+    with pytest.warns(
+        DeprecationWarning, match=r"Shape\.support.*Shape\.acceptance.*0\.4\.0"
+    ) as caught:
+        assert shape.support("fixed_split_size") == answer
+    assert caught[0].filename == __file__
+
+
+def test_capabilities_plan_support_is_plan_acceptance(fake_package: FakePackage) -> None:
+    fake_package(fakes.package(version="0.7.2"))
+    caps = capabilities.get_capabilities()
+    wrapper = capabilities.ATTENTION_WRAPPERS[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        answer = caps.plan_acceptance(wrapper, "fixed_split_size")
+    assert answer.status is Status.SUPPORTED
+    with pytest.warns(
+        DeprecationWarning, match=r"plan_support.*plan_acceptance.*0\.4\.0"
+    ) as caught:
+        assert caps.plan_support(wrapper, "fixed_split_size") == answer
+    assert caught[0].filename == __file__
+
+
+def test_family_reach_plan_takes_is_plan_accepts() -> None:
+    facts = family_reach("0.7.2", "BatchPrefillWithPagedKVCacheWrapper")
+    assert facts is not None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert facts.plan_accepts is True
+    with pytest.warns(DeprecationWarning, match=r"plan_takes.*plan_accepts.*0\.4\.0") as caught:
+        assert facts.plan_takes is True
+    assert caught[0].filename == __file__
+    fields: dict[str, Any] = {"release": "0.7.2", "family": "F", "backend_attribute": None}
+    fields.update(default_backend=None, backends={})
+    with pytest.warns(DeprecationWarning, match=r"FamilyReach\(plan_takes=\.\.\.\)") as caught:
+        old = FamilyReach(plan_takes=False, **fields)  # type: ignore[call-arg]
+    assert caught[0].filename == __file__
+    assert old == FamilyReach(plan_accepts=False, **fields)
+    with pytest.raises(TypeError, match="deprecated spelling"):
+        FamilyReach("0.7.2", "F", True, plan_takes=True)  # type: ignore[call-arg]
+
+
+def test_renamed_keyword_finds_the_new_keyword_at_any_position() -> None:
+    @_deprecation.renamed_keyword("old", "new", until="9.9")
+    def function(first: int, new: int = 0) -> int:
+        return first * 10 + new
+
+    with pytest.warns(DeprecationWarning, match="9.9"):
+        assert function(1, old=2) == 12  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="deprecated spelling"):
+        function(1, 2, old=3)  # type: ignore[call-arg]

@@ -608,7 +608,7 @@ def _live(tmp_path: Path, source: str) -> dict[str, str]:
     path.write_text(source, encoding="utf-8")
     cls = _import(path).BatchDecodeWithPagedKVCacheWrapper
     shape = inspect_callable(f"{WRAPPER}.plan", cls.plan, owner=cls)
-    return {keyword: shape.support(keyword).status.value for keyword in KEYWORDS}
+    return {keyword: shape.acceptance(keyword).status.value for keyword in KEYWORDS}
 
 
 def _recorded(tmp_path: Path, source: str) -> dict[str, str]:
@@ -617,7 +617,7 @@ def _recorded(tmp_path: Path, source: str) -> dict[str, str]:
     (package / "__init__.py").write_text(f"from .decode import {WRAPPER}\n", encoding="utf-8")
     (package / "decode.py").write_text(source, encoding="utf-8")
     record = parse_record(record_release(tmp_path / "tree", release="0.0.1"))
-    return {keyword: record.support(f"{WRAPPER}.plan", keyword) for keyword in KEYWORDS}
+    return {keyword: record.acceptance(f"{WRAPPER}.plan", keyword) for keyword in KEYWORDS}
 
 
 @pytest.mark.parametrize(
@@ -640,13 +640,13 @@ def test_reason_names_the_construct_and_line(tmp_path: Path) -> None:
     cls = _import(path).BatchDecodeWithPagedKVCacheWrapper
     shape = inspect_callable(f"{WRAPPER}.plan", cls.plan, owner=cls)
     line = next(n for n, text in enumerate(source.splitlines(), 1) if "kwargs.pop" in text)
-    reason = shape.support("fixed_split_size").reason
+    reason = shape.acceptance("fixed_split_size").reason
     assert f"kwargs.pop('fixed_split_size', None) at line {line} of {WRAPPER}.plan" in reason
     assert "may drop it" in reason
     # Still accepted without TypeError, so comm-style checks see it; only the answer doubts.
     assert shape.keywords is not None
     assert "fixed_split_size" in shape.keywords
-    assert shape.support("disable_split_kv").status is Status.SUPPORTED
+    assert shape.acceptance("disable_split_kv").status is Status.SUPPORTED
 
 
 def test_module_function_target_is_followed_live(tmp_path: Path) -> None:
@@ -684,7 +684,7 @@ class _HostileSignature:
 def test_inspect_callable_never_raises(error: BaseException) -> None:
     shape = inspect_callable("hostile", _HostileSignature(error))
     assert shape.keywords is None
-    support = shape.support("fixed_split_size")
+    support = shape.acceptance("fixed_split_size")
     assert support.status is Status.UNKNOWN
     assert type(error).__name__ in support.reason
 
@@ -714,8 +714,8 @@ def test_fake_forwarder_reproduces_recorded_drops(tmp_path: Path) -> None:
     path.write_text(generated, encoding="utf-8")
     cls = _import(path).BatchDecodeWithPagedKVCacheWrapper
     shape = inspect_callable(f"{WRAPPER}.plan", cls.plan, owner=cls)
-    live = {keyword: shape.support(keyword).status.value for keyword in KEYWORDS}
-    assert live == {keyword: record.support(f"{WRAPPER}.plan", keyword) for keyword in KEYWORDS}
+    live = {keyword: shape.acceptance(keyword).status.value for keyword in KEYWORDS}
+    assert live == {keyword: record.acceptance(f"{WRAPPER}.plan", keyword) for keyword in KEYWORDS}
     assert live == {"fixed_split_size": U, "disable_split_kv": S}
 
 
@@ -819,7 +819,7 @@ def test_real_decode_plan_is_proven() -> None:
     assert "if not deprecated_positional_args:" in source
     shape = inspect_callable(f"{WRAPPER}.plan", Decode.plan, owner=Decode)
     for keyword in KEYWORDS:
-        support = shape.support(keyword)
+        support = shape.acceptance(keyword)
         assert support.status is Status.SUPPORTED, support.reason
         assert "_plan_impl" in support.reason
     assert not shape.doubts

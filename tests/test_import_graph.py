@@ -99,6 +99,46 @@ def test_no_import_cycle_but_the_listed_ones() -> None:
     assert not [group for group in found if any(".comm" in name for name in group)]
 
 
+def test_the_release_model_is_asked_not_read_again() -> None:
+    """``_records/`` answers what each release has and takes, and imports nothing of
+    ``upgrade/`` (data flows one way); ``upgrade/`` asks it through its facts, the history
+    between two releases and path resolution, never reading the records' store itself."""
+    graph = graph_of(PACKAGE)
+    model = {name for name in graph if name.startswith("fi_compat._records")}
+    assert not {(name, other) for name in model for other in graph[name] if ".upgrade" in other}
+    asked = {
+        other
+        for name, found in graph.items()
+        if name.startswith("fi_compat.upgrade")
+        for other in found & model
+    }
+    assert asked == {
+        "fi_compat._records",
+        "fi_compat._records._facts",
+        "fi_compat._records._history",
+        "fi_compat._records._resolve",
+    }
+
+
+def test_the_engine_source_is_read_apart_from_the_releases() -> None:
+    """``_engine_source/`` reads an engine's code and knows nothing of FlashInfer's releases:
+    outside itself it imports only ``_surface`` (the attention families' names), nothing of
+    ``upgrade/`` or ``_records/`` (the judge imports its uses: data flows one way); and
+    ``upgrade/`` asks it through the package, never its modules."""
+    graph = graph_of(PACKAGE)
+    reader = {name for name in graph if name.startswith("fi_compat._engine_source")}
+    assert "fi_compat._engine_source.read" in reader
+    outside = {other for name in reader for other in graph[name] - reader}
+    assert outside == {"fi_compat._surface"}
+    asked = {
+        other
+        for name, found in graph.items()
+        if name.startswith("fi_compat.upgrade")
+        for other in found & reader
+    }
+    assert asked == {"fi_compat._engine_source"}
+
+
 def test_comm_holds_only_modules() -> None:
     """``fi_compat/comm/`` holds its modules and nothing else (its measurements are in
     ``fi_compat/_measured/``); how many there are is what their roles make it."""

@@ -254,7 +254,7 @@ def test_split_reach_section_is_the_measurement_of_the_installed_release(
     paged = section["families"]["BatchPrefillWithPagedKVCacheWrapper"]
     facts = family_reach("0.7.2", "BatchPrefillWithPagedKVCacheWrapper")
     assert facts is not None
-    assert paged["plan_takes"] is facts.plan_takes
+    assert paged["plan_takes"] is facts.plan_accepts
     assert {b: a["verdict"] for b, a in paged["backends"].items()} == {
         b: str(a.verdict) for b, a in facts.backends.items()
     }

@@ -153,8 +153,8 @@ def test_decode_plan_kwargs_are_followed_to_where_they_are_declared(version: str
     assert [hop.rpartition(".")[2] for hop in shape.via] == ["plan", plan.forwards_kwargs_to]
     assert shape.open_ended is False
     for keyword in ("fixed_split_size", "disable_split_kv"):
-        support = capabilities.plan_support(DECODE, keyword)
-        assert support.status.value == record.support(f"{DECODE}.plan", keyword)
+        support = capabilities.plan_acceptance(DECODE, keyword)
+        assert support.status.value == record.acceptance(f"{DECODE}.plan", keyword)
         if keyword not in plan.keyword_names and support.supported:
             assert "forwarding" in support.reason, support.reason
 

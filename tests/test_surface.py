@@ -94,16 +94,16 @@ def _has_home(record: ReleaseRecord, symbol: Symbol, home: _surface.Home) -> boo
 def test_each_home_first_appears_in_the_release_its_since_names(symbol: Symbol) -> None:
     for home in symbol.homes:
         first = next((r.release for r in _records() if _has_home(r, symbol, home)), None)
-        assert first == home.since, f"{home.dotted}: first recorded in {first}"
+        assert first == home.introduced_in, f"{home.dotted}: first recorded in {first}"
 
 
 @pytest.mark.parametrize("symbol", ALL_SYMBOLS, ids=lambda symbol: symbol.key)
 def test_every_name_of_a_symbol_finds_it(symbol: Symbol) -> None:
     assert symbol_named(symbol.key) is symbol
     assert all(symbol_named(name) is symbol for name in symbol.names)
-    assert symbol.homes[-1].since == symbol.since
-    assert [Version(home.since) for home in symbol.homes] == sorted(
-        (Version(home.since) for home in symbol.homes), reverse=True
+    assert symbol.homes[-1].introduced_in == symbol.introduced_in
+    assert [Version(home.introduced_in) for home in symbol.homes] == sorted(
+        (Version(home.introduced_in) for home in symbol.homes), reverse=True
     ), "homes must be listed newest first"
 
 
@@ -242,14 +242,14 @@ def test_each_home_in_a_named_module_is_introduced_in_its_since() -> None:
         # the releases from 0.2.9 on (RELEASES), so a name older than 0.2.9 says 0.2.9.
         first = introduced_in(home.module, home.name)
         assert first is not None, home.dotted
-        if Version(home.since) > Version("0.2.9"):
-            assert first == home.since, home.dotted
+        if Version(home.introduced_in) > Version("0.2.9"):
+            assert first == home.introduced_in, home.dotted
         else:
-            assert Version(first) <= Version(home.since), home.dotted
+            assert Version(first) <= Version(home.introduced_in), home.dotted
 
 
 def test_fast_decode_plan_is_recorded_from_its_since_on() -> None:
-    since = Version(FAST_DECODE_PLAN.since)
+    since = Version(FAST_DECODE_PLAN.introduced_in)
     has = [record.release for record in _records() if record.fast_decode_plan is not None]
     assert has == [release for release in RELEASES if Version(release) >= since]
     assert FAST_DECODE_PLAN not in ALL_SYMBOLS, "recorded, never probed"

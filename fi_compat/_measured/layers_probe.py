@@ -271,7 +271,7 @@ def measure() -> dict[str, Any]:
     document["legacy_source"] = sha256(inspect.getsource(raw))
     signature = inspect.signature(raw)
     document["legacy_parameters"] = list(signature.parameters)
-    takes = inspect.signature(original).parameters
+    accepted = inspect.signature(original).parameters
     pattern = getattr(namespace[names["pattern_class"]], names["pattern"])
     document["pattern"] = pattern
 
@@ -321,7 +321,7 @@ def measure() -> dict[str, Any]:
             kwargs = {
                 name: value for name, value in given.items() if name not in ("tokens", "hidden")
             }
-            kwargs.update({name: value for name, value in switches.items() if name in takes})
+            kwargs.update({name: value for name, value in switches.items() if name in accepted})
             given.update(switches)
             executed: set[int] = set()
             legacy_calls.clear()

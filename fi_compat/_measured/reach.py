@@ -262,9 +262,9 @@ def _combine(verdicts: Mapping[str, tuple[str, str]]) -> dict[str, str]:
 
 
 def _classify_backend(
-    entry: Mapping[str, Any], plan_takes: bool, subject: str = "plan"
+    entry: Mapping[str, Any], plan_accepts: bool, subject: str = "plan"
 ) -> dict[str, str]:
-    if not plan_takes:
+    if not plan_accepts:
         return {"verdict": "refused", "detail": _NO_KEYWORDS.format(subject=subject)}
     init_error = entry.get("init_error")
     if init_error is not None:
@@ -295,7 +295,7 @@ def _classify_backend(
     return combined
 
 
-def _plan_takes(raw: Mapping[str, Any]) -> bool:
+def _plan_accepts(raw: Mapping[str, Any]) -> bool:
     """Whether ``plan`` bound both keywords when called with them (in any measured run)."""
     if not raw.get("has_plan", False):
         return False
@@ -325,13 +325,13 @@ def classify_family(raw: Mapping[str, Any]) -> dict[str, Any]:
     """One family's entry of ``reach.json`` from the probe's report of it."""
     if "error" in raw:
         raise ValueError(f"the probe could not measure the family: {raw['error']}")
-    plan_takes = _plan_takes(raw)
+    plan_accepts = _plan_accepts(raw)
     backends: dict[str, dict[str, str]] = {}
     if not raw.get("has_plan", False):
         backends["default"] = {"verdict": "refused", "detail": "the class has no plan method"}
     else:
         for key, entry in sorted(raw.get("backends", {}).items()):
-            backends[str(key)] = _classify_backend(entry, plan_takes)
+            backends[str(key)] = _classify_backend(entry, plan_accepts)
     # A class without backend=: what its instance holds after __init__ (the CUDA-graph
     # decode wrapper hands its base "auto"). A class with one: the signature's default, the
     # value asked for (an __init__ may resolve "auto" there for the stand-in GPU).
@@ -340,7 +340,7 @@ def classify_family(raw: Mapping[str, Any]) -> dict[str, Any]:
     if not raw.get("takes_backend") and isinstance(constructed, str):
         default = constructed
     return {
-        "plan_takes": plan_takes,
+        "plan_takes": plan_accepts,
         "backend_attribute": _backend_attribute(raw),
         "default_backend": default if isinstance(default, str) else None,
         "backends": backends,
@@ -361,13 +361,13 @@ def classify_release(document: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(fast, Mapping):
         if "error" in fast:
             raise ValueError(f"the probe could not measure {FAST_PLAN}: {fast['error']}")
-        takes = bool(fast.get("takes"))
+        accepts = bool(fast.get("takes"))
         entry[FAST_PLAN] = {
-            "plan_takes": takes,
+            "plan_takes": accepts,
             "backend_attribute": decode["backend_attribute"] if decode else None,
             "default_backend": decode["default_backend"] if decode else None,
             "backends": {
-                str(key): _classify_backend(value, takes, FAST_PLAN)
+                str(key): _classify_backend(value, accepts, FAST_PLAN)
                 for key, value in sorted(fast.get("backends", {}).items())
             },
         }

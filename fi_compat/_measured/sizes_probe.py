@@ -351,7 +351,7 @@ def _create(comm: Any, names: dict[str, str], backend: str) -> tuple[Any | None,
     import torch
 
     factory = getattr(comm, names["factory"])
-    takes = inspect.signature(factory).parameters
+    accepted = inspect.signature(factory).parameters
     arguments: dict[str, Any] = {
         "backend": backend,
         "world_size": WORLD,
@@ -361,13 +361,13 @@ def _create(comm: Any, names: dict[str, str], backend: str) -> tuple[Any | None,
         "dtype": torch.bfloat16,
         "gpus_per_node": WORLD,
     }
-    if "comm_backend" in takes:
+    if "comm_backend" in accepted:
         arguments["comm_backend"] = Backend()
     info: dict[str, Any] = {}
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            workspace = factory(**{k: v for k, v in arguments.items() if k in takes})
+            workspace = factory(**{k: v for k, v in arguments.items() if k in accepted})
     except Exception as error:
         info["error"] = f"{type(error).__name__}: {error}"
         info["traceback"] = traceback.format_exc(limit=-4)

@@ -152,7 +152,7 @@ def _triton_hazard(package: Package) -> str | None:
 #: Standard-library classes that became subscriptable at run time in a later Python than
 #: fi-compat's oldest (3.10): ``array.array[int]`` evaluated at import raises ``TypeError``
 #: before 3.12. Checked against real imports in tests/tools/test_python_hazard.py.
-_GENERIC_SINCE = {("array", "array"): "3.12"}
+_GENERIC_INTRODUCED_IN = {("array", "array"): "3.12"}
 _FUTURE_ANNOTATIONS = "annotations"
 
 
@@ -208,7 +208,7 @@ def _python_hazard(package: Package) -> tuple[str, str] | None:
                     key = (binding.target_module or "", binding.target_name or "")
                 else:
                     continue
-                python = _GENERIC_SINCE.get(key)
+                python = _GENERIC_INTRODUCED_IN.get(key)
                 if python is not None:
                     return python, (
                         f"{module.path}:{node.lineno}: the annotation {ast.unparse(node)} is "

@@ -45,8 +45,7 @@ from fi_compat._records._classes import (
     NameRecord,
     ParameterRecord,
     ReleaseRecord,
-    SupportAnswer,
-    keyword_support,
+    keyword_acceptance,
 )
 from fi_compat._records._parse import class_record, enum_record, function_record, name_record
 from fi_compat._records._store import (
@@ -77,13 +76,14 @@ __all__ = [
     "NameRecord",
     "ParameterRecord",
     "ReleaseRecord",
-    "SupportAnswer",
     "available_releases",
     "introduced_in",
-    "keyword_support",
+    "keyword_acceptance",
+    "keyword_introduced_in",
     "known_model",
     "listed_releases",
     "load_release",
+    "member_introduced_in",
     "model_release",
     "module_introduced_in",
 ]
@@ -432,8 +432,8 @@ def forget() -> None:
         _load,
         _introduced_in,
         _module_introduced_in,
-        first_accepting,
-        first_with_member,
+        keyword_introduced_in,
+        member_introduced_in,
         opened,
         modules_of,
         module_record,
@@ -534,20 +534,20 @@ def module_introduced_in(module: str) -> str | None:
 
 @functools.cache
 def _module_introduced_in(module: str) -> str | None:
-    from fi_compat._records._store import first_with_module
+    from fi_compat._records import _store
 
-    return first_with_module(module)
+    return _store.module_introduced_in(module)
 
 
 @functools.cache
-def first_accepting(qualname: str, keyword: str) -> str | None:
+def keyword_introduced_in(qualname: str, keyword: str) -> str | None:
     """The first recorded release whose ``qualname`` accepts ``keyword`` (see
     :meth:`ReleaseRecord.accepts`), or None when none does. Cached for the process."""
     return _first(lambda record: record.accepts(qualname, keyword))
 
 
 @functools.cache
-def first_with_member(enum: str, member: str) -> str | None:
+def member_introduced_in(enum: str, member: str) -> str | None:
     """The first recorded release whose ``flashinfer.comm`` enum ``enum`` has ``member``, or
     None when none does. Cached for the process."""
 

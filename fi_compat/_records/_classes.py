@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from packaging.version import Version
 
 from fi_compat._arguments import require_choice, require_str
+from fi_compat._deprecation import renamed_attribute
 from fi_compat._frozen import picklable
 from fi_compat._records._format import ParameterKind
+from fi_compat._signature import Status
 from fi_compat._surface import (
     ATTENTION_FAMILIES,
     FAST_DECODE_PLAN,
@@ -28,8 +30,6 @@ from fi_compat._surface import (
 if TYPE_CHECKING:  # the store's module imports this one
     from fi_compat._records._store import ModuleRecord
 
-#: The three answers of :meth:`ReleaseRecord.support`.
-SupportAnswer = Literal["supported", "unsupported", "unknown"]
 #: What a public name of a module is bound to: a ``def``; a class used for its constants
 #: (``"enum"``: derived from a class of :mod:`enum`, or a plain class of constants such as
 #: ``AllReduceFusionPattern``, as :mod:`fi_compat._surface` means the word); any other
@@ -492,14 +492,20 @@ class ReleaseRecord:
         """The record named by ``qualname`` (see the class docstring), or None."""
         return self._owner(qualname)[1]
 
-    def support(self, qualname: str, keyword: str) -> SupportAnswer:
+    def acceptance(self, qualname: str, keyword: str) -> Status:
         """Does ``qualname`` accept ``keyword``, following ``**kwargs`` forwards?
 
-        ``"supported"`` when the callable (or a method its ``**kwargs`` is provably
-        forwarded to) declares the keyword; ``"unknown"`` when it takes ``**kwargs`` whose
-        destination is not a recorded method, or the forward may drop the keyword;
-        ``"unsupported"`` otherwise, including when the callable is absent. The same
-        answers as :func:`fi_compat._signature.inspect_callable` on the live release.
+        :attr:`~fi_compat.Status.SUPPORTED` when the callable (or a method its
+        ``**kwargs`` is provably forwarded to) declares the keyword;
+        :attr:`~fi_compat.Status.UNKNOWN` when it takes ``**kwargs`` whose destination is
+        not a recorded method, or the forward may drop the keyword;
+        :attr:`~fi_compat.Status.UNSUPPORTED` otherwise, including when the callable is
+        absent. The same answers as :func:`fi_compat._signature.inspect_callable` on the
+        live release. Each member is a ``str`` equal to its value (``"supported"``, ...),
+        the plain string ``support``, this method's name before fi-compat 0.3.0, returned;
+        ``support`` still answers, with a ``DeprecationWarning``, until 0.4.0.
+
+        .. versionadded:: 0.3.0
 
         Raises
         ------
@@ -508,38 +514,41 @@ class ReleaseRecord:
         """
         require_str("keyword", keyword)
         owner, func = self._owner(qualname)
-        return keyword_support(func, keyword, owner.method if owner is not None else None)
+        return keyword_acceptance(func, keyword, owner.method if owner is not None else None)
+
+    support = renamed_attribute("acceptance", until="0.4.0")
+    """Deprecated since fi-compat 0.3.0, goes in 0.4.0: :meth:`acceptance`."""
 
     def accepts(self, qualname: str, keyword: str) -> bool:
-        """True when :meth:`support` is ``"supported"`` (``unknown`` is not acceptance)."""
-        return self.support(qualname, keyword) == "supported"
+        """True when :meth:`acceptance` is ``SUPPORTED`` (``UNKNOWN`` is not acceptance)."""
+        return self.acceptance(qualname, keyword) is Status.SUPPORTED
 
 
-def keyword_support(
+def keyword_acceptance(
     function: FunctionRecord | None,
     keyword: str,
     method: Callable[[str], FunctionRecord | None] | None,
-) -> SupportAnswer:
-    """The one walk of "does this callable take ``keyword``": ``"supported"`` when
+) -> Status:
+    """The one walk of "does this callable accept ``keyword``": ``SUPPORTED`` when
     ``function`` declares it (by keyword), or forwards its ``**kwargs`` to a method
     (``method(name)``: the owner's method of that name, None without one) that does;
-    ``"unknown"`` when ``**kwargs`` goes where no record follows, or the forward may drop
-    the keyword; ``"unsupported"`` otherwise, ``function`` None included. At most
-    :data:`_MAX_FORWARDS` forwards are followed. :meth:`ReleaseRecord.support` and the
+    ``UNKNOWN`` when ``**kwargs`` goes where no record follows, or the forward may drop
+    the keyword; ``UNSUPPORTED`` otherwise, ``function`` None included. At most
+    :data:`_MAX_FORWARDS` forwards are followed. :meth:`ReleaseRecord.acceptance` and the
     upgrade preview's facts both answer with it."""
     for _ in range(_MAX_FORWARDS + 1):
         if function is None:
-            return "unsupported"
+            return Status.UNSUPPORTED
         if keyword in function.keyword_names:
-            return "supported"
+            return Status.SUPPORTED
         if function.var_keyword is None:
-            return "unsupported"
+            return Status.UNSUPPORTED
         target = function.forwards_kwargs_to
         following = method(target) if method is not None and target is not None else None
         if following is None or function.drops(keyword):
-            return "unknown"
+            return Status.UNKNOWN
         function = following
-    return "unknown"
+    return Status.UNKNOWN
 
 
 _NO_NAMES: Mapping[str, NameRecord] = MappingProxyType({})

@@ -36,7 +36,7 @@ __all__ = [
     "alike",
     "alike_runs",
     "finals_first",
-    "first_with_module",
+    "module_introduced_in",
     "module_record",
     "modules_of",
     "opened",
@@ -391,7 +391,7 @@ def modules_of(release: str) -> frozenset[str]:
     )
 
 
-def first_with_module(module: str) -> str | None:
+def module_introduced_in(module: str) -> str | None:
     """The oldest final release that ships ``module`` (the oldest pre-release when no final
     release does yet), or None."""
     store = opened()

@@ -169,6 +169,6 @@ def fast_plan_support(caps: Capabilities) -> Support:
         return Support(
             Status.UNSUPPORTED,
             f"flashinfer {release} has no {FAST_DECODE_PLAN.dotted} (added in "
-            f"{FAST_DECODE_PLAN.since})",
+            f"{FAST_DECODE_PLAN.introduced_in})",
         )
     return Support(Status.SUPPORTED, f"{FAST_DECODE_PLAN.dotted} of flashinfer {release}")

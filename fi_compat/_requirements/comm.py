@@ -61,8 +61,8 @@ from fi_compat.capabilities import Capabilities
 from fi_compat.comm._call_checks import FINALIZE_BACKENDS
 from fi_compat.comm._create_checks import BACKENDS
 from fi_compat.comm._dropin import DEFAULTS, create_allreduce_fusion_workspace
-from fi_compat.comm._factory import accepts, pattern_codes, untaken
-from fi_compat.comm._legacy import LEGACY_CALL, MAPPED, WHERE_TAKEN
+from fi_compat.comm._factory import accepts, pattern_codes, unaccepted
+from fi_compat.comm._legacy import LEGACY_CALL, MAPPED, WHERE_ACCEPTED
 from fi_compat.comm._names import PATTERN_NAMES
 from fi_compat.comm._reference import IGNORED, READS
 from fi_compat.comm._sizes import rule_of
@@ -129,7 +129,7 @@ def _unified(caps: Capabilities, name: str) -> Support:
             Status.SUPPORTED,
             f"{UNIFIED_FUSION.dotted} lacks it; False completes at the end (same result)",
         )
-    answer = shape.support(name)
+    answer = shape.acceptance(name)
     if answer.status is Status.SUPPORTED:  # reached through **kwargs: the call passes names only
         return Support(Status.UNKNOWN, f"{answer.reason}, which the drop-in does not follow")
     return answer
@@ -141,7 +141,7 @@ def _legacy(caps: Capabilities, name: str) -> Support:
             Status.UNSUPPORTED,
             f"the legacy {LEGACY_FUSION.dotted} has no counterpart for it",
         )
-    if name not in WHERE_TAKEN:
+    if name not in WHERE_ACCEPTED:
         return Support(Status.SUPPORTED, f"mapped to {LEGACY_FUSION.dotted}")
     shape = caps.comm.shapes.get(LEGACY_FUSION.key)
     if shape is None or shape.keywords is None:
@@ -304,7 +304,7 @@ def _unified_option(caps: Capabilities, name: str) -> Support:
     shape = caps.comm.shapes.get(UNIFIED_FACTORY.key)
     if shape is None:
         return Support(Status.UNKNOWN, f"{UNIFIED_FACTORY.dotted} was not read")
-    answer = shape.support(name)
+    answer = shape.acceptance(name)
     if answer.supported:
         return Support(Status.SUPPORTED, f"passed to {UNIFIED_FACTORY.dotted} ({answer.reason})")
     return answer
@@ -362,7 +362,7 @@ def pattern_support(caps: Capabilities) -> Mapping[str, Support]:
     not recorded answers unknown). Without either API, every pattern is refused with the
     reason. A reference workspace has names of its own (:func:`reference_support`).
     """
-    from fi_compat._records import first_with_member  # the recorded data, once
+    from fi_compat._records import member_introduced_in  # the recorded data, once
 
     comm = caps.comm
     release = caps.flashinfer.version
@@ -387,10 +387,10 @@ def pattern_support(caps: Capabilities) -> Mapping[str, Support]:
                 "workspaces",
             )
             continue
-        first = first_with_member(PATTERN.key, member)
-        since = f" (first in flashinfer {first})" if first is not None else ""
+        introduced_in = member_introduced_in(PATTERN.key, member)
+        note = f" (first in flashinfer {introduced_in})" if introduced_in is not None else ""
         answers[name] = Support(
-            Status.UNSUPPORTED, f"flashinfer {release}'s {PATTERN.key} has no {member}{since}"
+            Status.UNSUPPORTED, f"flashinfer {release}'s {PATTERN.key} has no {member}{note}"
         )
     return answers
 
@@ -409,9 +409,9 @@ def reference_support(caps: Capabilities) -> Mapping[str, Support]:
                 "on every release: create a fused workspace for it"
             )
         else:
-            taken = ", ".join(sorted(reads | IGNORED))
+            arguments = ", ".join(sorted(reads | IGNORED))
             why = (
-                f"the unfused reference path computes it with {taken} only; any other "
+                f"the unfused reference path computes it with {arguments} only; any other "
                 "argument of the drop-in (quantization, MoE) is refused, on every release"
             )
         answers[reference_feature(member)] = Support(Status.UNSUPPORTED, why)
@@ -436,7 +436,7 @@ def api_call_gap(caps: Capabilities, flag: str) -> str | None:
     when it is bound: the installed fused call's probed signature lacks a keyword fi-compat
     passes (a source build with another signature); None when it takes them all."""
     symbol, ours = _CALLS[flag]
-    lacking = untaken(caps, symbol, ours)
+    lacking = unaccepted(caps, symbol, ours)
     if not lacking:
         return None
     return (

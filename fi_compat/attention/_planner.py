@@ -133,12 +133,12 @@ def _fast_plan(
             explain(
                 f"{FAST_DECODE_PLAN.dotted} for fast_decode=True",
                 f"none in flashinfer {release_of(capabilities) or 'unknown'}",
-                changed_in=FAST_DECODE_PLAN.since,
-                fix=f"upgrade flashinfer-python to {FAST_DECODE_PLAN.since} or later, or "
+                changed_in=FAST_DECODE_PLAN.introduced_in,
+                fix=f"upgrade flashinfer-python to {FAST_DECODE_PLAN.introduced_in} or later, or "
                 "build the planner without fast_decode",
             ),
             feature=FAST_PLAN,
-            introduced_in=FAST_DECODE_PLAN.since,
+            introduced_in=FAST_DECODE_PLAN.introduced_in,
         )
     if settings.deterministic:
         release = release_of(capabilities)

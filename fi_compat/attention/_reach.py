@@ -34,6 +34,7 @@ from packaging.version import Version
 
 from fi_compat import _surface
 from fi_compat._arguments import describe
+from fi_compat._deprecation import renamed_attribute, renamed_field
 from fi_compat._frozen import picklable
 from fi_compat._measured import load, releases, why_unmeasured
 from fi_compat._signature import exact_text
@@ -90,6 +91,7 @@ class Reach:
         return self.verdict is Verdict.REACHES
 
 
+@renamed_field("plan_takes", "plan_accepts", until="0.4.0")
 @picklable
 @dataclass(frozen=True)
 class FamilyReach:
@@ -99,8 +101,11 @@ class FamilyReach:
 
     Attributes
     ----------
-    plan_takes
-        ``plan`` binds ``fixed_split_size=`` and ``disable_split_kv=``.
+    plan_accepts
+        ``plan`` accepts ``fixed_split_size=`` and ``disable_split_kv=`` (binds both when
+        called with them). Named ``plan_takes`` before fi-compat 0.3.0: that name (and the
+        constructor's ``plan_takes=``) still answers, with a ``DeprecationWarning``, until
+        0.4.0.
     backend_attribute
         The instance attribute that holds the requested backend after ``__init__``
         (``"_backend"``), or None when the class takes no ``backend=``.
@@ -114,10 +119,13 @@ class FamilyReach:
 
     release: str
     family: str
-    plan_takes: bool
+    plan_accepts: bool
     backend_attribute: str | None
     default_backend: str | None
     backends: Mapping[str, Reach]
+
+    plan_takes = renamed_attribute("plan_accepts", until="0.4.0")
+    """Deprecated since fi-compat 0.3.0, goes in 0.4.0: :attr:`plan_accepts`."""
 
 
 @functools.lru_cache(maxsize=1)

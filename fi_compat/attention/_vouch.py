@@ -187,23 +187,23 @@ def fast_plan_of_release() -> Callable[..., Any] | None:
 
 #: ``(class, plan function) -> answers``: engines build many planners over the same classes
 #: (one per captured batch size), and following ``**kwargs`` means parsing source.
-_SUPPORT_CACHE: dict[tuple[type[object], object], tuple[Support, ...]] = {}
+_ACCEPTANCE_CACHE: dict[tuple[type[object], object], tuple[Support, ...]] = {}
 
 
-def _declared_support(owner: type[object], func: Callable[..., Any]) -> tuple[Support, ...]:
+def _declared_acceptance(owner: type[object], func: Callable[..., Any]) -> tuple[Support, ...]:
     """Answers for :data:`SPLIT_KEYWORDS` on one ``plan``, computed once per function."""
     try:
-        return _SUPPORT_CACHE[owner, func]
+        return _ACCEPTANCE_CACHE[owner, func]
     except (KeyError, TypeError):  # not seen yet, or an unhashable callable
         pass
     shape = inspect_callable(f"{owner.__name__}.plan", func, owner=owner)
-    answers = tuple(shape.support(keyword) for keyword in SPLIT_KEYWORDS)
+    answers = tuple(shape.acceptance(keyword) for keyword in SPLIT_KEYWORDS)
     with contextlib.suppress(TypeError):
-        _SUPPORT_CACHE[owner, func] = answers
+        _ACCEPTANCE_CACHE[owner, func] = answers
     return answers
 
 
-def plan_support(wrapper: Any) -> dict[str, Support]:
+def plan_acceptance(wrapper: Any) -> dict[str, Support]:
     """What the ``plan`` that will actually be called declares, following ``**kwargs``."""
     owner: type[object] = type(wrapper)
     name = f"{owner.__name__}.plan"
@@ -216,12 +216,12 @@ def plan_support(wrapper: Any) -> dict[str, Support]:
     if not callable(func):
         broken = Support(Status.UNKNOWN, f"{name} is not callable: {func!r}")
         return dict.fromkeys(SPLIT_KEYWORDS, broken)
-    return dict(zip(SPLIT_KEYWORDS, _declared_support(owner, func), strict=True))
+    return dict(zip(SPLIT_KEYWORDS, _declared_acceptance(owner, func), strict=True))
 
 
 def check_signature(wrapper: Any, kind: str, role: str, release: str | None) -> None:
     """Refuse a ``plan`` that does not (or may not) take both split keywords."""
-    answers = plan_support(wrapper)
+    answers = plan_acceptance(wrapper)
     missing = {keyword: support for keyword, support in answers.items() if not support.supported}
     if not missing:
         return

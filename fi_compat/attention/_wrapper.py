@@ -534,7 +534,7 @@ def fast_decode_plan(wrapper: Any, *args: Any, **kwargs: Any) -> Any:
         if fast is None:
             raise ImportError(
                 f"cannot import name '{_FAST_PLAN.key}' from '{_FAST_PLAN.module}': "
-                f"the installed flashinfer has none (it arrived in {_FAST_PLAN.since})"
+                f"the installed flashinfer has none (it arrived in {_FAST_PLAN.introduced_in})"
             )
         return fast(wrapper, *args, **kwargs)
     answer = settled.fast_reach or _no_fast_plan(settled)

@@ -471,9 +471,9 @@ def check_finalize_backend(value: Any) -> None:
     is refused here."""
     fusion = locate(UNIFIED_FUSION)
     choices = literal_choices(fusion, "moe_finalize_backend") if callable(fusion) else None
-    takes = choices is not None or _has_parameter(fusion, "moe_finalize_backend")
+    accepts = choices is not None or _has_parameter(fusion, "moe_finalize_backend")
     known = choices if choices is not None else FINALIZE_BACKENDS
-    if isinstance(value, str) and value and (value in known or (takes and choices is None)):
+    if isinstance(value, str) and value and (value in known or (accepts and choices is None)):
         return
     raise InvalidArgumentError(
         explain(

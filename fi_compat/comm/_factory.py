@@ -61,11 +61,11 @@ __all__ = [
     "group_error",
     "installed",
     "installed_pattern",
-    "not_taken",
+    "not_accepted",
     "option_refused",
     "pattern_codes",
     "trtllm_ranks_error",
-    "untaken",
+    "unaccepted",
 ]
 
 #: Rank counts the TRT-LLM fusion kernel dispatches on (``allreduce_fusion_op`` in
@@ -141,7 +141,7 @@ class Created(NamedTuple):
 def accepts(caps: Capabilities, symbol: Symbol, keyword: str) -> bool:
     """The installed ``symbol`` takes ``keyword`` (from its probed signature)."""
     shape = caps.comm.shapes.get(symbol.key)
-    return shape is not None and shape.support(keyword).supported
+    return shape is not None and shape.acceptance(keyword).supported
 
 
 def installed(caps: Capabilities, symbol: Symbol, feature: str) -> Any:
@@ -198,7 +198,7 @@ def _required(function: Callable[..., Any]) -> set[str] | None:
     }
 
 
-def untaken(caps: Capabilities, symbol: Symbol, ours: Collection[str]) -> list[str]:
+def unaccepted(caps: Capabilities, symbol: Symbol, ours: Collection[str]) -> list[str]:
     """The keywords among ``ours`` that the installed ``symbol``'s probed signature lacks,
     sorted; none when the signature could not be read (the call is then bound as is)."""
     shape = caps.comm.shapes.get(symbol.key)
@@ -218,7 +218,7 @@ def check_call(
     where the probed signature lacks one of ``ours``.
     """
     passed = set(ours)
-    unknown = untaken(caps, symbol, passed)
+    unknown = unaccepted(caps, symbol, passed)
     required = _required(function)
     absent = sorted(required - passed) if required is not None else []
     if unknown or absent:
@@ -248,27 +248,33 @@ def capability_missing(feature: str, what: str, found: str, fix: str) -> Capabil
     )
 
 
-def not_taken(symbol: Symbol, name: str, version: str | None) -> CapabilityMissingError:
+def not_accepted(symbol: Symbol, name: str, version: str | None) -> CapabilityMissingError:
     """The error for a drop-in argument ``name`` the installed ``symbol`` does not take.
 
     The message names the release that brought the keyword: its gate's, else the first
     recorded release whose ``symbol`` takes it. The error's ``feature`` is the argument's
     ``--require`` name (:func:`dropin_feature`).
     """
-    from fi_compat._records import first_accepting  # the recorded data, on failure only
+    from fi_compat._records import keyword_introduced_in  # the recorded data, on failure only
 
     gate = GATES.get(name)
-    first = gate.introduced_in if gate is not None else first_accepting(symbol.key, name)
-    upgrade = f"flashinfer-python >= {first}" if first is not None else "flashinfer-python"
+    introduced_in = (
+        gate.introduced_in if gate is not None else keyword_introduced_in(symbol.key, name)
+    )
+    upgrade = (
+        f"flashinfer-python >= {introduced_in}"
+        if introduced_in is not None
+        else "flashinfer-python"
+    )
     return CapabilityMissingError(
         explain(
             f"{symbol.dotted} to take {name}=",
             f"flashinfer {version} without it",
-            changed_in=first,
+            changed_in=introduced_in,
             fix=f"leave {name} at its default, or upgrade {upgrade}",
         ),
         feature=dropin_feature(name),
-        introduced_in=first,
+        introduced_in=introduced_in,
     )
 
 
@@ -281,12 +287,14 @@ def option_refused(caps: Capabilities, name: str, *, legacy: bool) -> FiCompatEr
     An option no recorded release takes (a misspelling, or a release fi-compat has not
     recorded) is an ``InvalidArgumentError``: there is no release to name.
     """
-    from fi_compat._records import first_accepting  # the recorded data, on failure only
+    from fi_compat._records import keyword_introduced_in  # the recorded data, on failure only
 
     version = caps.flashinfer.version
     gate = GATES.get(name)
-    first = gate.introduced_in if gate is not None else first_accepting(UNIFIED_FACTORY.key, name)
-    if first is None:
+    introduced_in = (
+        gate.introduced_in if gate is not None else keyword_introduced_in(UNIFIED_FACTORY.key, name)
+    )
+    if introduced_in is None:
         return InvalidArgumentError(
             explain(
                 f"an option of {UNIFIED_FACTORY.dotted} (of some recorded release)",
@@ -295,7 +303,11 @@ def option_refused(caps: Capabilities, name: str, *, legacy: bool) -> FiCompatEr
                 fix=f"check the spelling against {UNIFIED_FACTORY.key}'s signature",
             )
         )
-    upgrade = f"flashinfer-python >= {first}" if first is not None else "flashinfer-python"
+    upgrade = (
+        f"flashinfer-python >= {introduced_in}"
+        if introduced_in is not None
+        else "flashinfer-python"
+    )
     return CapabilityMissingError(
         explain(
             f"{name}= (an option of the unified {UNIFIED_FACTORY.key})"
@@ -304,11 +316,11 @@ def option_refused(caps: Capabilities, name: str, *, legacy: bool) -> FiCompatEr
             f"flashinfer {version} with only the legacy API"
             if legacy
             else f"flashinfer {version} without it",
-            changed_in=first,
+            changed_in=introduced_in,
             fix=f"leave {name} out, or upgrade {upgrade}",
         ),
         feature=factory_feature(name),
-        introduced_in=first,
+        introduced_in=introduced_in,
     )
 
 
@@ -324,19 +336,23 @@ def check_pattern(caps: Capabilities, pattern: int) -> None:
         return
     if pattern in pattern_codes():
         return
-    from fi_compat._records import first_with_member  # the recorded data, on failure only
+    from fi_compat._records import member_introduced_in  # the recorded data, on failure only
 
-    first = first_with_member(PATTERN.key, name)
-    upgrade = f"flashinfer-python >= {first}" if first is not None else "flashinfer-python"
+    introduced_in = member_introduced_in(PATTERN.key, name)
+    upgrade = (
+        f"flashinfer-python >= {introduced_in}"
+        if introduced_in is not None
+        else "flashinfer-python"
+    )
     raise CapabilityMissingError(
         explain(
             f"pattern {name} in the installed {PATTERN.key}",
             f"flashinfer {caps.flashinfer.version} without it",
-            changed_in=first,
+            changed_in=introduced_in,
             fix=f"use a pattern this release has, or upgrade {upgrade}",
         ),
         feature=pattern_feature(name),
-        introduced_in=first,
+        introduced_in=introduced_in,
     )
 
 

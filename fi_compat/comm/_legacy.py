@@ -35,7 +35,7 @@ from fi_compat.comm._factory import (
     group_error,
     installed,
     installed_pattern,
-    not_taken,
+    not_accepted,
     option_refused,
 )
 from fi_compat.comm._launch import (
@@ -176,7 +176,7 @@ def create_legacy(caps: Capabilities, request: Request) -> Created:
             raise group_error(
                 caps, LEGACY_FACTORY, request.span, f"{LEGACY_FACTORY.key} takes no group="
             )
-        if inspect_callable(LEGACY_DESTROY.key, destroy).support("group").supported:
+        if inspect_callable(LEGACY_DESTROY.key, destroy).acceptance("group").supported:
             destroy_kwargs["group"] = request.group
     if accepts(caps, LEGACY_FACTORY, "create_metadata"):
         kwargs["create_metadata"] = True  # the release's own metadata, for the workspace's
@@ -320,10 +320,10 @@ _SAME_NAME = (
     "layout_code",
 )
 #: The drop-in's arguments only some releases' legacy call takes (passed where it does).
-WHERE_TAKEN = ("block_quant_group_size", "weight_bias")
+WHERE_ACCEPTED = ("block_quant_group_size", "weight_bias")
 #: Every drop-in argument with a counterpart here (``output`` is ``allreduce_out``); any
 #: other (the MoE patterns' arguments, 0.6.8+) is refused when given.
-MAPPED = frozenset((*_SAME_NAME, *WHERE_TAKEN, "output"))
+MAPPED = frozenset((*_SAME_NAME, *WHERE_ACCEPTED, "output"))
 
 
 def call_legacy(
@@ -349,7 +349,7 @@ def call_legacy(
     check_pattern(caps, pattern)
     for name in given:
         if name not in MAPPED:
-            raise not_taken(LEGACY_FUSION, name, caps.flashinfer.version)
+            raise not_accepted(LEGACY_FUSION, name, caps.flashinfer.version)
     output = values["output"]
     if output is None:
         output = torch.empty_like(input)
@@ -367,10 +367,10 @@ def call_legacy(
         kwargs[name] = values[name]
     shape = caps.comm.shapes.get(LEGACY_FUSION.key)
     accepted = shape.keywords if shape is not None and shape.keywords is not None else {}
-    for name in WHERE_TAKEN:
+    for name in WHERE_ACCEPTED:
         if name in given:
             if name not in accepted:
-                raise not_taken(LEGACY_FUSION, name, caps.flashinfer.version)
+                raise not_accepted(LEGACY_FUSION, name, caps.flashinfer.version)
             kwargs[name] = given[name]
     fusion = installed(caps, LEGACY_FUSION, LEGACY_API)
     fusion(**kwargs)

@@ -226,8 +226,8 @@ def _submodule(owner: str, name: str) -> Any:
     try:
         return importlib.import_module(f"{owner}.{name}")
     except FlashInferUnavailableError as error:
-        first = error.introduced_in if isinstance(error, ModuleUnavailableError) else None
-        raise NameUnavailableError(str(error), name=name, introduced_in=first) from error
+        introduced_in = error.introduced_in if isinstance(error, ModuleUnavailableError) else None
+        raise NameUnavailableError(str(error), name=name, introduced_in=introduced_in) from error
 
 
 def installed_module(module: str, name: str) -> Any:
@@ -261,7 +261,7 @@ class Lifespan:
     ----------
     thing
         What is missing (``flashinfer.comm.trtllm_alltoall``, ``flashinfer.comm.MnnvlMoe``).
-    first
+    introduced_in
         The first recorded release that has it (a final release where one does), or None.
     arrived
         Set where the installed release is older than every recorded release that has it:
@@ -286,7 +286,7 @@ class Lifespan:
     """
 
     thing: str
-    first: str | None
+    introduced_in: str | None
     arrived: str | None = None
     last: str | None = None
     removed_in: str | None = None
@@ -296,10 +296,10 @@ class Lifespan:
 
 
 def lifespan(
-    thing: str, kind: Callable[[ReleaseRecord], str | None], first: str | None
+    thing: str, kind: Callable[[ReleaseRecord], str | None], introduced_in: str | None
 ) -> Lifespan:
     """Where the installed release stands between the recorded releases that have ``thing``,
-    ``first`` being the first of them (as :func:`fi_compat._records.introduced_in` answers
+    ``introduced_in`` being the first of them (as :func:`fi_compat._records.introduced_in` answers
     it); ``kind`` tells what a release has there (a name's kind, ``"module"``), or None.
     It is "back" in a newer release only as what it was when it went (a function's name
     bound again as a submodule is not the function back).
@@ -307,14 +307,14 @@ def lifespan(
     Reads only releases fi-compat already knows (:func:`fi_compat._records.available_releases`),
     loading as few as it can: the installed release's recorded neighbours, walking away from
     it until one has the thing. A version that cannot be trusted (unparsable, a source
-    build's ``0.0.0+unknown``) tells nothing: only ``first`` is given.
+    build's ``0.0.0+unknown``) tells nothing: only ``introduced_in`` is given.
     """
     from fi_compat._records import available_releases, load_release
 
     info = get_capabilities().flashinfer
     here = info.parsed_version
-    if first is None or here is None or info.source_build:
-        return Lifespan(thing, first)
+    if introduced_in is None or here is None or info.source_build:
+        return Lifespan(thing, introduced_in)
 
     def has(release: str) -> bool:
         return kind(load_release(release)) is not None
@@ -322,10 +322,10 @@ def lifespan(
     known = _versions(tuple(available_releases()))
     same = [release for version, release in known if version == here]
     if same and has(same[0]):
-        return Lifespan(thing, first, recorded_with_it=True)
+        return Lifespan(thing, introduced_in, recorded_with_it=True)
     # As the diff walks: from a final release, the final releases only (users move from
     # final to final), unless no final release has it; from a pre-release, every release.
-    start = Version(first)
+    start = Version(introduced_in)
     every = here.is_prerelease or start.is_prerelease
     walk = [(version, release) for version, release in known if every or not version.is_prerelease]
     # Nothing older than the first release with it has it, except, from a pre-release
@@ -343,7 +343,7 @@ def lifespan(
     last = next((release for release in reversed(older) if has(release)), None)
     if last is None:
         arrived = next((release for release in newer if has(release)), None)
-        return Lifespan(thing, first, arrived=arrived)
+        return Lifespan(thing, introduced_in, arrived=arrived)
     # As the diff cites a change: between two final releases, at the first final release
     # that has the new state (0.7.0, not 0.7.0rc3); every release where either is a
     # pre-release.
@@ -357,7 +357,9 @@ def lifespan(
     went = kind(load_release(last))
     again = next((release for release in newer if kind(load_release(release)) == went), None)
     moved_to = _moved_to(thing, last, removed_in) if removed_in is not None else None
-    return Lifespan(thing, first, last=last, removed_in=removed_in, again=again, moved_to=moved_to)
+    return Lifespan(
+        thing, introduced_in, last=last, removed_in=removed_in, again=again, moved_to=moved_to
+    )
 
 
 @functools.cache
@@ -389,7 +391,7 @@ def account(span: Lifespan) -> tuple[str, str | None, str]:
     what the records say of it next to the installed release, the release that changed it
     (None where no recorded release can be named), and what to do."""
     thing = span.thing
-    if span.first is None:
+    if span.introduced_in is None:
         return (
             "in no recorded release",
             None,
@@ -411,9 +413,9 @@ def account(span: Lifespan) -> tuple[str, str | None, str]:
         )
     if span.last is None:  # the installed version tells nothing (unknown, a source build)
         return (
-            f"first in {span.first}",
-            span.first,
-            f"install flashinfer-python >= {span.first} (a release that has it)",
+            f"first in {span.introduced_in}",
+            span.introduced_in,
+            f"install flashinfer-python >= {span.introduced_in} (a release that has it)",
         )
     back = (
         f", or install flashinfer-python >= {span.again}, which has it again" if span.again else ""
@@ -469,23 +471,23 @@ def unavailable(
     from fi_compat._records import introduced_in, module_introduced_in  # on failure only
 
     recorded = module.split(".")[0] == FLASHINFER and bool(name)
-    first = introduced_in(module, name) if recorded else None
+    introduced = introduced_in(module, name) if recorded else None
     submodule = False
-    if first is None and recorded and public_part(name):
-        first = module_introduced_in(f"{module}.{name}")  # a submodule not bound (or absent)
-        submodule = first is not None
+    if introduced is None and recorded and public_part(name):
+        introduced = module_introduced_in(f"{module}.{name}")  # a submodule not bound (or absent)
+        submodule = introduced is not None
     if why is not None and not missing:  # the module is there but cannot be read
         found = f"{module} unusable ({why})"
-        span = Lifespan(f"{module}.{name}", first)
-        changed_in = first
+        span = Lifespan(f"{module}.{name}", introduced)
+        changed_in = introduced
         fix = (
-            f"install flashinfer-python >= {first}"
-            if first is not None
+            f"install flashinfer-python >= {introduced}"
+            if introduced is not None
             else f"no recorded FlashInfer release has {module}.{name}; check the name"
         )
     else:
         if why is None:  # the module was read and lacks the name
-            span = lifespan(f"{module}.{name}", _name_kind(module, name, submodule), first)
+            span = lifespan(f"{module}.{name}", _name_kind(module, name, submodule), introduced)
             what = "it"
         else:  # the installed release has no such module
             shipped = module_introduced_in(module) if recorded else None
@@ -494,17 +496,18 @@ def unavailable(
         history, changed_in, fix = account(span)
         if (
             span.arrived is not None
-            and first is not None
-            and Version(first) > Version(span.arrived)
+            and introduced is not None
+            and Version(introduced) > Version(span.arrived)
         ):
-            changed_in, fix = first, f"install flashinfer-python >= {first}"  # the name came later
+            # The name came later.
+            changed_in, fix = introduced, f"install flashinfer-python >= {introduced}"
         found = f"flashinfer {_version()} without {what} ({history})"
-    if span.first is not None:
+    if span.introduced_in is not None:
         fix = f"{fix}, or do without {name}"
     return NameUnavailableError(
         explain(f"{module}.{name}", found, changed_in=changed_in, fix=fix),
         name=name,
-        introduced_in=first,
+        introduced_in=introduced,
     )
 
 
@@ -522,9 +525,9 @@ def module_unavailable(module: str, owner: str, installed: Installed) -> FlashIn
 
     expected = f"{module} (for {owner})"
     if installed.missing:
-        first = module_introduced_in(module)
-        history, changed_in, fix = account(lifespan(module, _module_kind(module), first))
-        if first is not None:
+        introduced_in = module_introduced_in(module)
+        history, changed_in, fix = account(lifespan(module, _module_kind(module), introduced_in))
+        if introduced_in is not None:
             fix = f"{fix}, or do without {owner}"
         message = explain(
             expected,
@@ -532,7 +535,7 @@ def module_unavailable(module: str, owner: str, installed: Installed) -> FlashIn
             changed_in=changed_in,
             fix=fix,
         )
-        return ModuleUnavailableError(message, name=owner, introduced_in=first)
+        return ModuleUnavailableError(message, name=owner, introduced_in=introduced_in)
     failed = installed.failed or module
     message = explain(
         expected,

@@ -41,7 +41,7 @@ from fi_compat.comm._factory import (
     group_error,
     installed,
     installed_pattern,
-    not_taken,
+    not_accepted,
     option_refused,
     trtllm_ranks_error,
 )
@@ -126,10 +126,10 @@ def create_unified(caps: Capabilities, request: Request) -> Created:
         if not accepts(caps, UNIFIED_FACTORY, name):
             raise option_refused(caps, name, legacy=False)
         kwargs[name] = value
-    takes_group = accepts(caps, UNIFIED_FACTORY, "group")
-    takes_backend = accepts(caps, UNIFIED_FACTORY, "comm_backend")
+    accepts_group = accepts(caps, UNIFIED_FACTORY, "group")
+    accepts_backend = accepts(caps, UNIFIED_FACTORY, "comm_backend")
     if comm_backend is not None:
-        if not takes_backend:
+        if not accepts_backend:
             raise capability_missing(
                 gate_feature("comm_backend"),
                 f"{UNIFIED_FACTORY.dotted} to take comm_backend=",
@@ -139,15 +139,15 @@ def create_unified(caps: Capabilities, request: Request) -> Created:
         kwargs["comm_backend"] = comm_backend
         decisions.append("comm_backend passed as given by the caller")
     if group is not None:
-        if takes_group:
+        if accepts_group:
             kwargs["group"] = group
             decisions.append("group passed as group=")
         local_root = caps.comm.bcast_root_is_group_local.supported
-        needs_backend = not span.whole_world and (not takes_group or not local_root)
+        needs_backend = not span.whole_world and (not accepts_group or not local_root)
         if needs_backend and comm_backend is None:
             path = caps.comm.torch_dist_backend
             # FlashInfer's mnnvl-cutedsl backend refuses comm_backend; it takes group.
-            if takes_backend and path is not None and backend != "mnnvl-cutedsl":
+            if accepts_backend and path is not None and backend != "mnnvl-cutedsl":
                 kwargs["comm_backend"] = comm_backend = group_backend(
                     _import(path), group, root_is_group_local=local_root
                 )
@@ -155,16 +155,16 @@ def create_unified(caps: Capabilities, request: Request) -> Created:
                     f"group carried by comm_backend={path} over the group"
                     + ("" if local_root else ", with bcast mapping the group-local root")
                 )
-            elif not takes_group:
+            elif not accepts_group:
                 why = f"{UNIFIED_FACTORY.key} takes no group=" + (
-                    "" if takes_backend else " and no comm_backend="
+                    "" if accepts_backend else " and no comm_backend="
                 )
-                if takes_backend:
+                if accepts_backend:
                     why += f" and {COMM} has no {TORCH_DIST_BACKEND.key}"
                 raise group_error(caps, UNIFIED_FACTORY, span, why)
-        elif not takes_group and span.whole_world:
+        elif not accepts_group and span.whole_world:
             decisions.append("group left out: it spans the whole world, the default")
-        elif not takes_group:
+        elif not accepts_group:
             decisions.append("group carried by the caller's comm_backend")
     pattern = installed_pattern()
     check_call(caps, UNIFIED_FUSION, fusion, _WITHOUT_TRIGGER)
@@ -367,7 +367,7 @@ def call_unified(input: Any, native: Any, pattern: int, given: Mapping[str, Any]
         elif name == "trigger_completion_at_end":
             _completes_at_end(caps.flashinfer.version)
         else:
-            raise not_taken(UNIFIED_FUSION, name, caps.flashinfer.version)
+            raise not_accepted(UNIFIED_FUSION, name, caps.flashinfer.version)
     fusion = installed(caps, UNIFIED_FUSION, UNIFIED_API)
     return fusion(input=input, workspace=native, pattern=pattern, **kwargs)
 

@@ -36,13 +36,13 @@ __all__ = [
 
 @dataclass(frozen=True)
 class FakeGate:
-    """A change in FlashInfer's behaviour that the fake models from ``release`` on.
+    """A change in FlashInfer's behaviour that the fake models from ``introduced_in`` on.
 
     Attributes
     ----------
     name
         What the code calls the gate.
-    release
+    introduced_in
         The first release with the new behaviour.
     what
         What changed in that release, in one line.
@@ -54,13 +54,13 @@ class FakeGate:
     """
 
     name: str
-    release: str
+    introduced_in: str
     what: str
     evidence: str | None
     version: Version = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "version", Version(self.release))
+        object.__setattr__(self, "version", Version(self.introduced_in))
 
 
 CACHE_BUF_GROWS = FakeGate(

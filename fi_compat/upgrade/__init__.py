@@ -19,13 +19,13 @@ Both speak one vocabulary: a :class:`Category` and a kind of :data:`RULES`.
 
 from __future__ import annotations
 
+from fi_compat._engine_source import Diagnostic
 from fi_compat.upgrade._change import Change
 from fi_compat.upgrade._diff import ReleaseDiff, diff_releases
 from fi_compat.upgrade._judge import Finding
 from fi_compat.upgrade._kinds import RULES, Category, Rule
 from fi_compat.upgrade._report import render_diff, render_scan, to_sarif
-from fi_compat.upgrade._scan import Diagnostic
-from fi_compat.upgrade._tree import ScanResult, scan_tree
+from fi_compat.upgrade._scan import ScanResult, scan_tree
 
 __all__ = [
     "RULES",

@@ -16,9 +16,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from fi_compat._frozen import picklable
-from fi_compat.upgrade._facts import Answer, Facts, Key
-from fi_compat.upgrade._history import History
-from fi_compat.upgrade._kinds import Category
+from fi_compat._records._facts import Facts, Key
+from fi_compat._records._history import History
+from fi_compat._signature import Status
+from fi_compat.upgrade._behaviour import Answer
+from fi_compat.upgrade._kinds import Category, as_json
 
 __all__ = ["Change", "Comparing"]
 
@@ -80,24 +82,16 @@ class Change:
 
     def to_dict(self) -> dict[str, Any]:
         """The change as the JSON output documents it."""
-        return {
-            "kind": self.kind,
-            "category": self.category.value,
-            "subject": self.subject,
-            "detail": self.detail,
-            "release": self.release,
-            "last_before": self.last_before,
-            "old": self.old,
-            "new": self.new,
-            "parameter": self.parameter,
-            "paths": list(self.paths),
-        }
+        return as_json(self)
 
 
 def _plain(value: Any) -> Any:
-    """A fact's value as JSON: tuples become lists, fi-compat's answers their sentence."""
+    """A fact's value as JSON: tuples become lists, fi-compat's answers their sentence, a
+    keyword's acceptance its value."""
     if isinstance(value, Answer):
         return value.text
+    if isinstance(value, Status):
+        return value.value
     if isinstance(value, tuple):
         return [_plain(item) for item in value]
     return value
@@ -273,7 +267,7 @@ class Comparing:
 
     def binds(self, module: str, name: str) -> bool:
         """True when ``module`` binds ``name`` in either release."""
-        return any(facts.get(("name", module, name)) is not None for facts in (self.old, self.new))
+        return self.old.has(module, name) or self.new.has(module, name)
 
     def bindings(self, module: str, name: str) -> tuple[str, ...]:
         """The paths (``module.name``) of every binding of the definition ``module.name``
@@ -299,12 +293,7 @@ class Comparing:
             homes = {
                 facts.get(("defined", module, name)) or module
                 for facts in (self.old, self.new)
-                if facts.get(("name", module, name)) is not None
+                if facts.has(module, name)
             }
             found = self._homes[module, name] = frozenset(homes or {module})
         return found
-
-    def is_canonical(self, path: str) -> bool:
-        """True for the path a name's facts are listed under (not a re-export of it)."""
-        facts = self.new if path in self.new.canonical else self.old
-        return facts.canonical.get(path, path) == path

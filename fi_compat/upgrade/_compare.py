@@ -1,22 +1,37 @@
-"""The one comparison of two releases, for the diff and the scan alike: names, modules, moves.
+"""The one comparison of two releases, for the diff and the scan alike: presence, names, moves.
 
 :class:`Comparison` turns each difference of two releases' facts into a
 :class:`~fi_compat.upgrade.Change`: the names, modules, methods, enum members and moves here,
 the parameters in :mod:`fi_compat.upgrade._compare_parameters`, what a release does in
-:mod:`fi_compat.upgrade._compare_behaviour`. No other code compares two releases.
+:mod:`fi_compat.upgrade._compare_behaviour`; and it says what a dotted path an engine names
+leads to on each release, and what changed of it (:meth:`Comparison.presence`). No other
+code compares two releases.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
+from fi_compat._records._facts import Key
+from fi_compat._records._resolve import ABSENT, FOREIGN, PRESENT, UNKNOWN, Resolved, resolve
 from fi_compat.upgrade._change import Change
 from fi_compat.upgrade._compare_behaviour import BehaviourChanges
 from fi_compat.upgrade._compare_parameters import ParameterChanges
-from fi_compat.upgrade._facts import Key
 from fi_compat.upgrade._kinds import Category
 
-__all__ = ["Comparison"]
+__all__ = ["Comparison", "Presence"]
+
+
+class Presence(NamedTuple):
+    """What a dotted path an engine names leads to on each release
+    (:func:`~fi_compat._records._resolve.resolve`), and what changed of it: ``kind`` is
+    ``"name-added"`` (the new release has what the old one lacks), ``"name-missing"`` (the
+    new one lacks it), ``"unknown"`` (a record cannot tell), ``"foreign"`` (not FlashInfer's
+    API: a tensor a function returns), or None (there on both)."""
+
+    old: Resolved
+    new: Resolved
+    kind: str | None
 
 
 class Comparison(ParameterChanges, BehaviourChanges):
@@ -38,19 +53,13 @@ class Comparison(ParameterChanges, BehaviourChanges):
         return True
 
     def flashinfers(self, module: str, name: str) -> bool:
-        """True when ``module.name`` is FlashInfer's own in a release that binds it: defined in
-        FlashInfer, not a module or object it imports (``contextlib``, ``ABC``, ``Optional``),
-        which a release may stop importing without changing its API."""
-        for facts in (self.old, self.new):
-            if facts.get(("name", module, name)) is not None:
-                home = facts.get(("defined", module, name)) or module
-                if home == "flashinfer" or home.startswith("flashinfer."):
-                    return True
-        return False
+        """True when ``module.name`` is FlashInfer's own in a release that binds it
+        (:meth:`~fi_compat._records._facts.Facts.flashinfers`)."""
+        return self.old.flashinfers(module, name) or self.new.flashinfers(module, name)
 
     def bound_on_both(self, module: str, name: str) -> bool:
         """True when both releases bind ``name`` in ``module``."""
-        return all(facts.get(("name", module, name)) is not None for facts in (self.old, self.new))
+        return self.old.has(module, name) and self.new.has(module, name)
 
     def _name(self, key: Key, before: Any, after: Any) -> None:
         _, module, name = key
@@ -141,8 +150,6 @@ class Comparison(ParameterChanges, BehaviourChanges):
 
     def _method(self, key: Key, before: Any, after: Any) -> None:
         _, owner, name = key
-        if self.listing and not self.is_canonical(owner):
-            return
         if not self.bound_on_both(*owner.rsplit(".", 1)):
             return
         if after:
@@ -158,8 +165,6 @@ class Comparison(ParameterChanges, BehaviourChanges):
 
     def _member(self, key: Key, before: Any, after: Any) -> None:
         _, path, member = key
-        if self.listing and not self.is_canonical(path):
-            return
         if before is None:
             self.add("name-added", Category.AVAILABLE, f"{path}.{member}", f"= {after}", key)
         elif after is None:
@@ -178,3 +183,35 @@ class Comparison(ParameterChanges, BehaviourChanges):
                 f"is now {after}, no longer {before}",
                 key,
             )
+
+    # -------------------------------------------------------------------- presence
+
+    def presence(self, target: str, module: str) -> Presence:
+        """Where ``target`` leads on each release (``module``: the part of it known to be a
+        module), and what changed of it (:class:`Presence`)."""
+        old, new = resolve(self.old, target, module), resolve(self.new, target, module)
+        states = (old.state, new.state)
+        if FOREIGN in states:
+            return Presence(old, new, "foreign")
+        if states == (UNKNOWN, UNKNOWN):
+            return Presence(old, new, "unknown")
+        # The records list a class's public methods, instance attributes and enum members,
+        # not its every attribute: one that only the old release's record lists is gone,
+        # one that only the new release's lists is new.
+        if new.state == ABSENT or (new.member and old.state == PRESENT):
+            where = new.missing or target
+            if old.state == UNKNOWN and where != target:
+                # What fails on the new release is a part of the path (a module it does not
+                # ship): the old release's record of that part is what decides.
+                at = resolve(self.old, where, module if where.startswith(module) else "flashinfer")
+                old = at if at.state == PRESENT else old
+            return Presence(old, new, "name-missing")
+        if new.state == PRESENT and (old.state == ABSENT or old.unseen or old.member):
+            return Presence(old, new, "name-added")
+        return Presence(old, new, "unknown" if UNKNOWN in states else None)
+
+    def presence_introduced_in(self, target: str, module: str) -> str | None:
+        """The release from which what ``target`` names is there, missing or unknown as on
+        the new release; None where it is so on the old release too."""
+        cited = self.history.cite(lambda facts: resolve(facts, target, module).state)
+        return cited[0] if cited else None

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
+from fi_compat._records._facts import Facts, Key
 from fi_compat._surface import IMPORT_HAZARDS
+from fi_compat.upgrade._behaviour import MAPPINGS
 from fi_compat.upgrade._change import Change, Comparing
-from fi_compat.upgrade._facts import MAPPINGS, Facts, Key
 from fi_compat.upgrade._kinds import Category
 
 __all__ = ["BehaviourChanges"]
@@ -16,6 +17,11 @@ __all__ = ["BehaviourChanges"]
 
 class BehaviourChanges(Comparing):
     """The changes of what a release does beyond its names and parameters."""
+
+    @property
+    def measured(self) -> bool:
+        """True when both releases' split reach was measured."""
+        return all(facts.get(("reach_measured",)) for facts in (self.old, self.new))
 
     def hazard(self, hazard: str) -> Change | None:
         """The import hazard ``hazard`` where it appears or ends (``old``/``new``: whether it
@@ -27,7 +33,7 @@ class BehaviourChanges(Comparing):
         """The measured split reach of ``family`` with ``backend`` (None: each release's
         default backend) on each release, where it differs; None where it does not, or where
         either release is unmeasured."""
-        if not (self.old.measured and self.new.measured):
+        if not self.measured:
             return None
 
         def verdict(facts: Facts) -> Hashable:
@@ -72,12 +78,16 @@ class BehaviourChanges(Comparing):
             )
         return self.change(kind, category, subject, detail, key, verdict)
 
+    def raises(self, hazard: str, holds: bool) -> str:
+        """What importing a module ``hazard`` is met at raises, on the end it holds on
+        (``holds``: the new release)."""
+        holding = self.new if holds else self.old
+        return IMPORT_HAZARDS[hazard].raises(holding.get(("hazard_python", hazard)))
+
     def _hazard(self, key: Key, before: Any, after: Any) -> None:
         hazard = key[1]
-        entry = IMPORT_HAZARDS[hazard]
-        modules = " / ".join(f"import {module}" for module in entry.modules)
-        holding = self.new if after else self.old
-        raises = entry.raises(holding.get(("hazard_python", hazard)))
+        modules = " / ".join(f"import {module}" for module in IMPORT_HAZARDS[hazard].modules)
+        raises = self.raises(hazard, bool(after))
         cited = self.history.cite(lambda facts: facts.get(key))
         last = cited[1] if cited else self.old.release
         if after:
@@ -106,7 +116,7 @@ class BehaviourChanges(Comparing):
             self.changes.append(change)
 
     def _default_backend(self, key: Key, before: Any, after: Any) -> None:
-        if not (self.old.measured and self.new.measured) or before is None or after is None:
+        if not self.measured or before is None or after is None:
             return
         self.add(
             "default-backend",

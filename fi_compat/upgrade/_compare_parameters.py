@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any
 
+from fi_compat._records._facts import Facts, Key
 from fi_compat.upgrade._change import Change, Comparing
-from fi_compat.upgrade._facts import Facts, Key, accepts, parameter, positional, var_keyword
 from fi_compat.upgrade._kinds import Category
 
 __all__ = ["ParameterChanges"]
@@ -19,22 +19,19 @@ def _moved(before: Sequence[str], after: Sequence[str]) -> list[str]:
     return [name for name in before if name in after and before.index(name) != after.index(name)]
 
 
-def _owner(path: str) -> str:
-    return path.rpartition(".")[0]
-
-
 class ParameterChanges(Comparing):
     """The changes of a callable's parameters, and what a call of it asks about them."""
 
     def keyword(self, path: str, keyword: str) -> Change | None:
-        """Whether the callable at ``path`` takes ``keyword`` on each release (``old``/``new``
-        are ``"supported"``, ``"unsupported"`` or ``"unknown"``: declared, refused, or taken
-        by a ``**kwargs`` whose use the records cannot prove); None where both take it, or
-        neither record can tell. A keyword neither takes is a change whose ``release`` is
+        """Whether the callable at ``path`` accepts ``keyword`` on each release (``old``/``new``
+        are its :meth:`~fi_compat._records._facts.Facts.acceptance`: ``"supported"``,
+        ``"unsupported"`` or ``"unknown"``, that is declared, refused, or taken by a
+        ``**kwargs`` whose use the records cannot prove); None where both accept it, or
+        neither record can tell. A keyword neither accepts is a change whose ``release`` is
         None."""
 
         def value(facts: Facts) -> Hashable:
-            return accepts(facts, path, keyword)
+            return facts.acceptance(path, keyword)
 
         before, after = value(self.old), value(self.new)
         if before == after != "unsupported" or (before, after) == ("unknown", "supported"):
@@ -72,7 +69,7 @@ class ParameterChanges(Comparing):
     def positional(self, path: str) -> Change | None:
         """The positional parameters of the callable at ``path`` on each release (``old``,
         ``new``), where they differ; None where they do not."""
-        before, after = positional(self.old, path), positional(self.new, path)
+        before, after = self.old.positional(path), self.new.positional(path)
         if before is None or after is None or before == after:
             return None
         moved = _moved(before, after)
@@ -87,7 +84,7 @@ class ParameterChanges(Comparing):
             path,
             detail,
             ("params", path),
-            lambda facts: positional(facts, path),
+            lambda facts: facts.positional(path),
         )
 
     def renamed_to(self, path: str, keyword: str) -> str | None:
@@ -102,8 +99,8 @@ class ParameterChanges(Comparing):
         """Whether the first ``count`` positional arguments of a call of ``path`` land on the
         same parameters on both releases (a parameter renamed in place counts as the same:
         the value still lands where it did)."""
-        before = (positional(self.old, path) or ())[:count]
-        after = (positional(self.new, path) or ())[:count]
+        before = (self.old.positional(path) or ())[:count]
+        after = (self.new.positional(path) or ())[:count]
         if before == after:
             return True
         if len(before) != len(after):
@@ -115,7 +112,7 @@ class ParameterChanges(Comparing):
         }
         return all(o == n or renames.get(o) == n for o, n in zip(before, after, strict=True))
 
-    def declares(self, path: str, keyword: str) -> Change | None:
+    def acceptance_change(self, path: str, keyword: str) -> Change | None:
         """The change of the callable at ``path`` that adds or removes its parameter
         ``keyword`` (what ``"keyword" in inspect.signature(f).parameters`` answers); None
         where both releases declare it or neither does."""
@@ -132,8 +129,6 @@ class ParameterChanges(Comparing):
         path = key[1]
         if before is None or after is None:
             return  # the callable itself came or went: the name or method change says so
-        if self.listing and not self.is_canonical(_owner(path) if self._is_method(path) else path):
-            return
         old = {name: (kind, default) for name, kind, default in before}
         new = {name: (kind, default) for name, kind, default in after}
         renamed = self._renamed(path, before, after, old, new)
@@ -141,14 +136,14 @@ class ParameterChanges(Comparing):
             if old.get(name) != new.get(name) and name not in renamed:
                 self._parameter(path, name, old.get(name), new.get(name))
         self._positional(path)
-        if var_keyword(self.old, path) and not var_keyword(self.new, path):
+        if self.old.var_keyword(path) and not self.new.var_keyword(path):
             self.add(
                 "kwargs-removed",
                 Category.BREAKS,
                 path,
                 "no longer takes **kwargs: keywords it did not declare raise TypeError",
                 key,
-                lambda facts: var_keyword(facts, path),
+                lambda facts: facts.var_keyword(path),
             )
 
     def _renamed(
@@ -177,7 +172,7 @@ class ParameterChanges(Comparing):
 
             def value(facts: Facts, name: str = name, other: str = other) -> Hashable:
                 # the name the parameter goes by on each release
-                return tuple(n for n in (name, other) if parameter(facts, path, n) is not None)
+                return tuple(n for n in (name, other) if facts.parameter(path, n) is not None)
 
             self.add(
                 "parameter-renamed",
@@ -200,7 +195,7 @@ class ParameterChanges(Comparing):
         key: Key = ("params", path)
 
         def value(facts: Facts) -> Hashable:
-            return parameter(facts, path, name)
+            return facts.parameter(path, name)
 
         if before is None:
             assert after is not None
@@ -226,8 +221,8 @@ class ParameterChanges(Comparing):
                 self.add("keyword-added", Category.AVAILABLE, path, detail, key, value, name)
             return
         if after is None:
-            taken = self.keyword(path, name)  # what a call passing it meets now
-            reach = "supported" if taken is None else taken.new
+            accepted = self.keyword(path, name)  # what a call passing it meets now
+            reach = "supported" if accepted is None else accepted.new
             if reach == "supported":
                 target = self.new.get(("forwards", path))
                 detail = (
@@ -291,11 +286,6 @@ class ParameterChanges(Comparing):
                 value,
                 name,
             )
-
-    def _is_method(self, path: str) -> bool:
-        owner = _owner(path)
-        name = path.rpartition(".")[2]
-        return any(facts.get(("method", owner, name)) is not None for facts in (self.old, self.new))
 
     def _positional(self, path: str) -> None:
         change = self.positional(path)

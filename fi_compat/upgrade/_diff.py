@@ -1,7 +1,8 @@
 """The diff (:func:`diff_releases`): every difference an engine can meet between two releases.
 
 :func:`diff_releases` lists what the comparison (:mod:`fi_compat.upgrade._compare`) finds
-between the facts of two releases (:mod:`fi_compat.upgrade._facts`): each fact whose value
+between the facts of two releases (:mod:`fi_compat._records._facts`, with
+:mod:`fi_compat.upgrade._behaviour`'s): each fact whose value
 differs, as a :class:`Change` citing the release where the fact took its new value. Nothing
 is installed or imported: the records, the measured split reach and the measured per-call
 sizes are the only sources.
@@ -17,10 +18,11 @@ from packaging.version import Version
 
 from fi_compat._arguments import require_str
 from fi_compat._frozen import picklable
+from fi_compat._records._facts import Key
+from fi_compat._records._history import changed_keys
+from fi_compat.upgrade._behaviour import history
 from fi_compat.upgrade._change import Change
 from fi_compat.upgrade._compare import Comparison
-from fi_compat.upgrade._facts import Key, changed_keys
-from fi_compat.upgrade._history import history
 from fi_compat.upgrade._kinds import Category
 
 __all__ = ["DIFF_CATEGORIES", "ReleaseDiff", "diff_releases"]
@@ -117,7 +119,7 @@ def diff_releases(old: str, new: str) -> ReleaseDiff:
     differ.finish()
     notes = []
     for facts in (steps.old, steps.new):
-        if not facts.measured:
+        if not facts.get(("reach_measured",)):
             notes.append(
                 f"split reach was not measured for {facts.release}: backend changes are not listed"
             )

@@ -1,47 +1,35 @@
-"""Where every scan finding's verdict is decided: each use of FlashInfer, judged against two
-releases.
+"""Each use of FlashInfer judged against two releases: what the comparison says, in its context.
 
-:func:`judge` takes the uses :mod:`fi_compat.upgrade._scan` read and the
-:class:`~fi_compat.upgrade._history.History` between two releases, and returns one
+:func:`judge` takes the uses :mod:`fi_compat._engine_source` read and the
+:class:`~fi_compat._records._history.History` between two releases, and returns one
 :class:`Finding` per use (two where a use meets both a name and an import hazard): which
 :class:`~fi_compat.upgrade.Category` it falls in, the rule that put it there, and the
-release where the fact it rests on changed. What the use names is resolved on each release
-(:mod:`fi_compat.upgrade._resolve`), what changed of it is asked of the comparison
-(:mod:`fi_compat.upgrade._compare`: a move, a keyword, a positional shift, a hazard, split
-reach), and the use's context is applied (a guard or a handler around it, its keywords, how
-many positional arguments it passes). With ``fi_compat=True`` the uses of
-``flashinfer.comm`` are judged as they run after the import swap to ``fi_compat.comm``
-(:mod:`fi_compat.upgrade._swapped`).
+release where the fact it rests on changed. What changed of what the use names is the
+comparison's answer (:mod:`fi_compat.upgrade._compare`: its presence, a move, a keyword, a
+positional shift, a hazard, split reach); the judge applies the use's context (a guard or a
+handler around it, its keywords, how many positional arguments it passes). With
+``fi_compat=True`` the uses of ``flashinfer.comm`` are judged as they run after the import
+swap to ``fi_compat.comm`` (:mod:`fi_compat.upgrade._swapped`).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from packaging.version import Version
 
+from fi_compat._engine_source import Use, catches, under
 from fi_compat._frozen import picklable
 from fi_compat._records import introduced_in
+from fi_compat._records._history import History
+from fi_compat._records._resolve import PRESENT, UNKNOWN, Resolved, unknown_reason
 from fi_compat._surface import COMM, IMPORT_HAZARDS, NAMED_MODULES
+from fi_compat.upgrade._behaviour import measured_families
 from fi_compat.upgrade._change import Change
 from fi_compat.upgrade._compare import Comparison
-from fi_compat.upgrade._facts import Facts, parameter, positional
-from fi_compat.upgrade._fallbacks import catches
-from fi_compat.upgrade._history import History
-from fi_compat.upgrade._kinds import Category
-from fi_compat.upgrade._resolve import (
-    ABSENT,
-    FOREIGN,
-    PRESENT,
-    UNKNOWN,
-    Resolved,
-    resolve,
-    unknown_reason,
-)
-from fi_compat.upgrade._scan import Use
+from fi_compat.upgrade._kinds import Category, as_json
 from fi_compat.upgrade._swapped import Swap
 
 __all__ = ["Finding", "judge"]
@@ -87,23 +75,13 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         """The finding as the JSON output documents it."""
-        return {
-            "path": self.path,
-            "line": self.line,
-            "column": self.column,
-            "end_line": self.end_line,
-            "end_column": self.end_column,
-            "scope": self.scope,
-            "kind": self.kind,
-            "target": self.target,
-            "category": self.category.value,
-            "rule": self.rule,
-            "message": self.message,
-            "release": self.release,
-        }
+        return as_json(self)
 
 
 # ----------------------------------------------------------------------------- judging
+
+#: What a finding says of where its use is: the use's own fields.
+_WHERE = ("path", "line", "column", "end_line", "end_column", "scope", "kind", "target")
 
 
 class _Judge:
@@ -118,7 +96,7 @@ class _Judge:
         self.findings: list[Finding] = []
         self.hazards_seen: set[tuple[str, str, str]] = set()
 
-    def since(self, release: str | None) -> str:
+    def cited_range(self, release: str | None) -> str:
         """``from R`` on the way up, ``on R down to B`` on the way down: the releases from
         the cited one to the new one, all of which share the new state (a fact can come
         back further down, so nothing is said of the releases past the new one)."""
@@ -129,34 +107,21 @@ class _Judge:
             return f"on {release}"
         return f"on {release} down to {self.new.release}"
 
-    def presence_since(self, use: Use) -> str | None:
+    def presence_introduced_in(self, use: Use) -> str | None:
         """The release from which what ``use`` names is there, missing or unknown as on the
-        new release; None where it is so on the old release too."""
-        cited = self.history.cite(lambda facts: resolve(facts, use.target, use.module).state)
-        return cited[0] if cited else None
+        new release (:meth:`Comparison.presence_introduced_in`)."""
+        return self.compare.presence_introduced_in(use.target, use.module)
 
     def add(
         self, use: Use, category: Category, rule: str, message: str, release: Any = None
     ) -> None:
+        where = {name: getattr(use, name) for name in _WHERE}
         self.findings.append(
-            Finding(
-                use.path,
-                use.line,
-                use.column,
-                use.end_line,
-                use.end_column,
-                use.scope,
-                use.kind,
-                use.target,
-                category,
-                rule,
-                message,
-                release,
-            )
+            Finding(**where, category=category, rule=rule, message=message, release=release)
         )
 
     def swapped(self, use: Use) -> bool:
-        return self.fi_compat and (use.target == COMM or use.target.startswith(f"{COMM}."))
+        return self.fi_compat and under(use.target, COMM)
 
     # ------------------------------------------------------------------------ one use
 
@@ -168,16 +133,17 @@ class _Judge:
 
     def verdict(self, use: Use, *, hazard: bool) -> None:
         """The finding about what ``use`` names (none where an import hazard already said
-        all there is, or where neither release's record knows the name)."""
-        old = resolve(self.old, use.target, use.module)
-        new = resolve(self.new, use.target, use.module)
+        all there is, or where neither release's record knows the name): what the
+        comparison says of its presence (:meth:`Comparison.presence`), in the use's context."""
+        presence = self.compare.presence(use.target, use.module)
+        old, new = presence.old, presence.new
         if self.swapped(use):
             served = self.swap.dropin(use)
             if served is not None:
                 for verdict in served:
                     self.add(use, *verdict)
                 return
-        if FOREIGN in (old.state, new.state):
+        if presence.kind == "foreign":
             return  # a tensor or another value FlashInfer returns: not its API
         if old.state == UNKNOWN and new.state == UNKNOWN:
             self.add(
@@ -188,16 +154,13 @@ class _Judge:
                 f"{self.new.release}",
             )
             return
-        # The records list a class's public methods, instance attributes and enum
-        # members, not its every attribute: one that only the old release's record lists
-        # is gone, one that only the new release's lists is new.
-        if new.state == ABSENT or (new.member and old.state == PRESENT):
+        if presence.kind == "name-missing":
             self.missing(use, old, new)
             return
         if use.kind == "guard":
             self.guard(use, old, new)
             return
-        if new.state == PRESENT and (old.state == ABSENT or old.unseen or old.member):
+        if presence.kind == "name-added":
             what = "module" if new.kind == "module" else "name"
             self.add(
                 use,
@@ -206,10 +169,10 @@ class _Judge:
                 f"{use.target}: this {what} is missing on {self.old.release}"
                 + (f" (no record of {old.missing} there)" if old.unseen else "")
                 + f", present on {self.new.release}",
-                self.presence_since(use),
+                self.presence_introduced_in(use),
             )
             return
-        if UNKNOWN in (old.state, new.state):
+        if presence.kind == "unknown":
             unknown, release = (new, self.new) if new.state == UNKNOWN else (old, self.old)
             self.add(
                 use,
@@ -217,8 +180,6 @@ class _Judge:
                 "unverified",
                 f"{use.target}: {unknown_reason(unknown)} on {release.release}",
             )
-            return
-        if new.state != PRESENT or old.state != PRESENT:
             return
         backend = self.swap.torch_dist_backend(use) if self.swapped(use) else None
         if backend is not None:
@@ -255,17 +216,9 @@ class _Judge:
 
     def missing(self, use: Use, old: Resolved, new: Resolved) -> None:
         where = new.missing or use.target
-        if old.state == UNKNOWN and where != use.target:
-            # What fails on the new release is a part of the path (a module it does not
-            # ship): the old release's record of that part is what decides.
-            at = resolve(
-                self.old, where, use.module if where.startswith(use.module) else "flashinfer"
-            )
-            if at.state == PRESENT:
-                old = at
-        cited = self.presence_since(use)
+        cited = self.presence_introduced_in(use)
         if old.state == PRESENT:
-            history = f"present on {self.old.release}, missing {self.since(cited)}"
+            history = f"present on {self.old.release}, missing {self.cited_range(cited)}"
         else:
             history = f"missing on both {self.old.release} and {self.new.release}"
         if use.kind == "guard":
@@ -273,7 +226,7 @@ class _Judge:
             rule = "guard-flips" if old.state == PRESENT else "unchanged"
             self.add(use, category, rule, f"{where}: the guard answers False ({history})", cited)
             return
-        if self.swapped(use) and self.new.module_seen(where.rpartition(".")[0]):
+        if self.swapped(use) and self.new.ships(where.rpartition(".")[0]):
             # a name of a comm module: the drop-in answers for it (a member of FlashInfer's
             # own class stays FlashInfer's AttributeError, below)
             module, _, name = where.rpartition(".")
@@ -347,7 +300,7 @@ class _Judge:
                 use, Category.UNCHANGED, "unchanged", f"{use.target}: the guard answers the same"
             )
             return
-        cited = self.presence_since(use)
+        cited = self.presence_introduced_in(use)
         self.add(
             use,
             Category.AVAILABLE,
@@ -361,8 +314,7 @@ class _Judge:
 
     def hazards(self, use: Use) -> None:
         for hazard, entry in IMPORT_HAZARDS.items():
-            modules = entry.modules
-            if not any(use.target == m or use.target.startswith(f"{m}.") for m in modules):
+            if not any(under(use.target, module) for module in entry.modules):
                 continue
             # Said at the first import of each function (or of the module's top level) that
             # meets it: a later import in the same function only runs if that one did.
@@ -373,9 +325,8 @@ class _Judge:
                 continue
             before, after = bool(change.old), bool(change.new)
             self.hazards_seen.add((use.path, use.scope, hazard))
-            holding = self.new if after else self.old
-            raises = entry.raises(holding.get(("hazard_python", hazard)))
-            module = modules[0]
+            raises = self.compare.raises(hazard, after)
+            module = entry.modules[0]
             if self.swapped(use):
                 self.add(
                     use,
@@ -393,7 +344,7 @@ class _Judge:
                     use,
                     Category.BEHAVIOUR if caught else Category.BREAKS,
                     "import-hazard",
-                    f"import {module} {raises} {self.since(change.release)}"
+                    f"import {module} {raises} {self.cited_range(change.release)}"
                     + ("; the handler here catches it" if caught else "; nothing here catches it"),
                     change.release,
                 )
@@ -419,7 +370,7 @@ class _Judge:
                 found = self.keyword(use, path, keyword, change) or found
         if use.star:
             return found
-        passed = set(use.keywords) | set((positional(self.new, path) or ())[: use.positional])
+        passed = set(use.keywords) | set((self.new.positional(path) or ())[: use.positional])
         for change in self.compare.about(("params", path)):
             if change.kind == "required-missing" and change.parameter not in passed:
                 found = True
@@ -485,10 +436,10 @@ class _Judge:
             return True
         if after == "unsupported":
             history = (
-                f"taken on {self.old.release}, not {self.since(change.release)}"
+                f"taken on {self.old.release}, not {self.cited_range(change.release)}"
                 if before == "supported"
                 else f"taken by **kwargs on {self.old.release} (where it goes is not "
-                f"recorded), not {self.since(change.release)}"
+                f"recorded), not {self.cited_range(change.release)}"
             )
             renamed = self.compare.renamed_to(path, keyword)
             hint = f" (it is called {renamed} there)" if renamed else ""
@@ -511,7 +462,7 @@ class _Judge:
                 use,
                 Category.AVAILABLE,
                 "keyword-added",
-                f"{path}({keyword}=...): taken {self.since(change.release)} "
+                f"{path}({keyword}=...): taken {self.cited_range(change.release)} "
                 f"(raises TypeError on {self.old.release})",
                 change.release,
             )
@@ -543,10 +494,10 @@ class _Judge:
             )
             return True
         keyword = use.keyword
-        change = self.compare.declares(path, keyword)
+        change = self.compare.acceptance_change(path, keyword)
         if change is None:
             return False
-        after_has = parameter(self.new, path, keyword) is not None
+        after_has = self.new.parameter(path, keyword) is not None
         self.add(
             use,
             Category.BEHAVIOUR,
@@ -566,7 +517,7 @@ class _Judge:
             return False
         named = use.backend or "its default backend"
         if change.kind == "backend-missing":
-            if use.backend is None or family not in _measured_families(self.new):
+            if use.backend is None or family not in measured_families(self.new):
                 return False
             self.add(
                 use,
@@ -597,11 +548,6 @@ class _Judge:
             )
             return True
         return False
-
-
-@functools.cache
-def _measured_families(facts: Facts) -> frozenset[str]:
-    return frozenset(key[1] for key in facts.table if key[0] == "default_backend")  # eager
 
 
 def judge(uses: Iterable[Use], steps: History, *, fi_compat: bool = False) -> list[Finding]:

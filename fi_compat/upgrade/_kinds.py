@@ -10,9 +10,10 @@ of an engine's use of it; a kind either command cannot give says so in :attr:`Ru
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
-__all__ = ["RULES", "Category", "Rule"]
+__all__ = ["RULES", "Category", "Rule", "as_json"]
 
 
 class Category(str, enum.Enum):
@@ -233,3 +234,16 @@ has a table of them.
 
 .. versionadded:: 0.3.0
 """
+
+
+def as_json(record: Any) -> dict[str, Any]:
+    """A record's fields (a :class:`~fi_compat.upgrade.Change`, a
+    :class:`~fi_compat.upgrade.Finding`, a :class:`~fi_compat.upgrade.Diagnostic`) as its
+    JSON object: in field order, a :class:`Category` as its value, a tuple as a list."""
+    return {item.name: _json(getattr(record, item.name)) for item in fields(record)}
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, Category):
+        return value.value
+    return list(value) if isinstance(value, tuple) else value

@@ -16,7 +16,7 @@ from fi_compat._arguments import describe, require_bool, require_instance
 from fi_compat.errors import InvalidArgumentError, explain
 from fi_compat.upgrade._diff import DIFF_CATEGORIES, ReleaseDiff
 from fi_compat.upgrade._kinds import RULES, Category
-from fi_compat.upgrade._tree import ScanResult
+from fi_compat.upgrade._scan import ScanResult
 
 __all__ = ["SARIF_SCHEMA", "render_diff", "render_scan", "to_sarif"]
 
@@ -65,10 +65,10 @@ def render_scan(result: ScanResult, *, show_unchanged: bool = False) -> str:
         if finding.path != current:
             current = finding.path
             lines += ["", finding.path]
-        since = f" [{finding.release}]" if finding.release else ""
+        cited = f" [{finding.release}]" if finding.release else ""
         lines.append(
             f"  {finding.line}:{finding.column}: {finding.category.value}: {finding.message}"
-            f" ({finding.rule}){since}"
+            f" ({finding.rule}){cited}"
         )
     if result.diagnostics:
         lines += ["", "not scanned:"]

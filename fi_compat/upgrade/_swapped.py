@@ -12,11 +12,11 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
+from fi_compat._engine_source import Use
+from fi_compat._signature import Status
 from fi_compat._surface import COMM, PATTERN, TORCH_DIST_BACKEND, UNIFIED_FACTORY, UNIFIED_FUSION
 from fi_compat.upgrade._compare import Comparison
-from fi_compat.upgrade._facts import accepts
 from fi_compat.upgrade._kinds import Category
-from fi_compat.upgrade._scan import Use
 
 __all__ = ["Swap", "SwapVerdict"]
 
@@ -47,7 +47,7 @@ class Swap:
         self.compare = compare
         self.new = compare.new
 
-    def mapped_since(self, mapping: str) -> str | None:
+    def mapping_introduced_in(self, mapping: str) -> str | None:
         """The release from which fi-compat's answer for ``mapping`` is the new one's."""
         found = self.compare.about(("mapping", mapping))
         return found[0].release if found else None
@@ -70,7 +70,7 @@ class Swap:
                     Category.BEHAVIOUR if raises else Category.UNCHANGED,
                     "fi-compat-maps",
                     f"FusionWorkspace.{parts[3]} on {new.release}: {answer}",
-                    self.mapped_since("checkpointing"),
+                    self.mapping_introduced_in("checkpointing"),
                 )
             ]
         if use.kind != "call" or len(parts) != 3 or name == PATTERN.key:
@@ -95,7 +95,7 @@ class Swap:
                     )
                 )
                 continue
-            if accepts(new, path, keyword) == "supported":
+            if new.acceptance(path, keyword) is Status.SUPPORTED:
                 continue
             mapping = _MAPPED_KEYWORDS.get(keyword)
             answer = new.get(("mapping", mapping)) if mapping else None
@@ -105,7 +105,7 @@ class Swap:
                         Category.BEHAVIOUR,
                         "fi-compat-maps",
                         f"fi_compat.comm.{name}({keyword}=...) on {new.release}: {answer}",
-                        self.mapped_since(mapping),
+                        self.mapping_introduced_in(mapping),
                     )
                 )
             else:
@@ -119,13 +119,14 @@ class Swap:
                     )
                 )
         if use.star:
-            taken = ", ".join(sorted(_dropin_parameters(name)))
+            accepted = ", ".join(sorted(_dropin_parameters(name)))
             found.append(
                 SwapVerdict(
                     Category.UNVERIFIED,
                     "unverified",
                     f"fi_compat.comm.{name}(**...): the keywords this call passes through * or "
-                    f"** are not read; the drop-in takes {taken}, and any other raises TypeError",
+                    f"** are not read; the drop-in takes {accepted}, and any other raises "
+                    "TypeError",
                 )
             )
         elif not found:
@@ -152,7 +153,7 @@ class Swap:
             "fi-compat-maps",
             f"fi_compat.comm.mnnvl.{TORCH_DIST_BACKEND.key} on {self.new.release}: bcast's "
             f"group-local root: {answer}",
-            self.mapped_since("bcast_root"),
+            self.mapping_introduced_in("bcast_root"),
         )
 
 

@@ -141,7 +141,7 @@ def test_deterministic_planning_binds_or_is_refused(
                 message = str(info.value)
                 assert f"{first}.plan" in message
                 assert f"on flashinfer {release}" in message
-                assert record.support(f"{first}.plan", "fixed_split_size") in message
+                assert record.acceptance(f"{first}.plan", "fixed_split_size") in message
                 assert fi.calls == []  # refused before any plan ran
                 return
             planner = AttentionPlanner(

@@ -13,7 +13,7 @@ import pytest
 from packaging.version import Version
 
 import fi_compat.comm as comm
-from fi_compat._records import first_with_member
+from fi_compat._records import member_introduced_in
 
 pytestmark = [
     pytest.mark.real_flashinfer,
@@ -54,7 +54,7 @@ def test_pattern_members_are_the_installed_ones() -> None:
     installed = importlib.metadata.version("flashinfer-python")
     later = {name for name in ours if name not in members}
     assert all(
-        Version(first_with_member("AllReduceFusionPattern", name) or "0") > Version(installed)
+        Version(member_introduced_in("AllReduceFusionPattern", name) or "0") > Version(installed)
         for name in later
     )
 

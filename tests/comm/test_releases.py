@@ -223,12 +223,12 @@ def test_group_smaller_than_the_world_is_never_dropped(
     monkeypatch.setattr(_workspace, "group_span", _span(2, 4))
     group = Group()
     factory = FACTORY if record.unified_api else LEGACY_FACTORY
-    takes_group = record.accepts(factory, "group")
-    takes_backend = record.unified_api and record.accepts(FACTORY, "comm_backend")
+    accepts_group = record.accepts(factory, "group")
+    accepts_backend = record.unified_api and record.accepts(FACTORY, "comm_backend")
     backend = record.torch_dist_backend
     root_is_local = backend is not None and backend.bcast_root_is_group_local is True
-    needs_backend = record.unified_api and (not takes_group or not root_is_local)
-    if not takes_group and not (takes_backend and backend is not None):
+    needs_backend = record.unified_api and (not accepts_group or not root_is_local)
+    if not accepts_group and not (accepts_backend and backend is not None):
         with pytest.raises(GroupNotSupportedError, match=re.escape(GATES["group"].introduced_in)):
             comm.create_workspace(2, 0, 16, HIDDEN, DTYPE, group=group, device="cpu")
         assert not fake.calls_to(factory)
@@ -236,7 +236,7 @@ def test_group_smaller_than_the_world_is_never_dropped(
     workspace = comm.create_workspace(2, 0, 16, HIDDEN, DTYPE, group=group, device="cpu")
     (created,) = fake.calls_to(factory)
     _check_against_record(record, factory, dict(created.arguments))
-    assert (created.arguments.get("group") is group) == takes_group
+    assert (created.arguments.get("group") is group) == accepts_group
     if needs_backend:
         assert backend is not None
         given = created.arguments["comm_backend"]
@@ -265,10 +265,10 @@ def test_group_routes_seen_across_releases() -> None:
     routes = set()
     for version in UNIFIED:
         record = load_release(version)
-        takes_group = record.accepts(FACTORY, "group")
+        accepts_group = record.accepts(FACTORY, "group")
         backend = record.torch_dist_backend
         local = backend is not None and backend.bcast_root_is_group_local is True
-        routes.add((takes_group, local))
+        routes.add((accepts_group, local))
     assert routes == {(False, False), (True, False), (True, True)}
 
 

@@ -317,12 +317,12 @@ def test_plan_forwarding_and_inherited_plan(tree: Tree) -> None:
 def test_loader_answers_accepts_through_the_forward(tree: Tree) -> None:
     record = parse_record(_record(tree))
     assert record.accepts("BatchDecodeWithPagedKVCacheWrapper.plan", "fixed_split_size")
-    assert record.support("BatchDecodeWithPagedKVCacheWrapper.plan", "nope") == "unsupported"
+    assert record.acceptance("BatchDecodeWithPagedKVCacheWrapper.plan", "nope") == "unsupported"
     assert record.accepts("BatchPrefillWithPagedKVCacheWrapper.plan", "fixed_split_size")
     # ``**kwargs`` with no recorded destination: unknown, and not "accepted".
-    assert record.support("create_allreduce_fusion_workspace", "anything") == "unknown"
+    assert record.acceptance("create_allreduce_fusion_workspace", "anything") == "unknown"
     assert not record.accepts("create_allreduce_fusion_workspace", "anything")
-    assert record.support("trtllm_create_ipc_workspace_for_all_reduce_fusion", "group") == (
+    assert record.acceptance("trtllm_create_ipc_workspace_for_all_reduce_fusion", "group") == (
         "unsupported"
     )
 

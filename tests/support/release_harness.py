@@ -124,7 +124,7 @@ def expected_answers(
         (section, owner, keyword): (
             "unknown"
             if section == "comm" and not comm_available
-            else record.support(owner, keyword)
+            else record.acceptance(owner, keyword)
         )
         for section, owner, keyword in NINE
     }

@@ -1,8 +1,9 @@
 """In a real release's subprocess: run :data:`tests.support.wrapper_cases.CASES` on it.
 
 Run by :func:`tests.support.wrapper_cases` users through ``tools.reach.run_in_release``,
-with the reach probe's CPU workarounds (``fi_compat/_measured/reach_probe.py``, loaded by
-path: pinned memory dropped, the stand-in GPU's compute capability, every compiled-module
+with the reach probe's CPU workarounds and recorders (``fi_compat/_measured/reach_cpu.py``
+and ``reach_recorders.py``, imported by path through ``reach_probe.load``, as the probe
+does: pinned memory dropped, the stand-in GPU's compute capability, every compiled-module
 loader replaced by a recorder), so that ``plan`` and ``run`` execute the release's own
 Python up to its kernels. Prints one JSON document: case name -> its outcome.
 """
@@ -26,15 +27,17 @@ def main() -> int:
     assert spec.loader is not None
     probe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(probe)
+    cpu = probe.load("reach_cpu")
+    recorders = probe.load("reach_recorders")
     import flashinfer
     import torch
 
     from tests.support.wrapper_cases import CASES, outcome
 
-    probe._patch_torch(torch)
-    probe._import_attention_modules()
-    probe._replace_loaders()
-    probe._patch_compute_capability()
+    cpu.patch_torch(torch)
+    cpu.import_attention_modules()
+    recorders.replace_loaders()
+    cpu.patch_compute_capability()
     found = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

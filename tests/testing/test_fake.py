@@ -179,8 +179,8 @@ def test_decode_plan_forwards_kwargs_to_plan_impl() -> None:
             wrapper.plan("indptr", "indices", "last", 8, 8, 128, 16, no_such_option=1)
         # fi-compat's own probe follows the forward through the generated source.
         shape = inspect_callable("plan", cls.plan, owner=cls)
-        assert shape.support("fixed_split_size").status is Status.SUPPORTED
-        assert shape.support("no_such_option").status is Status.UNSUPPORTED
+        assert shape.acceptance("fixed_split_size").status is Status.SUPPORTED
+        assert shape.acceptance("no_such_option").status is Status.UNSUPPORTED
 
 
 def test_capability_cache_is_reset_on_enter_and_exit() -> None:
@@ -446,8 +446,8 @@ def test_record_and_call_log_lookups_take_names(bad: object) -> None:
 
     record = load_release("0.6.5")
     lookups: list[Callable[[], object]] = [
-        lambda: record.support(bad, "group"),  # type: ignore[arg-type]
-        lambda: record.support("allreduce_fusion", bad),  # type: ignore[arg-type]
+        lambda: record.acceptance(bad, "group"),  # type: ignore[arg-type]
+        lambda: record.acceptance("allreduce_fusion", bad),  # type: ignore[arg-type]
         lambda: record.accepts(bad, "group"),  # type: ignore[arg-type]
         lambda: record.function(bad),  # type: ignore[arg-type]
     ]

@@ -156,14 +156,14 @@ def test_every_gate_is_checked_or_said_to_be_unrecorded() -> None:
 def test_the_gates_are_recorded_releases_in_order() -> None:
     assert [gate.version for gate in GATES] == sorted(gate.version for gate in GATES)
     for gate in GATES:
-        assert gate.release in available_releases(), gate
+        assert gate.introduced_in in available_releases(), gate
         assert gate.what, gate
         assert gate.evidence is None or gate.evidence, gate
 
 
 @pytest.mark.parametrize("gate", [g for g in GATES if g.name in SHOWN], ids=lambda g: g.name)
 def test_the_data_shows_the_gate_at_its_release(gate: FakeGate) -> None:
-    assert SHOWN[gate.name]() == gate.release
+    assert SHOWN[gate.name]() == gate.introduced_in
 
 
 def test_the_mnnvl_workspace_before_torch_symmetric_memory_keeps_its_multicast_handle() -> None:
@@ -186,4 +186,4 @@ def test_tensor_cores_are_forced_only_for_measured_decode_backends() -> None:
 def test_the_testing_guide_lists_every_gate() -> None:
     rows = re.findall(r"^\| `([\w-]+)` \| ([\w.]+) \| .* \| (.+) \|$", GUIDE.read_text(), re.M)
     listed = {name: (release, shown != "not in the data") for name, release, shown in rows}
-    assert listed == {gate.name: (gate.release, gate.evidence is not None) for gate in GATES}
+    assert listed == {gate.name: (gate.introduced_in, gate.evidence is not None) for gate in GATES}

@@ -126,7 +126,7 @@ def test_sizes_are_computed_where_the_release_has_the_helper() -> None:
         # 800 expanded tokens over 33 experts, tiles of 128: 33 + ceil(767 / 128) = 39 up to
         # 0.6.10.post1, (800 + 127 * 33) // 128 = 38 from 0.6.11rc1.
         ("0.6.10.post1", 39),
-        (TIGHT_MOE_TILE_BOUND.release, 38),
+        (TIGHT_MOE_TILE_BOUND.introduced_in, 38),
         (NEWEST, 38),
     ],
 )
@@ -185,7 +185,7 @@ def test_every_helper_is_recorded_where_it_says() -> None:
         assert name.function is not None, found.key
         assert name.defined_in == found.module, found.key
         assert helper(found.module, found.name, name.function) is found, found.key
-    assert Version(TIGHT_MOE_TILE_BOUND.release) > Version("0.6.10.post1")
+    assert Version(TIGHT_MOE_TILE_BOUND.introduced_in) > Version("0.6.10.post1")
 
 
 @pytest.mark.parametrize("release", ["0.4.0", "0.6.5", "0.7.2.post1", NEWEST])

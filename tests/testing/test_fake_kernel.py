@@ -81,7 +81,7 @@ def _init_parameter(record: ReleaseRecord, family: str, name: str) -> Any:
     return init.parameter(name) if init is not None else None
 
 
-def _plan_takes(record: ReleaseRecord, family: str) -> bool:
+def _plan_accepts(record: ReleaseRecord, family: str) -> bool:
     if family == FAST:
         plan = record.fast_decode_plan
         return plan is not None and all(key in plan.keyword_names for key in SPLIT_KEYWORDS)
@@ -92,7 +92,7 @@ def _plan_takes(record: ReleaseRecord, family: str) -> bool:
 
 def _synthetic_family(record: ReleaseRecord, family: str, index: int) -> dict[str, Any]:
     backend = _init_parameter(record, family, BACKEND_PARAMETER)
-    if not _plan_takes(record, family):
+    if not _plan_accepts(record, family):
         refused = {"verdict": "refused", "detail": "plan takes no fixed_split_size"}
         return {
             "plan_takes": False,

@@ -391,7 +391,7 @@ def test_families_by_release() -> None:
     assert cascade.aliases == {"begin_forward": "plan", "forward": "run"}
     assert cascade.method("forward") == cascade.method("run")
     assert latest.attention_family("NoSuchWrapper") is None
-    assert latest.support("BatchMLAPagedAttentionWrapper.plan", "no_such_keyword") == (
+    assert latest.acceptance("BatchMLAPagedAttentionWrapper.plan", "no_such_keyword") == (
         "unsupported"
     )
     with pytest.raises(InvalidArgumentError, match="name"):
@@ -509,10 +509,10 @@ def test_decode_plan_forwards_kwargs_from_0615() -> None:
     assert plan is not None
     assert plan.var_keyword == "kwargs"
     assert plan.parameter("fixed_split_size") is None
-    assert record.support("BatchDecodeWithPagedKVCacheWrapper.plan", "fixed_split_size") == (
+    assert record.acceptance("BatchDecodeWithPagedKVCacheWrapper.plan", "fixed_split_size") == (
         "supported"
     )
-    assert record.support("BatchDecodeWithPagedKVCacheWrapper.plan", "no_such_option") == (
+    assert record.acceptance("BatchDecodeWithPagedKVCacheWrapper.plan", "no_such_option") == (
         "unsupported"
     )
 
@@ -779,7 +779,7 @@ def test_attention_wrappers_keep_backend_and_cuda_graph_flags(wrapper: str) -> N
 
 def test_fast_decode_plan_from_040() -> None:
     assert _releases_where(lambda r: r.fast_decode_plan is not None) == _from(
-        FAST_DECODE_PLAN.since
+        FAST_DECODE_PLAN.introduced_in
     )
     plan = load_release("0.7.2.post1").fast_decode_plan
     assert plan is not None
@@ -789,7 +789,7 @@ def test_fast_decode_plan_from_040() -> None:
         assert keyword in plan.keyword_names
         assert plan.parameter(keyword) is not None
     assert plan.var_keyword is None
-    first = load_release(FAST_DECODE_PLAN.since).fast_decode_plan
+    first = load_release(FAST_DECODE_PLAN.introduced_in).fast_decode_plan
     assert first is not None
     assert all(keyword in first.keyword_names for keyword in SPLIT_KEYWORDS)
     assert _releases_where(

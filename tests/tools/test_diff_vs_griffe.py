@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from fi_compat._records import available_releases
+from fi_compat._records._facts import Facts, facts_of
+from fi_compat._records._history import changed_keys
 from fi_compat.upgrade import diff_releases
-from fi_compat.upgrade._facts import Facts, changed_keys, facts_of
 
 griffe = pytest.importorskip("griffe", reason="griffe needs Python 3.11")
 

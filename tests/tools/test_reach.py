@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from fi_compat._measured import reach_probe
+from fi_compat._measured import reach_names, reach_probe
 from fi_compat._surface import ATTENTION_FAMILIES, FAST_DECODE_PLAN, PLAN_IMPL
 from tools import reach
 from tools.reach import (
@@ -511,7 +511,7 @@ def test_the_probe_measures_exactly_the_surface_families(monkeypatch: pytest.Mon
 
     names = {"families": list(ATTENTION_FAMILIES)}
     monkeypatch.setenv("FI_COMPAT_REACH_NAMES", json.dumps(names))
-    probe = importlib.reload(reach_probe)
+    probe = importlib.reload(reach_names)
     try:
         assert probe.FAMILIES == ATTENTION_FAMILIES
         assert tuple(ATTENTION_FAMILIES[:3]) == (
@@ -521,7 +521,35 @@ def test_the_probe_measures_exactly_the_surface_families(monkeypatch: pytest.Mon
         )
     finally:
         monkeypatch.delenv("FI_COMPAT_REACH_NAMES")
-        importlib.reload(reach_probe)
+        importlib.reload(reach_names)
+
+
+def test_the_probe_loads_its_modules_by_path_and_no_fi_compat(tmp_path: Path) -> None:
+    # Imported from fi-compat, the probe's modules are fi-compat's own...
+    assert reach_probe.load("reach_names") is reach_names
+    # ...run by path in a release's subprocess (no repository on its path), they are a
+    # package of their own, and neither fi-compat nor FlashInfer nor torch is imported.
+    code = (
+        "import importlib.util, json, sys\n"
+        f"spec = importlib.util.spec_from_file_location('reach_probe', {str(reach.PROBE)!r})\n"
+        "probe = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(probe)\n"
+        "module = probe.load('reach_measure')\n"
+        "tops = ('fi_compat', 'flashinfer', 'torch', probe.PACKAGE)\n"
+        "loaded = sorted(name for name in sys.modules if name.split('.')[0] in tops)\n"
+        "print(json.dumps({'probe': 1, 'version': '0.7.1', 'module': module.__name__, "
+        "'loaded': loaded}))\n"
+    )
+    document = run_probe(_environment(tmp_path), command=[sys.executable, "-c", code])
+    package = reach_probe.PACKAGE
+    assert document["module"] == f"{package}.reach_measure"
+    assert document["loaded"] == [
+        package,
+        *(
+            f"{package}.reach_{role}"
+            for role in ("arguments", "backends", "cpu", "hooks", "measure", "names", "recorders")
+        ),
+    ]
 
 
 def test_the_shipped_file_covers_every_recorded_release_from_040() -> None:

@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
+from fi_compat._records._facts import facts_of
+from fi_compat._records._history import releases_between
 from fi_compat.cli import main
 from fi_compat.errors import InvalidArgumentError, UnknownReleaseError
 from fi_compat.upgrade import Category, diff_releases, render_diff
-from fi_compat.upgrade._facts import facts_of, parameter, releases_between
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -94,7 +95,7 @@ def test_each_parameter_change_cites_where_the_records_change() -> None:
         name = change.detail.split()[1].rstrip("=")
 
         def value(release: str, name: str = name, subject: str = change.subject) -> Any:
-            return parameter(facts_of(release), subject, name)
+            return facts_of(release).parameter(subject, name)
 
         final = value("0.7.2.post1")
         assert final is not None

@@ -12,8 +12,8 @@ import ast
 import textwrap
 from pathlib import Path
 
+from fi_compat._engine_source.fallbacks import branch, kept_through
 from fi_compat.upgrade import Category, Finding, scan_tree
-from fi_compat.upgrade._fallbacks import branch, kept_through
 
 #: A keyword 0.7.2.post1 takes and 0.6.5 refuses, and one 0.4.0 takes and 0.3.1 does not.
 REFUSED = ("0.7.2.post1", "0.6.5")

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from fi_compat._engine_source import MAX_BYTES
 from fi_compat.cli import main
 from fi_compat.errors import InvalidArgumentError, UnknownReleaseError
 from fi_compat.upgrade import scan_tree
-from fi_compat.upgrade._tree import MAX_BYTES
 
 USE = "import flashinfer.comm\nflashinfer.comm.allreduce_fusion(x, workspace=w)\n"
 #: A use that breaks between 0.7.2.post1 and 0.6.5.

@@ -4,21 +4,24 @@ Each case is a few lines an engine could write, scanned between two recorded rel
 facts make the rule fire (the facts are the shipped records: ``fi-compat diff`` shows the
 same change), and the finding is checked for its category, rule, line and cited release.
 One rule the records never exercise between two releases (a keyword proven on one, taken
-only by an unproven ``**kwargs`` on the other) is checked on facts built here.
+only by an unproven ``**kwargs`` on the other) is checked on records built here.
 """
 
 from __future__ import annotations
 
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from fi_compat._engine_source import read_module
+from fi_compat._records import FunctionRecord, NameRecord, ParameterRecord, load_release
+from fi_compat._records._facts import Facts
+from fi_compat._records._format import ParameterKind
+from fi_compat._records._history import History
 from fi_compat.upgrade import RULES, Category, Finding, diff_releases, scan_tree
-from fi_compat.upgrade._facts import Facts
-from fi_compat.upgrade._history import History
 from fi_compat.upgrade._judge import judge
-from fi_compat.upgrade._scan import read_module
 
 B, C, D, A, U = (
     Category.BREAKS,
@@ -486,14 +489,13 @@ def test_the_same_tree_is_unchanged_where_the_fact_did_not_change(tmp_path: Path
     assert [f.rule for f in _at(findings, 2)] == ["unchanged"]
 
 
-def _facts(release: str, params: tuple[tuple[str, str, str | None], ...]) -> Facts:
-    path = "flashinfer.comm.allreduce_fusion"
-    table = {
-        ("name", "flashinfer.comm", "allreduce_fusion"): "function",
-        ("defined", "flashinfer.comm", "allreduce_fusion"): "flashinfer.comm",
-        ("params", path): params,
-    }
-    return Facts(release, table, {}, {path: path}, measured=False)
+def _facts(release: str, params: tuple[tuple[str, ParameterKind, str | None], ...]) -> Facts:
+    """The facts of a release (not in the store) whose flashinfer.comm binds one function."""
+    parameters = tuple(ParameterRecord(name, kind, default) for name, kind, default in params)
+    function = FunctionRecord("allreduce_fusion", "flashinfer.comm", (), parameters)
+    name = NameRecord("allreduce_fusion", "function", "flashinfer.comm", function, None)
+    names = {"flashinfer.comm": {"allreduce_fusion": name}}
+    return Facts(release, replace(load_release("0.6.5"), release=release, names=names), {}, {})
 
 
 def test_a_keyword_only_an_unproven_kwargs_takes_is_unverified() -> None:

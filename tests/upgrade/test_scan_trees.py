@@ -220,18 +220,18 @@ def test_a_relative_root_inside_a_package_names_modules_from_the_package(
 def test_a_tree_judged_against_several_bumps_is_read_once_until_it_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fi_compat.upgrade import _scan, _tree
+    from fi_compat._engine_source import read_module, walk
 
     _write(tmp_path, {"engine.py": f"from flashinfer import top_k\n{CALL}\n"})
     read: list[str] = []
-    original = _scan.read_module
+    original = read_module
 
     def counting(data: bytes, path: str, *args: object, **kwargs: object) -> object:
         read.append(path)
         return original(data, path, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_tree, "read_module", counting)  # the name _tree reads files with
-    monkeypatch.setattr(_tree, "_RECENT", {})
+    monkeypatch.setattr(walk, "read_module", counting)  # the name the walk reads files with
+    monkeypatch.setattr(walk, "_RECENT", {})
     first = scan_tree(tmp_path, OLD, NEW)
     again = scan_tree(tmp_path, OLD, NEW)
     other = scan_tree(tmp_path, NEW, OLD)

@@ -1,12 +1,13 @@
 """What the names of a file hold from FlashInfer while it is read, scoped as Python scopes them.
 
-:class:`Bindings` is the reading's memory (:mod:`fi_compat.upgrade._scan` reads on top of
-it): which names are FlashInfer modules (``import flashinfer.comm as fc``), objects built
-from FlashInfer (``wrapper = BatchDecodeWithPagedKVCacheWrapper(...)``, ``self.workspace =
-...``), containers of such objects of one kind, a function of the file that returns one,
-what another scanned module passes on (:class:`Bound`); and what a dotted expression names
-from FlashInfer (:meth:`Bindings.resolve`). A function's names are its own: what its body
-binds is forgotten at its end, but what it stores on an object or declares global.
+:class:`Bindings` is the reading's memory (:mod:`fi_compat._engine_source.read` reads on
+top of it): which names are FlashInfer modules (``import flashinfer.comm as fc``), objects
+built from FlashInfer (``wrapper = BatchDecodeWithPagedKVCacheWrapper(...)``,
+``self.workspace = ...``), containers of such objects of one kind, a function of the file
+that returns one, what another scanned module passes on (:class:`Bound`); and what a dotted
+expression names from FlashInfer (:meth:`Bindings.resolve`). A function's names are its
+own: what its body binds is forgotten at its end, but what it stores on an object or
+declares global.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ import ast
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from fi_compat.upgrade._fallbacks import is_none
+from fi_compat._engine_source.fallbacks import is_none
 
-__all__ = ["CONTAINER", "Bindings", "Bound", "ours", "text_of"]
+__all__ = ["CONTAINER", "Bindings", "Bound", "text_of", "under"]
 
 _ROOT = "flashinfer"
 #: What ``importlib.import_module`` is called as (``from importlib import import_module``).
@@ -122,7 +123,7 @@ class Bindings:
         """The dotted FlashInfer path ``node`` names, or None."""
         if isinstance(node, ast.Name):
             found = self.aliases.get(node.id)
-            return found if found is not None and ours(found) else None
+            return found if found is not None and under(found) else None
         if isinstance(node, ast.Attribute):
             member = self._member(node)
             if member is not None:
@@ -400,17 +401,18 @@ class Bindings:
         found = {
             name: Bound(path, self.module_of(path))
             for name, path in self.aliases.items()
-            if ours(path)
+            if under(path)
         }
         for name, path in self.instances.items():
-            if name.isidentifier() and name not in found and ours(path):
+            if name.isidentifier() and name not in found and under(path):
                 found[name] = Bound(path, self.module_of(path), instance=True)
         return found
 
 
-def ours(path: str) -> bool:
-    """Whether a dotted path is FlashInfer's."""
-    return path.split(".")[0] == _ROOT
+def under(path: str, prefix: str = _ROOT) -> bool:
+    """Whether the dotted ``path`` is ``prefix`` or lies under it (by default: whether it is
+    FlashInfer's)."""
+    return path == prefix or path.startswith(f"{prefix}.")
 
 
 def text_of(node: ast.AST) -> str:

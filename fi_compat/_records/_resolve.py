@@ -1,7 +1,7 @@
 """Where a dotted path an engine's code names leads in one recorded release.
 
 :func:`resolve` follows a path the way Python would on the release, through what its facts
-(:mod:`fi_compat.upgrade._facts`) hold: a module, the names it binds (before a submodule of
+(:mod:`fi_compat._records._facts`) hold: a module, the names it binds (before a submodule of
 the same name), an instance of a class built at import, the class a function is annotated to
 return, a class's methods and attributes, what a ``__getattr__`` the records follow hands
 out, an enum's members. The answer is one of :data:`PRESENT`, :data:`ABSENT`,
@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fi_compat._surface import NAMED_MODULES
-from fi_compat.upgrade._facts import Facts
+from fi_compat._records._facts import Facts
 
 __all__ = [
     "ABSENT",
@@ -51,10 +50,12 @@ MODULE_ATTRIBUTES = frozenset(
 
 @dataclass(frozen=True)
 class Resolved:
-    """Where a dotted path leads in one release: ``state``, the path its facts are kept
-    under (``callable``), what it is, and the part found missing; ``binding`` is the module
-    and name the path's first name is bound at (where ``defined`` is read), None for a
-    module or a name no binding holds."""
+    """Where a dotted path leads in one release: ``state``, the path of the callable or
+    class it was last found at (``callable``), what it is, and the part found missing
+    (``unseen`` where that is a module the release does not ship, ``member`` where it is
+    an attribute the class's or enum's record does not list); ``binding`` is the module and
+    name the path's first name is bound at (where ``defined`` is read), None for a module or
+    a name no binding holds."""
 
     state: str
     callable: str | None = None
@@ -75,17 +76,14 @@ def resolve(facts: Facts, target: str, module: str) -> Resolved:
     # Python finds what a module binds before a submodule of that name: a package whose
     # __init__ runs ``from .selective_state_update import selective_state_update`` hands out
     # the function, not the module.
-    while depth < len(parts) and facts.module_seen(".".join(parts[: depth + 1])):
+    while depth < len(parts) and facts.ships(".".join(parts[: depth + 1])):
         if facts.get(("name", ".".join(parts[:depth]), parts[depth])) is not None:
             break
         depth += 1
     current = ".".join(parts[:depth])
-    recorded = facts.record is not None  # every module of the release is recorded
-    if not facts.module_seen(current):
-        # With every module recorded (private ones as shipped), a module the release does
-        # not ship is absent; otherwise only the seven modules with name tables are known.
-        state = ABSENT if recorded or current in NAMED_MODULES else UNKNOWN
-        return Resolved(state, missing=current, unseen=True)
+    if not facts.ships(current):
+        # Every module of the release is recorded (private ones as shipped).
+        return Resolved(ABSENT, missing=current, unseen=True)
     if depth == len(parts):
         return Resolved(PRESENT, kind="module")
     name = parts[depth]
@@ -98,7 +96,7 @@ def resolve(facts: Facts, target: str, module: str) -> Resolved:
         # The records leave a module's dunders out (``__version__``, ``__all__``,
         # ``__path__``): not recorded is not absent.
         return Resolved(UNKNOWN, missing=path)
-    if kind is None and recorded:
+    if kind is None:
         found = facts.module(current)
         binds = found.binds(name) if found is not None else None
         if binds is None:  # unreadable, private, or names its source cannot list
@@ -107,21 +105,9 @@ def resolve(facts: Facts, target: str, module: str) -> Resolved:
         if binds:  # served by the module's __getattr__: there, of unrecorded shape
             return Resolved(PRESENT, kind="value", defined=current)
         return Resolved(ABSENT, missing=path)
-    if kind is None:
-        exported = facts.canonical.get(path)
-        if exported is None:
-            # Absent from a recorded name table; elsewhere the module may re-export it.
-            return Resolved(ABSENT if current in NAMED_MODULES else UNKNOWN, missing=path)
-        module_of, _, name_of = exported.rpartition(".")
-        kind = facts.get(("name", module_of, name_of))
-        defined = current
-        path = exported
-    else:
-        path = facts.canonical.get(path, path)
     instance = facts.get(("instance", path)) if kind == "value" else None
     if instance is not None and depth + 1 < len(parts):
-        # ``cudart = CudaRTLibrary()``: its attributes are the class's
-        path, kind = facts.canonical.get(instance, instance), "class"
+        path, kind = instance, "class"  # ``cudart = CudaRTLibrary()``: its attributes
     for attribute in parts[depth + 1 :]:
         if kind in ("function", "method"):
             returned = facts.get(("returns", path))
@@ -132,10 +118,7 @@ def resolve(facts: Facts, target: str, module: str) -> Resolved:
                 returned = str(returned).strip("'\"")
                 if facts.get(("name", owner_module, returned)) == "class":
                     # what the function returns: an instance of that class
-                    path = facts.canonical.get(
-                        f"{owner_module}.{returned}", f"{owner_module}.{returned}"
-                    )
-                    kind = "class"
+                    path, kind = f"{owner_module}.{returned}", "class"
                 elif returned and returned != "None":
                     return Resolved(FOREIGN, callable=path)
         if kind == "class":
@@ -163,10 +146,9 @@ def _class_member(facts: Facts, path: str, attribute: str, defined: str | None) 
     served = facts.get(("getattr", path))
     if isinstance(served, str):
         # a lazy proxy of another class: its names are that class's
-        delegate = facts.canonical.get(served, served)
-        if facts.get(("method", delegate, attribute)):
-            return f"{delegate}.{attribute}"
-        if facts.get(("attribute", delegate, attribute)):
+        if facts.get(("method", served, attribute)):
+            return f"{served}.{attribute}"
+        if facts.get(("attribute", served, attribute)):
             return Resolved(PRESENT, kind="attribute", defined=defined)
     if served or facts.subclass_serves(path):
         # not known present, and not known absent: never a break

@@ -4,11 +4,12 @@ An engine imports FlashInfer in a ``try`` and binds a stand-in in the handler
 (``except ImportError: Wrapper = object``), or keeps a module only where it has a function
 (``comm = comm if hasattr(comm, "f") else None``). Either way the name is FlashInfer's along
 one branch and a fallback along the other, and a use of it runs FlashInfer on that branch.
-The reading of a file (:mod:`fi_compat.upgrade._scan`) asks this module what a ``try``'s
-handlers catch (:func:`caught`, :func:`guards`), which arm of a conditional expression an
-assignment binds by (:func:`branch`), and which bindings a ``try``'s body made that its
-handlers only replaced with a fallback (:func:`kept_through`, :func:`is_none`); the judge
-asks whether the handlers around a use catch what it raises (:func:`catches`).
+The reading of a file (:mod:`fi_compat._engine_source.read`) asks this module what a
+``try``'s handlers catch (:func:`caught`, :func:`guards`), which arm of a conditional
+expression an assignment binds by (:func:`branch`), and which bindings a ``try``'s body made
+that its handlers only replaced with a fallback (:func:`kept_through`, :func:`is_none`); the
+judge (:mod:`fi_compat.upgrade._judge`) asks whether the handlers around a use catch what it
+raises (:func:`catches`).
 """
 
 from __future__ import annotations

@@ -1,17 +1,15 @@
-"""A scan (:func:`scan_tree`): the files of the scanned trees, read as the modules they are.
+"""Every file of an engine's source trees, read as the module it is (:func:`read_trees`).
 
-:func:`scan_tree` walks the trees (:func:`scan_paths`), has each use judged against the two
-releases (:mod:`fi_compat.upgrade._judge`) and returns the :class:`ScanResult` the renderers
-(:mod:`fi_compat.upgrade._report`) write.
-
-:func:`scan_paths` lists every ``*.py``/``*.pyi`` file under one or more roots (a
-directory or one file each), names each by its module (the directories above it that hold
-an ``__init__.py``, and the directories inside them, are its packages), and reads them with
-:func:`read_module` in rounds: first every file that mentions ``flashinfer``; then, knowing
-what each module binds from FlashInfer at its top level, every file that imports such a
-name, so that a name passed on by an engine's own package (``from engine.kernels import
-BatchDecodeWithPagedKVCacheWrapper``, a relative ``from .kernels import ...``) is followed
-to FlashInfer, through as many modules as pass it on.
+:func:`read_trees` lists every ``*.py``/``*.pyi`` file under one or more roots (a directory
+or one file each), names each by its module (the directories above it that hold an
+``__init__.py``, and the directories inside them, are its packages), and reads them with
+:func:`~fi_compat._engine_source.read.read_module` in rounds: first every file that mentions
+``flashinfer``; then, knowing what each module binds from FlashInfer at its top level, every
+file that imports such a name, so that a name passed on by an engine's own package (``from
+engine.kernels import BatchDecodeWithPagedKVCacheWrapper``, a relative ``from .kernels
+import ...``) is followed to FlashInfer, through as many modules as pass it on. What it
+returns (:class:`Trees`) is every use found and every file not read, for the judge
+(:mod:`fi_compat.upgrade._judge`) to weigh.
 """
 
 from __future__ import annotations
@@ -24,18 +22,11 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
 
-from fi_compat._arguments import describe, require_bool, require_instance, require_str
-from fi_compat._frozen import picklable
-from fi_compat.errors import InvalidArgumentError, explain
-from fi_compat.upgrade._binding import Bound
-from fi_compat.upgrade._history import history
-from fi_compat.upgrade._judge import Finding, judge
-from fi_compat.upgrade._kinds import Category
-from fi_compat.upgrade._scan import Diagnostic, Reading, Use, read_module
+from fi_compat._engine_source.binding import Bound
+from fi_compat._engine_source.read import BINARY, Diagnostic, Reading, Use, read_module
 
-__all__ = ["MAX_BYTES", "ScanResult", "Scanned", "scan_paths", "scan_tree"]
+__all__ = ["MAX_BYTES", "Trees", "read_trees"]
 
 #: A file larger than this is reported, not parsed (engines' largest sources are < 1 MB).
 MAX_BYTES = 8 * 1024 * 1024
@@ -44,12 +35,11 @@ _MARKER = b"flashinfer"
 #: At most this many rounds follow names passed from module to module (a chain of
 #: re-exports longer than this is not followed to its end).
 _ROUNDS = 8
-_CATEGORY_ORDER = {category: index for index, category in enumerate(Category)}
 
 
 @dataclass(frozen=True)
-class Scanned:
-    """What :func:`scan_paths` found: the uses, the files it could not read, how many files
+class Trees:
+    """What :func:`read_trees` found: the uses, the files it could not read, how many files
     it looked at, and the directory the uses' paths are relative to."""
 
     uses: list[Use]
@@ -218,15 +208,15 @@ def _mentions(names: set[str]) -> re.Pattern[bytes]:
     return re.compile(rb"\b(?:" + b"|".join(spelled) + rb")\b|import\s*\*")
 
 
-#: The trees scanned last, by their files' contents: judging one tree against several pairs
+#: The trees read last, by their files' contents: judging one tree against several pairs
 #: of releases (one ``scan_tree`` per pair, as an engine's CI checks a few bumps) reads and
 #: parses it once. A tree whose files changed in any way is read again.
-_RECENT: dict[tuple[object, ...], Scanned] = {}
+_RECENT: dict[tuple[object, ...], Trees] = {}
 _RECENT_SIZE = 4
 _RECENT_LOCK = threading.Lock()
 
 
-def scan_paths(*roots: Path) -> Scanned:
+def read_trees(*roots: Path) -> Trees:
     """Uses and diagnostics under ``roots`` (each a directory or one file). Paths are
     relative to the root (a file root's own name) for one root, and to the deepest
     directory holding them all for several."""
@@ -250,11 +240,11 @@ def scan_paths(*roots: Path) -> Scanned:
             _RECENT[key] = known
             while len(_RECENT) > _RECENT_SIZE:
                 del _RECENT[next(iter(_RECENT))]  # the oldest
-    return Scanned(list(known.uses), list(known.diagnostics), known.files, known.base)
+    return Trees(list(known.uses), list(known.diagnostics), known.files, known.base)
 
 
-def _read(sources: list[_Source], count: int, base: Path, diagnostics: list[Diagnostic]) -> Scanned:
-    """What :func:`scan_paths` finds in ``sources`` (``diagnostics``: the files not read)."""
+def _read(sources: list[_Source], count: int, base: Path, diagnostics: list[Diagnostic]) -> Trees:
+    """What :func:`read_trees` finds in ``sources`` (``diagnostics``: the files not read)."""
     readings: dict[int, Reading] = {}
 
     def read(index: int, exports: dict[str, dict[str, Bound]]) -> None:
@@ -268,9 +258,7 @@ def _read(sources: list[_Source], count: int, base: Path, diagnostics: list[Diag
         if _MARKER in source.data:
             read(index, {})
         elif b"\0" in source.data[:8192]:
-            diagnostics.append(
-                Diagnostic(source.name, "binary file (contains NUL bytes): not read")
-            )
+            diagnostics.append(Diagnostic(source.name, BINARY))
         else:
             unread.append(index)
     exports: dict[str, dict[str, Bound]] = {}
@@ -310,7 +298,7 @@ def _read(sources: list[_Source], count: int, base: Path, diagnostics: list[Diag
         uses.extend(reading.uses)
         if reading.diagnostic is not None:
             diagnostics.append(reading.diagnostic)
-    return Scanned(uses, diagnostics, count, base)
+    return Trees(uses, diagnostics, count, base)
 
 
 def _exports(sources: list[_Source], readings: dict[int, Reading]) -> dict[str, dict[str, Bound]]:
@@ -322,163 +310,3 @@ def _exports(sources: list[_Source], readings: dict[int, Reading]) -> dict[str, 
         if module and reading.bound:
             found.setdefault(module, {}).update(reading.bound)
     return found
-
-
-# ----------------------------------------------------------------------------- the scan
-
-
-@picklable
-@dataclass(frozen=True)
-class ScanResult:
-    """What :func:`scan_tree` found.
-
-    .. versionadded:: 0.3.0
-
-    Attributes
-    ----------
-    root
-        What the findings' paths are relative to: the scanned directory or file, as
-        given; for several, the deepest directory holding them all.
-    old, new
-        The two releases judged against (``new`` is the installed release's for
-        ``--to installed``).
-    fi_compat
-        True when ``flashinfer.comm`` uses were judged as ``fi_compat.comm`` serves them.
-    files
-        How many ``*.py`` files were looked at.
-    findings
-        Every judged use, by file, line and column.
-    diagnostics
-        Every file that could not be read or parsed, with why.
-    roots
-        Every directory or file scanned, as given (``(root,)`` for one).
-    """
-
-    root: str
-    old: str
-    new: str
-    fi_compat: bool
-    files: int
-    findings: tuple[Finding, ...]
-    diagnostics: tuple[Diagnostic, ...]
-    roots: tuple[str, ...] = ()
-
-    @property
-    def breaks(self) -> bool:
-        """True when some finding is :attr:`Category.BREAKS` (``fi-compat scan`` exits 1)."""
-        return any(finding.category is Category.BREAKS for finding in self.findings)
-
-    def count(self, category: Category) -> int:
-        """How many findings fall in ``category``."""
-        return sum(1 for finding in self.findings if finding.category is category)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The result as ``fi-compat scan --json`` prints it (schema ``scan.schema.json``)."""
-        from fi_compat._version import __version__
-
-        return {
-            "schema": 1,
-            "tool": {"name": "fi-compat", "version": __version__},
-            "root": self.root,
-            "roots": list(self.roots or (self.root,)),
-            "old": self.old,
-            "new": self.new,
-            "fi_compat": self.fi_compat,
-            "files": self.files,
-            "summary": {category.key: self.count(category) for category in Category},
-            "findings": [finding.to_dict() for finding in self.findings],
-            "diagnostics": [
-                {
-                    "path": diagnostic.path,
-                    "message": diagnostic.message,
-                    "line": diagnostic.line,
-                    "column": diagnostic.column,
-                }
-                for diagnostic in self.diagnostics
-            ],
-        }
-
-
-def _path(name: str, root: object) -> Path:
-    """``root`` as a path that exists, or the typed error saying why not."""
-    require_instance(name, root, (str, os.PathLike), "a str or os.PathLike")
-    try:
-        path = Path(cast("str | os.PathLike[str]", root))
-        found = path.exists()
-    except (TypeError, ValueError, OSError) as error:  # bytes from __fspath__, a NUL byte
-        raise InvalidArgumentError(
-            explain(f"{name} to be a path the system can look up", f"{describe(root)} ({error})")
-        ) from None
-    if not found:
-        raise InvalidArgumentError(
-            explain(f"{name} to name an existing directory or file", describe(str(path)))
-        )
-    return path
-
-
-def _roots(root: object) -> list[tuple[str, Path]]:
-    """``root`` (one path, or a non-empty list or tuple of them) as given and as paths."""
-    if isinstance(root, (str, os.PathLike)):
-        return [(str(root), _path("root", root))]
-    if not isinstance(root, (list, tuple)) or not root:
-        raise InvalidArgumentError(
-            explain(
-                "root to be a str or os.PathLike, or a non-empty list or tuple of them",
-                describe(root),
-            )
-        )
-    return [(str(item), _path("every item of root", item)) for item in root]
-
-
-def scan_tree(
-    root: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
-    old: str,
-    new: str,
-    *,
-    fi_compat: bool = False,
-) -> ScanResult:
-    """Scan ``root`` for uses of FlashInfer and judge each against releases ``old`` and
-    ``new``.
-
-    .. versionadded:: 0.3.0
-
-    Parameters
-    ----------
-    root
-        A directory (every ``*.py``/``*.pyi`` file under it, symbolic links to directories
-        not followed) or one file; or a list or tuple of them (an engine and the kernel
-        package it imports FlashInfer through). Paths in the result are relative to the
-        one root, or to the deepest directory holding them all.
-    old, new
-        Recorded flashinfer-python releases.
-    fi_compat
-        Judge ``flashinfer.comm`` uses as they run after the import swap to
-        ``fi_compat.comm``.
-
-    Raises
-    ------
-    InvalidArgumentError
-        ``root`` is not a str or path, or a non-empty list or tuple of them, or names
-        something that does not exist; ``old`` or ``new`` is not a non-empty str;
-        ``fi_compat`` is not a bool.
-    UnknownReleaseError
-        ``old`` or ``new`` has no record.
-    """
-    given = _roots(root)
-    require_str("old", old, nonempty=True)
-    require_str("new", new, nonempty=True)
-    require_bool("fi_compat", fi_compat)
-    steps = history(old, new)
-    scanned = scan_paths(*(path for _, path in given))
-    findings = judge(scanned.uses, steps, fi_compat=fi_compat)
-    findings.sort(key=lambda f: (f.path, f.line, f.column, _CATEGORY_ORDER[f.category], f.rule))
-    return ScanResult(
-        given[0][0] if len(given) == 1 else str(scanned.base),
-        steps.old.release,
-        steps.new.release,
-        fi_compat,
-        scanned.files,
-        tuple(findings),
-        tuple(sorted(scanned.diagnostics, key=lambda d: d.path)),
-        tuple(name for name, _ in given),
-    )
