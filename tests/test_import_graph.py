@@ -162,3 +162,18 @@ def test_the_check_sees_every_kind_of_import(tmp_path: Path) -> None:
     (root / "sub" / "d.py").write_text("x = 1\n", encoding="utf-8")
     (root / "e.py").write_text("import pkg.a\n", encoding="utf-8")
     assert cycles(graph_of(root)) == [("pkg.a", "pkg.b"), ("pkg.sub", "pkg.sub.c")]
+
+
+#: A file a newcomer can read in one sitting; past this, it holds more than one role.
+LONGEST = 800
+
+
+def test_no_module_is_longer_than_one_role() -> None:
+    """No module of fi_compat passes :data:`LONGEST` lines. When one does, cut it by what its
+    parts do (each new module named for the question it answers), not at a line number."""
+    lengths = {
+        str(path.relative_to(PACKAGE)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in sorted(PACKAGE.rglob("*.py"))
+    }
+    assert len(lengths) > 100
+    assert {path: n for path, n in lengths.items() if n > LONGEST} == {}
