@@ -12,6 +12,7 @@ from fi_compat import Status, _deprecation, capabilities
 from fi_compat._probe import locate
 from fi_compat._signature import inspect_callable
 from fi_compat.attention import FamilyReach, family_reach
+from fi_compat.errors import InvalidArgumentError
 from fi_compat.testing import fake_flashinfer, load_release
 from fi_compat.testing.pytest_plugin import FakeFlashInferFactory
 from tests.support import fakes
@@ -178,3 +179,25 @@ def test_renamed_keyword_finds_the_new_keyword_at_any_position() -> None:
         assert function(1, old=2) == 12  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="deprecated spelling"):
         function(1, 2, old=3)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize("name", ["acceptance", "support"])
+@pytest.mark.parametrize(
+    ("qualname", "keyword", "wrong"),
+    [
+        (3, "fixed_split_size", "qualname"),
+        ("W.plan", None, "keyword"),
+        (None, "fixed_split_size", "qualname"),
+        ("W.plan", b"k", "keyword"),
+    ],
+)
+def test_release_record_acceptance_refuses_what_is_not_a_str(
+    name: str, qualname: object, keyword: object, wrong: str
+) -> None:
+    """Old and new spelling alike: a typed error naming the argument, not an answer."""
+    record = load_release("0.6.5")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        with pytest.raises(InvalidArgumentError, match=f"expected {wrong} to be a str") as raised:
+            getattr(record, name)(qualname, keyword)
+    assert isinstance(raised.value, TypeError)
