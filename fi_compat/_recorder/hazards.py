@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from fi_compat._recorder.resolve import Module, Package, catches
+from fi_compat._recorder.trees import walk
 from fi_compat._surface import COMM, FLASHINFER
 
 __all__ = ["import_hazards"]
@@ -52,7 +53,7 @@ def _own_expressions(stmt: ast.stmt) -> Iterator[ast.AST]:
     else:
         roots = [stmt]
     for root in roots:
-        for node in ast.walk(root):
+        for node in walk(root):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
                 continue
             yield node
@@ -73,7 +74,7 @@ def _runs_on_call(definition: ast.AST, target: ast.AST) -> bool:
     if isinstance(definition, ast.ClassDef):
         for stmt in definition.body:
             if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
-                return any(sub is target for sub in ast.walk(stmt))
+                return any(sub is target for sub in walk(stmt))
         return False
     return True
 
@@ -98,7 +99,7 @@ def _cudart_hazard(package: Package) -> str | None:
             defining, binding = found
             if defining.name not in asserting:
                 continue
-            for sub in ast.walk(binding.node):
+            for sub in walk(binding.node):
                 if (
                     isinstance(sub, ast.Assert)
                     and isinstance(sub.msg, ast.Constant)
@@ -190,7 +191,7 @@ def _python_hazard(package: Package) -> tuple[str, str] | None:
         module = package.get(module_name)
         assert module is not None
         for annotation in _evaluated_annotations(module):
-            for node in ast.walk(annotation):
+            for node in walk(annotation):
                 if not isinstance(node, ast.Subscript):
                     continue
                 target = node.value

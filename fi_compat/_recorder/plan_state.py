@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from fi_compat._forwarding import FunctionNode
+from fi_compat._recorder.trees import children
 from fi_compat._records._classes import KeptArgument
 from fi_compat._surface import FAST_DECODE_PLAN, PLAN, PLAN_IMPL
 
@@ -48,12 +49,19 @@ _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 def _walk(node: ast.AST) -> Iterator[ast.AST]:
-    """Every node under ``node`` that is the method's own code (no nested scope)."""
-    for child in ast.iter_child_nodes(node):
-        if isinstance(child, _NESTED):
-            continue
+    """Every node under ``node`` that is the method's own code (no nested scope), depth
+    first in source order. One stack, not a generator per level: a planning method is
+    thousands of nodes deep in ``yield from`` otherwise."""
+    todo = _own_children(node)
+    while todo:
+        child = todo.pop()
         yield child
-        yield from _walk(child)
+        todo += _own_children(child)
+
+
+def _own_children(node: ast.AST) -> list[ast.AST]:
+    """The children of ``node`` that are not nested scopes, last first (as popped)."""
+    return [child for child in reversed(children(node)) if not isinstance(child, _NESTED)]
 
 
 def _targets(node: ast.AST) -> list[ast.expr]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from fi_compat._recorder.archive import Source
+from fi_compat._recorder.trees import walk
 from fi_compat._surface import FLASHINFER
 from fi_compat.errors import RecordingError
 
@@ -123,7 +124,7 @@ def _caught(handlers: list[ast.ExceptHandler]) -> frozenset[str]:
     for handler in handlers:
         if handler.type is None:
             return frozenset({"*"})
-        for node in ast.walk(handler.type):
+        for node in walk(handler.type):
             if isinstance(node, ast.Name):
                 names.add(node.id)
             elif isinstance(node, ast.Attribute):
@@ -142,7 +143,7 @@ def _type_checking_only(body: list[ast.stmt]) -> set[int]:
     found: set[int] = set()
     for stmt, _, _ in _import_time_statements(body):
         if isinstance(stmt, ast.If) and ast.unparse(stmt.test).rpartition(".")[2] == _TYPING:
-            found.update(id(node) for inner in stmt.body for node in ast.walk(inner))
+            found.update(id(node) for inner in stmt.body for node in walk(inner))
     return found
 
 
@@ -151,7 +152,7 @@ def _nested_statements(body: list[ast.stmt]) -> set[int]:
     found: set[int] = set()
     for stmt in body:
         if isinstance(stmt, ast.If | ast.Try | ast.With):
-            found.update(id(node) for node in ast.walk(stmt) if node is not stmt)
+            found.update(id(node) for node in walk(stmt) if node is not stmt)
     return found
 
 

@@ -25,6 +25,7 @@ from fi_compat._forwarding import (
 )
 from fi_compat._recorder.plan_state import PLANNING, written
 from fi_compat._recorder.resolve import MAX_DEPTH, Module, Package, absolute
+from fi_compat._recorder.trees import walk
 from fi_compat._recorder.values import Values
 from fi_compat._records._format import parameters
 
@@ -69,7 +70,7 @@ def _self_use(func: FunctionNode) -> _SelfUse:
     assigned: set[str] = set()
     called: dict[str, None] = {}
     super_init = False
-    for node in ast.walk(func):
+    for node in walk(func):
         if isinstance(node, ast.Attribute):
             if (
                 isinstance(node.ctx, ast.Store)
@@ -655,7 +656,7 @@ class Recorder:
         if node.returns is None:
             return {}
         names: dict[str, str] = {}
-        for sub in ast.walk(node.returns):
+        for sub in walk(node.returns):
             text = sub.value if isinstance(sub, ast.Constant) else None
             if isinstance(sub, ast.Name):
                 text = sub.id
@@ -676,13 +677,13 @@ class Recorder:
             return {}
         defining = found[0]
         local: dict[str, tuple[str, str]] = {}
-        for node in ast.walk(found[1].node):
+        for node in walk(found[1].node):
             if isinstance(node, ast.ImportFrom):
                 base = absolute(defining, node.level, node.module)
                 for alias in node.names:
                     local[alias.asname or alias.name] = (base, alias.name)
         names: dict[str, str] = {}
-        returns = [node for node in ast.walk(found[1].node) if isinstance(node, ast.Return)]
+        returns = [node for node in walk(found[1].node) if isinstance(node, ast.Return)]
         for node in sorted(returns, key=lambda node: (node.lineno, node.col_offset)):
             if not (isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name)):
                 continue

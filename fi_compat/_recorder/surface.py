@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from fi_compat._recorder.names import name_record
 from fi_compat._recorder.resolve import MAX_DEPTH, Module, Package
 from fi_compat._recorder.signatures import Recorder
+from fi_compat._recorder.trees import walk
 from fi_compat._records._format import JSONRecord
 from fi_compat.errors import RecordingError
 
@@ -122,7 +123,7 @@ def served_names(module: Module) -> list[str] | str | None:
         return ANY
     argument = positional[0].arg
     served: set[str] = set()
-    for node in ast.walk(func):
+    for node in walk(func):
         if not isinstance(node, ast.Compare) or len(node.ops) != 1:
             continue
         left, right, op = node.left, node.comparators[0], node.ops[0]

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fi_compat._recorder.resolve import Binding, Module, Package
+from fi_compat._recorder.trees import walk
 
 __all__ = ["MOST_CHARACTERS", "Values", "spell"]
 
@@ -243,7 +244,7 @@ def _run_parts(stmt: ast.stmt) -> list[ast.AST]:
 
 
 def _collect_changes(node: ast.AST, rebound: set[str], touched: set[str]) -> None:
-    for part in ast.walk(node):
+    for part in walk(node):
         if isinstance(part, ast.AugAssign):
             base = _base(part.target)
             if base is not None:
