@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 import tarfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -34,11 +35,13 @@ from typing import Any
 
 from packaging.version import Version
 
+from fi_compat._local import CACHE_ENV
 from fi_compat._measured import reach as verdicts
 from fi_compat._measured import run
 from fi_compat._measured.reach import FAST_PLAN, FIXED_ARRIVES, PROBE, TIMEOUT, VERDICTS, classify
 from tools import measurement
 from tools.releases import ReleaseCache
+from tools.results import ResultCache
 
 __all__ = [
     "FAST_PLAN",
@@ -61,6 +64,7 @@ __all__ = [
     "recorded_releases",
     "release_environment",
     "run_in_release",
+    "run_kept",
     "run_probe",
 ]
 
@@ -176,8 +180,19 @@ def run_in_release(
             version=environment.version,
             env=run.probe_environment(entries, harness),
             timeout=timeout,
+            runner=run_kept,
         )
     )
+
+
+def run_kept(
+    argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """One release's subprocess, made once per input (:mod:`tools.results`): a probe run is
+    a pure function of the release's files, this checkout and the interpreter. The run gets
+    an empty fi-compat cache of its own (in its scratch directory), as on a fresh machine."""
+    env = {**env, CACHE_ENV: str(cwd / "fi-compat-cache")}
+    return ResultCache().run(argv, env=env, cwd=cwd, timeout=timeout)
 
 
 def measure_release(environment: ReleaseEnvironment, *, timeout: float = TIMEOUT) -> dict[str, Any]:

@@ -20,11 +20,11 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from packaging.version import Version
 
-__all__ = ["Probed", "check_document", "probe_environment", "run"]
+__all__ = ["Probed", "Runner", "check_document", "probe_environment", "run", "run_here"]
 
 #: Environment variables the subprocess does not inherit: the interpreter's own settings
 #: (its path is given explicitly), the real-release harness's switches (given explicitly
@@ -41,6 +41,25 @@ class Probed:
 
     document: dict[str, Any] | None
     error: str | None = None
+
+
+class Runner(Protocol):
+    """What starts a probe's subprocess and waits for it: :func:`run_here`, or one that
+    answers a run it has made before from the same inputs (the maintainers' tools)."""
+
+    def __call__(
+        self, argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float
+    ) -> subprocess.CompletedProcess[str]: ...
+
+
+def run_here(
+    argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` and wait, its output captured as text; raises what
+    :func:`subprocess.run` raises."""
+    return subprocess.run(
+        argv, capture_output=True, text=True, check=False, cwd=cwd, env=env, timeout=timeout
+    )
 
 
 def probe_environment(
@@ -95,21 +114,14 @@ def run(
     version: str,
     env: Mapping[str, str],
     timeout: float,
+    runner: Runner = run_here,
 ) -> Probed:
-    """Run ``argv`` in a scratch directory with exactly ``env``; the document it prints
-    (:func:`check_document`), or why there is none: it could not start, timed out, exited
-    non-zero (the end of its stderr quoted) or printed something else."""
+    """Run ``argv`` in a scratch directory with exactly ``env`` (by ``runner``); the
+    document it prints (:func:`check_document`), or why there is none: it could not start,
+    timed out, exited non-zero (the end of its stderr quoted) or printed something else."""
     with tempfile.TemporaryDirectory(prefix="fi-compat-probe-") as scratch:
         try:
-            done = subprocess.run(
-                list(argv),
-                capture_output=True,
-                text=True,
-                check=False,
-                cwd=scratch,
-                env=dict(env),
-                timeout=timeout,
-            )
+            done = runner(list(argv), cwd=Path(scratch), env=dict(env), timeout=timeout)
         except subprocess.TimeoutExpired:
             return Probed(
                 None, f"flashinfer-python {version}: the probe timed out after {timeout:g} s"

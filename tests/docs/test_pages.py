@@ -9,12 +9,12 @@ import importlib.util
 import json
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.fresh import fresh_python
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted((ROOT / "docs").rglob("*.md"))
@@ -45,13 +45,8 @@ def test_every_code_block_names_a_known_language(path: Path) -> None:
 def test_the_documented_report_json_matches_the_real_report() -> None:
     (documented,) = _fenced(ROOT / "docs" / "guide" / "report.md", "json")
     shape: dict[str, Any] = json.loads(documented)
-    done = subprocess.run(
-        [sys.executable, "-m", "fi_compat", "report", "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-    )
+    done = fresh_python(["-m", "fi_compat", "report", "--json"])
+    assert done.returncode == 0, done.stderr
     report: dict[str, Any] = json.loads(done.stdout)
     assert set(shape) <= set(report)
     for section, fields in shape.items():
@@ -79,12 +74,7 @@ def _console_sessions() -> list[tuple[str, list[str], str]]:
 def test_console_sessions_print_what_they_show(
     page: str, arguments: list[str], output: str
 ) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "fi_compat", *arguments],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = fresh_python(["-m", "fi_compat", *arguments])
     assert done.returncode == 0, (page, done.stderr)
     assert done.stdout == output, page
 
@@ -105,12 +95,7 @@ def _shell_commands() -> list[tuple[str, list[str]]]:
 def test_documented_commands_run(page: str, arguments: list[str]) -> None:
     """Each ``fi-compat`` command a page shows is accepted and runs; ``--require`` may exit 1
     (something required is missing here), nothing else may fail."""
-    done = subprocess.run(
-        [sys.executable, "-m", "fi_compat", *arguments],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = fresh_python(["-m", "fi_compat", *arguments])
     allowed = {0, 1} if "--require" in arguments else {0}
     if arguments[0] in ("record", "measure") and importlib.util.find_spec("flashinfer") is None:
         allowed = {1}  # they model and measure the installed release: none here, said so

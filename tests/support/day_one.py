@@ -4,27 +4,19 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from fi_compat._local import CACHE_ENV, UNRECORDED_ENV
+from tests.support.fresh import fresh_python
 
 __all__ = ["model_in", "run_python", "shipped_model"]
 
 
 def run_python(argv: list[str], cache: Path, left_out: str | None) -> str:
     """The standard output of ``python ARGV`` with ``cache`` as fi-compat's cache and
-    ``left_out`` set aside (``FI_COMPAT_UNRECORDED``; None: nothing), which must succeed."""
-    env = {**os.environ, CACHE_ENV: str(cache)}
-    env.pop(UNRECORDED_ENV, None)
-    if left_out is not None:
-        env[UNRECORDED_ENV] = left_out
-    done = subprocess.run(
-        [sys.executable, *argv], capture_output=True, text=True, env=env, timeout=1800
-    )
+    ``left_out`` set aside (``FI_COMPAT_UNRECORDED``; None: nothing), which must succeed
+    (made once per input: :func:`tests.support.fresh.fresh_python`)."""
+    done = fresh_python(argv, cache=cache, left_out=left_out, timeout=1800)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -33,9 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fi_compat._local import CACHE_ENV
 from fi_compat.report import REQUIREMENTS
 from fi_compat.testing import ReleaseRecord
 from tools.releases import DownloadError, RegistryUnreachableError, ReleaseCache
+from tools.results import ResultCache
 
 __all__ = [
     "CUDA_RUNTIME",
@@ -223,6 +225,7 @@ class Harness:
     def __init__(self, root: Path | None = None) -> None:
         self.cache = ReleaseCache(root)
         self.root = self.cache.root
+        self.results = ResultCache(self.root / "results")
 
     def download(self, requirement: str) -> Path:
         """The wheel for a pinned ``name==version``, downloaded once into the cache.
@@ -289,13 +292,14 @@ class Harness:
     ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
         with tempfile.TemporaryDirectory(prefix="fi-compat-release-") as scratch:
             log = Path(scratch) / "harness.json"
-            done = subprocess.run(
+            env = self.environment(prepared, cuda_runtime=cuda_runtime, log=log)
+            # An empty fi-compat cache of the run's own, as on a fresh machine, so that the
+            # run reads nothing but its inputs and is made once per input (tools.results).
+            env[CACHE_ENV] = str(Path(scratch) / "fi-compat-cache")
+            done = self.results.run(
                 [sys.executable, *arguments],
-                capture_output=True,
-                text=True,
-                check=False,
-                cwd=scratch,
-                env=self.environment(prepared, cuda_runtime=cuda_runtime, log=log),
+                env=env,
+                cwd=Path(scratch),
                 timeout=SUBPROCESS_TIMEOUT,
             )
             harness_log = json.loads(log.read_text(encoding="utf-8")) if log.is_file() else {}

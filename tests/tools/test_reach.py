@@ -377,6 +377,10 @@ def test_the_subprocess_gets_the_release_first_and_no_flashinfer_settings(
         "0.7.1", tmp_path / "release", tmp_path / "site", tmp_path / "c"
     )
     document = run_probe(environment, command=[sys.executable, "-c", code])
+    # An empty fi-compat cache of the run's own, in its scratch directory (tools.results).
+    own_cache = Path(document["env"].pop("FI_COMPAT_CACHE_DIR"))
+    assert own_cache.name == "fi-compat-cache"
+    assert own_cache.parent.name.startswith("fi-compat-probe-")
     assert document["env"] == {
         "PYTHONPATH": f"{tmp_path / 'site'}:{tmp_path / 'release'}",
         "PYTHONNOUSERSITE": "1",
