@@ -8,6 +8,7 @@ from the recorded data (the store ``fi_compat/_records/surface.zip``) through
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
@@ -72,6 +73,14 @@ FORWARDING = [version for version in RELEASES if _forwards(version)]
 every_release = pytest.mark.parametrize("version", SWEPT)
 
 
+@functools.cache
+def _probed(version: str) -> Capabilities:
+    """What the probe finds under the release's fake: once per release for the tests that
+    read it (a :class:`Capabilities` is a snapshot, read after the fake is gone)."""
+    with fake_flashinfer(version):
+        return get_capabilities(refresh=True)
+
+
 def _answers(capabilities: Capabilities) -> dict[tuple[str, str, str], str]:
     return {
         (section, owner, keyword): (
@@ -106,8 +115,7 @@ def test_the_matrix_covers_every_change_the_probe_answers() -> None:
 @every_release
 def test_probe_answers_what_the_release_declares(version: str) -> None:
     record = load_release(version)
-    with fake_flashinfer(version):
-        capabilities = get_capabilities(refresh=True)
+    capabilities = _probed(version)
     assert capabilities.flashinfer.version == record.release
     assert capabilities.flashinfer.import_error is None
     assert capabilities.comm.available is record.comm_exists, capabilities.comm.error
@@ -121,8 +129,7 @@ def test_probe_answers_what_the_release_declares(version: str) -> None:
 @every_release
 def test_probe_reads_the_recorded_keyword_sets(version: str) -> None:
     record = load_release(version)
-    with fake_flashinfer(version):
-        capabilities = get_capabilities(refresh=True)
+    capabilities = _probed(version)
     shapes = {**capabilities.comm.shapes, **capabilities.attention_shapes}
     for qualname in (*COMM_CALLABLES, *PLANS):
         shape = shapes.get(qualname)
@@ -135,8 +142,7 @@ def test_probe_reads_the_recorded_keyword_sets(version: str) -> None:
 
 @every_release
 def test_probe_finds_the_recorded_torch_dist_backend(version: str) -> None:
-    with fake_flashinfer(version):
-        comm = get_capabilities(refresh=True).comm
+    comm = _probed(version).comm
     found = (comm.torch_dist_backend, comm.bcast_root_is_group_local.status.value)
     assert found == expected_torch_dist_backend(load_release(version))
 
@@ -147,8 +153,7 @@ def test_decode_plan_kwargs_are_followed_to_where_they_are_declared(version: str
     plan = _decode_plan(record)
     assert plan is not None
     assert plan.forwards_kwargs_to is not None
-    with fake_flashinfer(version):
-        capabilities = get_capabilities(refresh=True)
+    capabilities = _probed(version)
     shape = capabilities.attention_shapes[f"{DECODE}.plan"]
     assert [hop.rpartition(".")[2] for hop in shape.via] == ["plan", plan.forwards_kwargs_to]
     assert shape.open_ended is False
