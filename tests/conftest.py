@@ -20,10 +20,12 @@ from fi_compat._local import CACHE_ENV, UNRECORDED_ENV
 from tests.support import release_classes
 from tests.support.fakes import FakePackage
 
-#: Every run says what it downloads as it happens, and ends with its skips judged by reason;
-#: under ``--cov`` a worker whose coverage data is missing fails the run.
+#: Every run says what it downloads as it happens, and ends with its skips judged by reason
+#: and how many release runs it answered from kept results; under ``--cov`` a worker whose
+#: coverage data is missing fails the run.
 pytest_plugins = [
     "tests.support.downloads",
+    "tests.support.kept_runs",
     "tests.support.skips",
     "tests.support.coverage_workers",
 ]

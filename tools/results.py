@@ -43,11 +43,13 @@ import gzip
 import hashlib
 import importlib.metadata
 import json
+import logging
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +57,12 @@ from typing import Any
 
 from tools.releases import cache_root
 
-__all__ = ["CACHE_SWITCH", "ResultCache", "coverage_data_file"]
+__all__ = ["CACHE_SWITCH", "LOGGER", "ResultCache", "coverage_data_file"]
+
+#: Says each run's outcome at INFO, with ``extra={"kept_run": (outcome, seconds)}``: outcome
+#: ``answered`` (from a kept result; seconds: what its run took), ``kept`` (made and kept)
+#: or ``made`` (made, not keepable); the suite adds them up (tests/support/kept_runs.py).
+LOGGER = logging.getLogger("tools.results")
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Set to ``off`` to make every run afresh.
@@ -135,12 +142,18 @@ class ResultCache:
         if key is not None:
             kept = self._read(key)
             if kept is not None and (measured is None or kept.get("coverage") is not None):
+                _say("answered", float(kept.get("seconds", 0.0)), argv)
                 return self._replay(kept, argv, places, [cwd, *own], measured)
+        started = time.monotonic()
         done, coverage = _run_measured(argv, env, cwd, timeout, measured)
+        seconds = time.monotonic() - started
+        outcome = "made"
         if key is not None and done.returncode >= 0:
             files = [_snapshot(path) for path in [cwd, *own]]
             if not _names_a_directory(files, [cwd, *own]):
-                self._write(key, done, places, files, coverage)
+                self._write(key, done, places, files, coverage, seconds)
+                outcome = "kept"
+        _say(outcome, seconds, argv)
         if measured is not None and coverage:
             _save_coverage(coverage, measured[1])
         return done
@@ -193,9 +206,11 @@ class ResultCache:
         places: _Places,
         files: list[dict[str, str]],
         coverage: dict[str, Any] | None,
+        seconds: float,
     ) -> None:
         entry = {
             "schema": SCHEMA,
+            "seconds": round(seconds, 3),
             "returncode": done.returncode,
             "stdout": places.relative(done.stdout),
             "stderr": places.relative(done.stderr),
@@ -226,6 +241,16 @@ class ResultCache:
             places.absolute(kept["stdout"]),
             places.absolute(kept["stderr"]),
         )
+
+
+def _say(outcome: str, seconds: float, argv: Sequence[str]) -> None:
+    LOGGER.info(
+        "%s in %.1f s: %s",
+        outcome,
+        seconds,
+        " ".join(argv[1:3]),
+        extra={"kept_run": (outcome, seconds)},
+    )
 
 
 def _enabled() -> bool:

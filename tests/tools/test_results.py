@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -207,3 +208,49 @@ def test_the_coverage_channel_is_read_as_coverage_writes_it(tmp_path: Path) -> N
     assert found[1] == tmp_path / "data" / ".coverage"
     assert coverage_data_file({}) is None
     assert json.loads(base64.b64decode(env[results.COVERAGE_CONFIG]))["branch"] is True
+
+
+# ------------------------------------------------------------------- the run's summary
+
+pytest_plugins = ["pytester"]
+
+#: Two test files, each making the same run twice with a store of the project's own: the
+#: first run of each is made and kept (or answered, if the other file kept it first).
+TWICE = """\
+import sys
+from pathlib import Path
+from tools.results import ResultCache
+
+def test_twice(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "script.py").write_text("print('hello')")
+    store = ResultCache(Path(__file__).parent / "store")
+    for _ in range(2):
+        done = store.run([sys.executable, str(work / "script.py")], env={}, cwd=work, timeout=60)
+        assert done.stdout == "hello\\n"
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_the_run_ends_with_how_many_runs_were_answered(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(results.ROOT))
+    monkeypatch.delenv(CACHE_SWITCH, raising=False)
+    pytester.makepyfile(test_one=TWICE, test_two=TWICE)
+    result = pytester.runpytest_subprocess(
+        "-p", "tests.support.kept_runs", "-p", "no:cacheprovider", *workers
+    )
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["*runs made once per input*", "tools/results.py: *"])
+    line = result.stdout.str().split("tools/results.py: ", 1)[1].splitlines()[0]
+    counts = {
+        outcome: int(count)
+        for count, outcome in re.findall(r"(\d+) (answered|made and kept|made, not)", line)
+    }
+    # Every worker's runs are counted: four runs, the first of each file's pair made (the
+    # two files' first runs may race on two workers), the rest answered.
+    assert sum(counts.values()) == 4, line
+    assert counts["made and kept"] in ({1, 2} if workers else {1}), line
+    assert counts["answered"] == 4 - counts["made and kept"]
