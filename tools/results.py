@@ -32,7 +32,8 @@ could not be told from another's), or one that timed out or was killed.
 ``FI_COMPAT_RESULT_CACHE=off`` makes every run afresh (nothing read, nothing written).
 
 The results live under the release cache (``<release cache>/results``), so an empty release
-cache is an empty result cache too.
+cache is an empty result cache too; they keep to a budget (:data:`BUDGET`), the least
+recently used going first.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from typing import Any
 
 from tools.releases import cache_root
 
-__all__ = ["CACHE_SWITCH", "LOGGER", "ResultCache", "coverage_data_file"]
+__all__ = ["BUDGET", "CACHE_SWITCH", "LOGGER", "ResultCache", "coverage_data_file"]
 
 #: Says each run's outcome at INFO, with ``extra={"kept_run": (outcome, seconds)}``: outcome
 #: ``answered`` (from a kept result; seconds: what its run took), ``kept`` (made and kept)
@@ -114,11 +115,20 @@ def coverage_data_file(env: Mapping[str, str]) -> tuple[dict[str, Any], Path] | 
     return (config, Path(data_file)) if isinstance(data_file, str) else None
 
 
-class ResultCache:
-    """Subprocess runs answered from their inputs' digest (see the module docstring)."""
+#: What the kept results may take on disk before the least recently used go.
+BUDGET = 2 * 1024**3
 
-    def __init__(self, root: Path | None = None) -> None:
+
+class ResultCache:
+    """Subprocess runs answered from their inputs' digest (see the module docstring).
+
+    The store keeps to ``budget`` bytes: after each new entry, the entries least recently
+    written or answered from go until it takes at most three quarters of it.
+    """
+
+    def __init__(self, root: Path | None = None, *, budget: int = BUDGET) -> None:
         self.root = root if root is not None else cache_root() / "results"
+        self.budget = budget
 
     def run(
         self,
@@ -193,11 +203,30 @@ class ResultCache:
         return self.root / key[:2] / f"{key}.json.gz"
 
     def _read(self, key: str) -> dict[str, Any] | None:
+        path = self._path(key)
         try:
-            kept: dict[str, Any] = json.loads(gzip.decompress(self._path(key).read_bytes()))
+            kept: dict[str, Any] = json.loads(gzip.decompress(path.read_bytes()))
+            os.utime(path)  # recently used: the last to go
         except (OSError, ValueError, EOFError):
             return None  # absent, or half of a file from a run that was stopped: made again
         return kept if kept.get("schema") == SCHEMA else None
+
+    def _prune(self) -> None:
+        entries = []
+        for path in self.root.glob("*/*.json.gz"):
+            try:
+                stat = path.stat()
+            except OSError:  # gone meanwhile (another run pruned it)
+                continue
+            entries.append((stat.st_mtime, stat.st_size, path))
+        total = sum(size for _, size, _ in entries)
+        if total <= self.budget:
+            return
+        for _, size, path in sorted(entries):
+            if total <= self.budget * 3 // 4:
+                break
+            path.unlink(missing_ok=True)
+            total -= size
 
     def _write(
         self,
@@ -222,6 +251,7 @@ class ResultCache:
         with tempfile.NamedTemporaryFile(dir=path.parent, delete=False, suffix=".tmp") as tmp:
             tmp.write(gzip.compress(json.dumps(entry).encode(), compresslevel=1))
         os.replace(tmp.name, path)  # whole entries only: concurrent runs may share the store
+        self._prune()
 
     def _replay(
         self,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import subprocess
 import sys
@@ -254,3 +255,24 @@ def test_the_run_ends_with_how_many_runs_were_answered(
     assert sum(counts.values()) == 4, line
     assert counts["made and kept"] in ({1, 2} if workers else {1}), line
     assert counts["answered"] == 4 - counts["made and kept"]
+
+
+def test_the_store_keeps_to_its_budget_the_least_recently_used_going_first(
+    tmp_path: Path,
+) -> None:
+    store = ResultCache(tmp_path / "results", budget=10**9)
+    works = [_work(tmp_path, name, SCRIPT + f"# {name}\n") for name in "abcd"]
+    tokens = []
+    for when, work in enumerate(works):
+        tokens.append(_run(store, work).stdout.split(" ", 1)[0])
+        (entry,) = sorted(store.root.rglob("*.json.gz"), key=lambda p: p.stat().st_mtime_ns)[-1:]
+        os.utime(entry, (1000 + when, 1000 + when))  # written in this order, a second apart
+    assert _run(store, works[0]).stdout.split(" ", 1)[0] == tokens[0]  # used: now the newest
+    # A budget of three entries: the next entry takes the store over it, and it is pruned to
+    # three quarters of it, the least recently used going first (b, c and d, unused since).
+    sizes = [path.stat().st_size for path in store.root.rglob("*.json.gz")]
+    store.budget = 3 * max(sizes) + 1
+    _run(store, _work(tmp_path, "e"))
+    assert len(list(store.root.rglob("*.json.gz"))) == 2
+    assert _run(store, works[0]).stdout.split(" ", 1)[0] == tokens[0]  # kept
+    assert _run(store, works[1]).stdout.split(" ", 1)[0] != tokens[1]  # gone: made again
