@@ -416,6 +416,17 @@ def under(path: str, prefix: str = _ROOT) -> bool:
 
 
 def text_of(node: ast.AST) -> str:
+    """``node`` as source text (what names and ``self.x`` are keyed by); a chain of names
+    (``a``, ``self.a.b``), most of what is asked, is spelled without :func:`ast.unparse`,
+    exactly as it spells them."""
+    parts: list[str] = []
+    chain = node
+    while isinstance(chain, ast.Attribute):
+        parts.append(chain.attr)
+        chain = chain.value
+    if isinstance(chain, ast.Name):
+        parts.append(chain.id)
+        return ".".join(reversed(parts))
     try:
         return ast.unparse(node)
     except Exception:  # an unparsable node never names an instance

@@ -31,9 +31,9 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from fi_compat._engine_source.binding import CONTAINER, Bindings, Bound, text_of, under
 from fi_compat._engine_source.fallbacks import branch, caught, guards, is_none, kept_through
@@ -146,6 +146,34 @@ class _Reader(Bindings, ast.NodeVisitor):
         self.if_guarded = 0
         self.handled: set[int] = set()
         self.uses: list[Use] = []
+
+    # ------------------------------------------------------------------ traversal
+
+    def visit(self, node: ast.AST) -> None:
+        """:meth:`ast.NodeVisitor.visit`, with the method for each node type looked up once
+        (a file is hundreds of thousands of nodes)."""
+        kind = type(node)
+        method = _VISITS.get(kind)
+        if method is None:
+            method = _VISITS[kind] = getattr(
+                _Reader, f"visit_{kind.__name__}", _Reader.generic_visit
+            )
+        method(self, node)
+
+    def generic_visit(self, node: ast.AST) -> None:
+        """:meth:`ast.NodeVisitor.generic_visit`: every child, in the order of the fields."""
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        self.visit(item)
+            elif isinstance(value, ast.AST):
+                self.visit(value)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        """A literal: no node below it (what :meth:`ast.NodeVisitor.visit_Constant` ends in,
+        without its search for the methods of the node types Python 3.8 retired)."""
 
     # ------------------------------------------------------------------ bookkeeping
 
@@ -267,12 +295,19 @@ class _Reader(Bindings, ast.NodeVisitor):
     def _tests_a_guard(self, test: ast.expr) -> bool:
         """``test`` asks a guard (``hasattr``, ``getattr``, a signature probe), directly or
         through a name that holds a guard's answer (``available = hasattr(...)``)."""
-        return any(
-            (isinstance(n, ast.Call) and self._guard_call(n) is not None)
-            or (isinstance(n, ast.Compare) and self._probe_compare(n) is not None)
-            or (isinstance(n, (ast.Name, ast.Attribute)) and text_of(n) in self.guard_names)
-            for n in ast.walk(test)
-        )
+        holders = self.guard_names
+        for node in _subtree(test):
+            if isinstance(node, ast.Call):
+                if self._guard_call(node) is not None:
+                    return True
+            elif isinstance(node, ast.Compare):
+                if self._probe_compare(node) is not None:
+                    return True
+            elif (
+                holders and isinstance(node, (ast.Name, ast.Attribute)) and text_of(node) in holders
+            ):
+                return True
+        return False
 
     def visit_If(self, node: ast.If) -> None:
         self.visit(node.test)
@@ -506,6 +541,24 @@ class _Reader(Bindings, ast.NodeVisitor):
             return
         if isinstance(node.ctx, ast.Load):
             self._add(node, "attribute", target)
+
+
+#: Each node type's method of :class:`_Reader` (:meth:`_Reader.visit`).
+_VISITS: dict[type[ast.AST], Callable[[_Reader, Any], None]] = {}
+
+
+def _subtree(node: ast.AST) -> Iterator[ast.AST]:
+    """``node`` and every node below it (as :func:`ast.walk`, in another order)."""
+    stack = [node]
+    while stack:
+        found = stack.pop()
+        yield found
+        for name in found._fields:
+            value = getattr(found, name, None)
+            if isinstance(value, list):
+                stack.extend(item for item in value if isinstance(item, ast.AST))
+            elif isinstance(value, ast.AST):
+                stack.append(value)
 
 
 def _root_of(node: ast.expr) -> ast.expr:

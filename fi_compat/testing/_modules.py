@@ -160,6 +160,8 @@ class Modules:
             if "." in name:
                 package, _, child = name.rpartition(".")
                 self.children.setdefault(package, set()).add(child)
+        #: Every module by depth, then by name: the order :meth:`serving` searches in.
+        self._by_depth = sorted(modules, key=lambda name: (name.count("."), name))
         self._handles = 0
         self._lock = threading.RLock()
 
@@ -388,12 +390,14 @@ class Modules:
     def _search(self, module: str, name: str) -> tuple[str, str | None] | None:
         package = module if module in self.children else module.rpartition(".")[0]
         below = package + "."
-
-        def order(candidate: str) -> tuple[bool, int, str]:
-            return (not candidate.startswith(below), candidate.count("."), candidate)
-
+        # The modules below the package first, then the others; each part by depth, then
+        # by name (the order of :attr:`_by_depth`, kept by the partition).
+        order = [c for c in self._by_depth if c.startswith(below)]
+        order += [c for c in self._by_depth if not c.startswith(below)]
         unknown: str | None = None  # a module binding it in a way its source does not show
-        for candidate in sorted(self.modules - {module}, key=order):
+        for candidate in order:
+            if candidate == module:
+                continue
             recorded = self._module(candidate)
             if recorded is not None and name in recorded.names:
                 if unmodelled_reason(recorded.names[name]) is None:

@@ -117,6 +117,7 @@ class Registry:
         self.lazy_module_names: dict[str, dict[str, str]] = {}
         self._index: dict[str, list[Entry]] | None = None
         self._classes: dict[str, list[Entry]] | None = None
+        self._enums: dict[str, Entry] | None = None
 
     def add(
         self,
@@ -128,7 +129,7 @@ class Registry:
         cls: ClassRecord | None = None,
         members: Mapping[str, Any] | None = None,
     ) -> Entry:
-        self._index = self._classes = None
+        self._index = self._classes = self._enums = None
         key = (defined_in, name)
         entry = self.entries.get(key)
         if entry is None:
@@ -143,7 +144,7 @@ class Registry:
         return entry
 
     def bind(self, entry: Entry, module: str, name: str, *, lazy: bool = False) -> None:
-        self._index = self._classes = None
+        self._index = self._classes = self._enums = None
         (entry.lazy if lazy else entry.bindings).setdefault(module, set()).add(name)
 
     def in_module(self, module: str) -> list[Entry]:
@@ -170,12 +171,16 @@ class Registry:
         return self._classes
 
     def enums_by_name(self) -> dict[str, Entry]:
-        """Each name an enum (``enum.Enum``) is defined or bound under -> its entry."""
-        return {
-            name: entries[0]
-            for name, entries in self.classes_by_name().items()
-            if enum_base_of(entries[0]) is not None
-        }
+        """Each name an enum (``enum.Enum``) is defined or bound under -> its entry
+        (computed once, until the next :meth:`add` or :meth:`bind`; every module a build
+        writes asks)."""
+        if self._enums is None:
+            self._enums = {
+                name: entries[0]
+                for name, entries in self.classes_by_name().items()
+                if enum_base_of(entries[0]) is not None
+            }
+        return self._enums
 
 
 def _workspace_backends(record: ReleaseRecord) -> dict[str, str]:
