@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from packaging.version import Version
 
-__all__ = ["Probed", "Runner", "check_document", "probe_environment", "run", "run_here"]
+__all__ = ["ProbeRunner", "Probed", "check_document", "probe_environment", "run", "run_here"]
 
 #: Environment variables the subprocess does not inherit: the interpreter's own settings
 #: (its path is given explicitly), the real-release harness's switches (given explicitly
@@ -43,7 +43,7 @@ class Probed:
     error: str | None = None
 
 
-class Runner(Protocol):
+class ProbeRunner(Protocol):
     """What starts a probe's subprocess and waits for it: :func:`run_here`, or one that
     answers a run it has made before from the same inputs (the maintainers' tools)."""
 
@@ -114,7 +114,7 @@ def run(
     version: str,
     env: Mapping[str, str],
     timeout: float,
-    runner: Runner = run_here,
+    runner: ProbeRunner = run_here,
 ) -> Probed:
     """Run ``argv`` in a scratch directory with exactly ``env`` (by ``runner``); the
     document it prints (:func:`check_document`), or why there is none: it could not start,
