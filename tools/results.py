@@ -51,7 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,21 +146,22 @@ class ResultCache:
         before the run are part of its input, their files after it part of its result. Raises
         what :func:`subprocess.run` raises (``TimeoutExpired``, ``OSError``).
         """
-        places = _Places.of([cwd, *own])
-        key = self._key(argv, env, places, [cwd, *own]) if _enabled() else None
+        dirs = [cwd, *own]
+        places = _Places.of(dirs)
+        key = self._key(argv, env, places, dirs) if _enabled() else None
         measured = coverage_data_file(env)
         if key is not None:
             kept = self._read(key)
             if kept is not None and (measured is None or kept.get("coverage") is not None):
                 _say("answered", float(kept.get("seconds", 0.0)), argv)
-                return self._replay(kept, argv, places, [cwd, *own], measured)
+                return self._replay(kept, argv, places, dirs, measured)
         started = time.monotonic()
         done, coverage = _run_measured(argv, env, cwd, timeout, measured)
         seconds = time.monotonic() - started
         outcome = "made"
         if key is not None and done.returncode >= 0:
-            files = [_snapshot(path) for path in [cwd, *own]]
-            if not _names_a_directory(files, [cwd, *own]):
+            files = [_snapshot(path) for path in dirs]
+            if not _names_a_directory(files, dirs):
                 self._write(key, done, places, files, coverage, seconds)
                 outcome = "kept"
         _say(outcome, seconds, argv)
@@ -415,17 +416,17 @@ def _read_coverage(data_dir: Path) -> dict[str, Any]:
 
 
 def _relative_coverage(coverage: Mapping[str, Any]) -> dict[str, Any]:
-    places = _Places.of([])
-    return {
-        kind: {places.relative(path): data for path, data in table.items()}
-        for kind, table in coverage.items()
-    }
+    return _renamed(coverage, _Places.of([]).relative)
 
 
 def _absolute_coverage(coverage: Mapping[str, Any]) -> dict[str, Any]:
-    places = _Places.of([])
+    return _renamed(coverage, _Places.of([]).absolute)
+
+
+def _renamed(coverage: Mapping[str, Any], rename: Callable[[str], str]) -> dict[str, Any]:
+    """``coverage`` with each measured file's path renamed."""
     return {
-        kind: {places.absolute(path): data for path, data in table.items()}
+        kind: {rename(path): data for path, data in table.items()}
         for kind, table in coverage.items()
     }
 
