@@ -34,7 +34,7 @@ PY311 = dataclasses.replace(PY310, python=(3, 11), has_torch=True, has_flashinfe
         "griffe needs Python 3.11",
         "needs mkdocs (the docs extra)",
         "the charts need the docs extra (matplotlib)",
-        "needs the release extra: build, twine, check-wheel-contents",
+        "needs the release extra: build, twine, check-wheel-contents, uv",
     ],
 )
 def test_what_python_3_10_cannot_have_is_honest_there_and_removable_on_3_11(reason: str) -> None:

@@ -4,15 +4,15 @@
 the wheel; ``twine check --strict`` and ``check-wheel-contents`` (configured in
 pyproject.toml) must pass on them. The wheel must hold the whole package with its recorded
 data and nothing else (no tests or maintainer tooling); the sdist the whole source the test
-suite needs. The wheel is then installed into a fresh virtual environment (``python -m
-venv``, with pytest and torch pinned by constraints/dev.txt, no FlashInfer), where
-``fi-compat report --json`` and the ``fake_flashinfer`` pytest plugin
+suite needs. The wheel is then installed by pip into a fresh virtual environment (``python
+-m venv``, with pytest and torch pinned by constraints/dev.txt and put there by uv, no
+FlashInfer), where ``fi-compat report --json`` and the ``fake_flashinfer`` pytest plugin
 (``installed_checks.py``) run against it, away from the repository.
 
 Marker ``release``; ``make release-check`` runs this module alone, ``make test`` with the
-rest. It needs the ``release`` extra (build, twine, check-wheel-contents) and skips without
-it (the Python 3.10 venv), and the package registry for the build's isolated environment and
-the fresh venv (about a minute, most of it installing torch).
+rest. It needs the ``release`` extra (build, twine, check-wheel-contents, uv) and skips
+without it (the Python 3.10 venv), and the package registry for the build's isolated
+environment and the fresh venv (seconds from uv's cache, about a minute with it empty).
 """
 
 from __future__ import annotations
@@ -35,8 +35,10 @@ import pytest
 from fi_compat._version import __version__
 
 # build.util, not build: a stray ./build directory on sys.path imports as a namespace package.
-for _tool in ("build.util", "twine", "check_wheel_contents"):
-    pytest.importorskip(_tool, reason="needs the release extra: build, twine, check-wheel-contents")
+for _tool in ("build.util", "twine", "check_wheel_contents", "uv"):
+    pytest.importorskip(
+        _tool, reason="needs the release extra: build, twine, check-wheel-contents, uv"
+    )
 
 pytestmark = pytest.mark.release
 
@@ -169,19 +171,38 @@ def sdist_names(dist: Dist) -> set[str]:
         return {member.name for member in sdist.getmembers() if member.isfile()}
 
 
+def _tools_into(venv: Path, *requirements: str) -> None:
+    """Install ``requirements`` (as pinned by constraints/dev.txt) into ``venv`` with uv, as
+    ``make`` fills its own venvs: the same pins and files as pip, torch's CPU build from the
+    machine's find-links directory (``UV_FIND_LINKS``, which the Makefile sets, or pip's
+    ``PIP_FIND_LINKS``), from uv's cache in seconds. The tools only: the wheel under test is
+    installed by pip, as a user installs it."""
+    from uv import find_uv_bin
+
+    links = os.environ.get("UV_FIND_LINKS") or os.environ.get("PIP_FIND_LINKS")
+    _run(
+        [
+            find_uv_bin(),
+            *("pip", "install", "--quiet", "--python", venv / "bin" / "python"),
+            *("-c", CONSTRAINTS),
+            *(("--find-links", links) if links else ()),
+            *requirements,
+        ],
+        cwd=venv,
+        timeout=900,
+    )
+
+
 @pytest.fixture(scope="module")
 def fresh_venv(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A new virtual environment with the wheel, pytest and torch (pinned), no FlashInfer."""
     venv = tmp_path_factory.mktemp("venv")
     _run([sys.executable, "-m", "venv", venv], cwd=venv, timeout=300)
-    python = venv / "bin" / "python"
     # torch only as pinned: an unpinned torch would pull a multi-GB CUDA build.
-    install: list[str | Path] = ["-c", CONSTRAINTS, dist.wheel, "pytest", "torch"]
-    _run(
-        [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *install],
-        cwd=venv,
-        timeout=900,
-    )
+    _tools_into(venv, "pytest", "torch")
+    pip: list[str | Path] = [venv / "bin" / "python", "-m", "pip", "install", "--quiet"]
+    pip += ["--disable-pip-version-check", "-c", CONSTRAINTS, dist.wheel]
+    _run(pip, cwd=venv, timeout=900)
     return venv
 
 
@@ -336,12 +357,7 @@ def test_the_suite_skips_what_a_venv_without_flashinfer_lacks(fresh_venv: Path) 
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     requirements: list[str] = declared["project"]["optional-dependencies"]["test"]
     python = fresh_venv / "bin" / "python"
-    install: list[str | Path] = ["install", "--quiet", "--disable-pip-version-check"]
-    _run(
-        [python, "-m", "pip", *install, "-c", CONSTRAINTS, *requirements],
-        cwd=fresh_venv,
-        timeout=900,
-    )
+    _tools_into(fresh_venv, *requirements)
     missing = subprocess.run(
         [python, "-c", "import flashinfer"], capture_output=True, text=True, check=False
     )
