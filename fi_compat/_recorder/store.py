@@ -487,44 +487,62 @@ def _write(archive: zipfile.ZipFile, name: str, data: Any) -> None:
     archive.writestr(_member(name), text, compresslevel=9)
 
 
-def unpack_records(data: bytes) -> dict[str, JSONRecord]:
-    """Every release's record, as :func:`pack` was given it."""
+def unpack_records(data: bytes, only: Iterable[str] | None = None) -> dict[str, JSONRecord]:
+    """Every release's record, as :func:`pack` was given it (``only`` these releases: the
+    others' members are not read)."""
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         releases: list[str] = json.loads(archive.read(INDEX))["releases"]
+        wanted = frozenset(releases if only is None else only)
         return {
             release: json.loads(archive.read(release_record_member(release)))
             for release in releases
+            if release in wanted
         }
 
 
 def unpack(data: bytes, only: Iterable[str] | None = None) -> dict[str, dict[str, JSONRecord]]:
-    """Every release's surface, as :func:`pack` was given it (``only`` these releases)."""
+    """Every release's surface, as :func:`pack` was given it (``only`` these releases).
+
+    A name's line of full records is kept as text and decoded only when one of its versions
+    holds for a wanted release (for one release, a few thousand of some 80,000 lines)."""
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         index = json.loads(archive.read(INDEX))
         releases: list[str] = index["releases"]
         wanted = frozenset(releases if only is None else only)
         surfaces: dict[str, dict[str, JSONRecord]] = {r: {} for r in releases if r in wanted}
+        every = len(surfaces) == len(releases)
 
-        def positions(ranges: str) -> list[int]:
-            return [p for p in decode_ranges(ranges) if releases[p] in wanted]
+        @functools.cache
+        def positions(ranges: str) -> tuple[int, ...]:
+            found = decode_ranges(ranges)
+            return tuple(found if every else (p for p in found if releases[p] in wanted))
 
         tables: dict[str, JSONRecord] = {}
-        stored: dict[str, JSONRecord] = {}
+        stored: dict[str, dict[str, str]] = {}
         for number in range(len(index["shards"])):
             tables.update(json.loads(archive.read(f"{number}{NAMES}")))
             for line in archive.read(f"{number}{RECORDS}").decode().splitlines():
                 module, name, versions = line.split("\t", 2)
-                stored.setdefault(module, {})[name] = json.loads(versions)
+                stored.setdefault(module, {})[name] = versions
         for module, ranges in index["modules"].items():
             table, records = tables[module], stored.get(module, {})
             for position in positions(ranges):
                 surfaces[releases[position]][module] = {"names": {}}
             for name, versions in table["names"].items():
-                full = records.get(name, [None] * len(versions))
-                for (ranges_of, shape), value in zip(versions, full, strict=True):
+                text = records.get(name)
+                full: list[Any] | None = None
+                for number, (ranges_of, shape) in enumerate(versions):
                     held = positions(ranges_of)
                     if not held:
                         continue
+                    if full is None and text is not None:
+                        full = json.loads(text)
+                        if len(full) != len(versions):
+                            raise ValueError(
+                                f"{module}.{name}: {len(full)} stored records for "
+                                f"{len(versions)} versions"
+                            )
+                    value = None if full is None else full[number]
                     record = expand_name(read_home(shape, module) if value is None else value)
                     for position in held:
                         surfaces[releases[position]][module]["names"][name] = record

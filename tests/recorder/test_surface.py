@@ -389,6 +389,28 @@ def test_packing_is_lossless_and_deterministic(tmp_path: Path) -> None:
     store.close()
 
 
+def test_unpacking_some_releases_of_the_shipped_store_gives_what_unpacking_all_gives() -> None:
+    """``only`` decodes just the lines its releases need: the same surfaces, key order
+    included, as unpacking every release, and the same records."""
+    import json
+    from importlib import resources
+
+    data = resources.files("fi_compat._records").joinpath("surface.zip").read_bytes()
+    every, records = unpack(data), unpack_records(data)
+    releases = list(every)
+    picked = [releases[0], releases[len(releases) // 2], releases[-1]]
+    picked.append(next(release for release in releases if "rc" in release))
+    for release in picked:
+        alone = unpack(data, only=[release])
+        assert list(alone) == [release]
+        assert alone[release] == every[release]
+        assert json.dumps(alone[release]) == json.dumps(every[release])
+        assert unpack_records(data, only=[release]) == {release: records[release]}
+    several = unpack(data, only=picked)
+    assert list(several) == [release for release in releases if release in picked]
+    assert json.dumps(several) == json.dumps({release: every[release] for release in several})
+
+
 def test_a_release_without_its_record_is_not_packed(tmp_path: Path) -> None:
     surfaces = _three(tmp_path)
     records = _records_of(surfaces)
