@@ -125,6 +125,11 @@ class Comparing:
         #: (kind, home, name, release, old, new) -> the changes of that definition's
         #: bindings, one per module, listed as one change by :meth:`finish`.
         self._bindings: dict[tuple[Any, ...], list[Change]] = {}
+        #: (target, module) -> what :meth:`Comparison.presence` and
+        #: :meth:`Comparison.presence_introduced_in` answered: a scan asks about the same
+        #: path at each of its uses, and the answer depends on the two releases alone.
+        self._presences: dict[tuple[str, str], Any] = {}
+        self._introduced: dict[tuple[str, str], str | None] = {}
 
     def change(
         self,

@@ -189,6 +189,12 @@ class Comparison(ParameterChanges, BehaviourChanges):
     def presence(self, target: str, module: str) -> Presence:
         """Where ``target`` leads on each release (``module``: the part of it known to be a
         module), and what changed of it (:class:`Presence`)."""
+        known: Presence | None = self._presences.get((target, module))
+        if known is None:
+            known = self._presences[target, module] = self._presence(target, module)
+        return known
+
+    def _presence(self, target: str, module: str) -> Presence:
         old, new = resolve(self.old, target, module), resolve(self.new, target, module)
         states = (old.state, new.state)
         if FOREIGN in states:
@@ -213,5 +219,7 @@ class Comparison(ParameterChanges, BehaviourChanges):
     def presence_introduced_in(self, target: str, module: str) -> str | None:
         """The release from which what ``target`` names is there, missing or unknown as on
         the new release; None where it is so on the old release too."""
-        cited = self.history.cite(lambda facts: resolve(facts, target, module).state)
-        return cited[0] if cited else None
+        if (target, module) not in self._introduced:
+            cited = self.history.cite(lambda facts: resolve(facts, target, module).state)
+            self._introduced[target, module] = cited[0] if cited else None
+        return self._introduced[target, module]

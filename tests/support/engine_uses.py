@@ -16,8 +16,7 @@ finds, a scan must give a verdict or say why it cannot.
 from __future__ import annotations
 
 import ast
-import re
-from collections import deque
+import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +55,17 @@ def _handled(handler: ast.ExceptHandler) -> set[str]:
     if handler.type is None:
         return {"BaseException"}
     types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    return {ast.unparse(t).rpartition(".")[2] for t in types}
+    return {_last_name(t) for t in types}
+
+
+def _last_name(node: ast.expr) -> str:
+    """The last dotted part of how ``node`` is spelled (``ast.unparse`` of a name or an
+    attribute, without spelling it)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return ast.unparse(node).rpartition(".")[2]
 
 
 _OTHER = ""  # a binding that is not FlashInfer's
@@ -65,6 +74,18 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 #: Module -> name -> the FlashInfer path that module binds the name to at its top level.
 Passed = dict[str, dict[str, str]]
+
+
+def _imports_a_module(func: ast.expr) -> bool:
+    """Whether ``func`` is spelled ``importlib.import_module`` or ``import_module``."""
+    if isinstance(func, ast.Name):
+        return func.id == "import_module"
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr == "import_module"
+        and isinstance(func.value, ast.Name)
+        and func.value.id == "importlib"
+    )
 
 
 def _source(node: ast.ImportFrom, module: str, package: bool) -> str | None:
@@ -114,7 +135,7 @@ def _bound(node: ast.AST, passed: Passed, module: str, package: bool) -> Iterato
         module = (
             value.args[0].value
             if isinstance(value, ast.Call)
-            and ast.unparse(value.func) in ("importlib.import_module", "import_module")
+            and _imports_a_module(value.func)
             and len(value.args) == 1
             and isinstance(value.args[0], ast.Constant)
             and isinstance(value.args[0].value, str)
@@ -122,10 +143,16 @@ def _bound(node: ast.AST, passed: Passed, module: str, package: bool) -> Iterato
             else _OTHER
         )
         for target in targets:
+            if type(target) is ast.Name:  # what the walk below finds in a plain name
+                yield target.id, module
+                continue
             for name in ast.walk(target):
                 if isinstance(name, ast.Name):
                     yield name.id, module if isinstance(target, ast.Name) else _OTHER
     elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
+        if type(node.target) is ast.Name:  # what the walk below finds in a plain name
+            yield node.target.id, _OTHER
+            return
         for name in ast.walk(node.target):
             if isinstance(name, ast.Name):
                 yield name.id, _OTHER
@@ -177,16 +204,28 @@ class Shape(NamedTuple):
     assigned: list[ast.Assign | ast.AnnAssign]
 
 
+#: Each node class's fields that may hold nodes a walk goes into: all of them but ``ctx``
+#: (``Load``, ``Store``, ``Del``: one shared node each, binding and using nothing).
+_CHILD_FIELDS: dict[type[ast.AST], tuple[str, ...]] = {}
+
+
+def _child_fields(kind: type[ast.AST]) -> tuple[str, ...]:
+    fields = _CHILD_FIELDS.get(kind)
+    if fields is None:
+        fields = _CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f != "ctx")
+    return fields
+
+
 def _shape(tree: ast.Module) -> Shape:
-    """:class:`Shape` of ``tree``, in one breadth-first walk (the order of ``ast.walk``)."""
+    """:class:`Shape` of ``tree``, in one breadth-first walk (the order of ``ast.walk``;
+    the expression contexts aside)."""
     parents: dict[ast.AST, ast.AST] = {}
     scopes: dict[ast.AST, ast.AST] = {tree: tree}
     binding: list[ast.AST] = []
     used: list[ast.AST] = []
     assigned: list[ast.Assign | ast.AnnAssign] = []
-    todo: deque[tuple[ast.AST, ast.AST]] = deque([(tree, tree)])
-    while todo:
-        node, scope = todo.popleft()
+    order: list[ast.AST] = [tree]
+    for node in order:  # breadth first: the list grows behind the loop as it is read
         kind = type(node)  # a parsed tree holds the ast classes themselves, never subclasses
         if kind in _BINDING:
             binding.append(node)
@@ -194,11 +233,19 @@ def _shape(tree: ast.Module) -> Shape:
                 assigned.append(node)  # type: ignore[arg-type]
         if kind in _USED:
             used.append(node)
-        inner = node if kind in _SCOPES else scope
-        for child in ast.iter_child_nodes(node):
-            parents[child] = node
-            scopes[child] = inner
-            todo.append((child, inner))
+        inner = node if kind in _SCOPES else scopes[node]
+        for field in _CHILD_FIELDS.get(kind) or _child_fields(kind):
+            value = getattr(node, field, None)
+            if type(value) is list:
+                for child in value:
+                    if isinstance(child, ast.AST):
+                        parents[child] = node
+                        scopes[child] = inner
+                        order.append(child)
+            elif isinstance(value, ast.AST):
+                parents[value] = node
+                scopes[value] = inner
+                order.append(value)
     return Shape(parents, scopes, binding, used, assigned)
 
 
@@ -240,7 +287,7 @@ class _File:
                     ):
                         continue  # ``self._comm = None``: not set yet
                     path = self.resolve(node.value) or _OTHER
-                    self.members.setdefault(owner, {}).setdefault(ast.unparse(target), set()).add(
+                    self.members.setdefault(owner, {}).setdefault(f"self.{target.attr}", set()).add(
                         path
                     )
 
@@ -276,7 +323,7 @@ class _File:
         while isinstance(current, ast.Attribute):
             if isinstance(current.value, ast.Name) and current.value.id == "self":
                 owner = self.class_of(current)
-                assigned = self.members.get(owner, {}).get(ast.unparse(current), set())
+                assigned = self.members.get(owner, {}).get(f"self.{current.attr}", set())
                 if len(assigned) == 1 and next(iter(assigned)):
                     return ".".join([next(iter(assigned)), *reversed(parts)])
                 return None
@@ -381,55 +428,135 @@ def inventory(root: Path, *, follow: bool = False) -> list[EngineUse]:
     (``from engine.kernels import X``, ``from .kernels import X``, through chains of them)."""
     uses: dict[tuple[str, int, str, str], EngineUse] = {}
     passed: Passed = {}
-    parsed: dict[Path, tuple[ast.Module, Shape] | None] = {}
     files = {file: file.read_bytes() for file in sorted(root.rglob("*.py"))}
+    kept = _Kept(_Spelled(files), {}, {})
     with collector_paused():  # every parsed tree is kept for later rounds
         for _ in range(8 if follow else 1):
             before = {module: dict(names) for module, names in passed.items()}
-            _round(root, files, parsed, passed, before, uses, follow)
+            _round(root, files, kept, passed, before, uses, follow)
             if passed == before:
                 break
     return sorted(uses.values(), key=lambda u: (u.path, u.line, u.target))
 
 
-def _spelling(passed: Passed) -> re.Pattern[bytes] | None:
-    """What finds any name passed on so far in a file's bytes; None while there is none."""
-    names = sorted({name.encode() for given in passed.values() for name in given})
-    return re.compile(b"|".join(map(re.escape, names))) if names else None
+class _Spelled:
+    """Which files spell a name (anywhere in their bytes, as ``name in source`` says): one
+    search of all the files' bytes for each name, the first time it is asked about."""
+
+    def __init__(self, files: dict[Path, bytes]) -> None:
+        self.files = files
+        self.by_name: dict[bytes, frozenset[Path]] = {}
+        #: The files, their bytes joined with ``\0`` between them, and where each starts in
+        #: them (made on the first question).
+        self.order = list(files)
+        self.text = b""
+        self.starts: list[int] = []
+
+    def files_of(self, name: bytes) -> frozenset[Path]:
+        """The files whose bytes hold ``name``."""
+        known = self.by_name.get(name)
+        if known is not None:
+            return known
+        if not name or b"\0" in name:  # a match could run from one file into the next
+            known = frozenset(file for file, source in self.files.items() if name in source)
+        else:
+            if not self.starts:
+                position = 0
+                for source in self.files.values():
+                    self.starts.append(position)
+                    position += len(source) + 1
+                self.text = b"\0".join(self.files.values())
+            found: set[Path] = set()
+            at = self.text.find(name)
+            while at >= 0:
+                index = bisect.bisect_right(self.starts, at) - 1
+                found.add(self.order[index])
+                if index + 1 == len(self.starts):
+                    break
+                at = self.text.find(name, self.starts[index + 1])  # on from the next file
+            known = frozenset(found)
+        self.by_name[name] = known
+        return known
+
+    def any_of(self, passed: Passed) -> frozenset[Path] | None:
+        """The files spelling a name passed on so far; None while there is none."""
+        names = {name.encode() for given in passed.values() for name in given}
+        if not names:
+            return None
+        return frozenset().union(*(self.files_of(name) for name in names))
+
+
+class _Parsed(NamedTuple):
+    """A parsed file, what it is, and the modules its reading takes names passed on from."""
+
+    tree: ast.Module
+    shape: Shape
+    module: str
+    package: bool
+    #: The module each from-import of a module other than FlashInfer reads (``""`` for a
+    #: relative import beyond the top), as :func:`_bound` looks them up in ``passed``.
+    reads: tuple[str, ...]
+
+
+def _parse(file: Path, source: bytes) -> _Parsed | None:
+    try:
+        tree = ast.parse(source, str(file))
+    except SyntaxError:
+        return None
+    shape = _shape(tree)
+    module, package = _module(file)
+    reads = {
+        _source(node, module, package) or ""
+        for node in shape.binding
+        if isinstance(node, ast.ImportFrom) and (node.level or not _flashinfer(node.module))
+    }
+    return _Parsed(tree, shape, module, package, tuple(sorted(reads)))
+
+
+class _Kept(NamedTuple):
+    """What :func:`inventory` keeps from round to round."""
+
+    spelled: _Spelled
+    #: Each file parsed so far (None: it does not parse).
+    parsed: dict[Path, _Parsed | None]
+    #: Each file's last reading: the names passed on it took, what it passed on, its uses.
+    read: dict[Path, tuple[tuple[dict[str, str] | None, ...], dict[str, str], list[EngineUse]]]
 
 
 def _round(
     root: Path,
     files: dict[Path, bytes],
-    parsed: dict[Path, tuple[ast.Module, Shape] | None],
+    kept: _Kept,
     passed: Passed,
     before: Passed,
     uses: dict[tuple[str, int, str, str], EngineUse],
     follow: bool,
 ) -> None:
     """One round of :func:`inventory` over every file, ``before`` the names passed on so
-    far; adds to ``passed`` and ``uses``."""
-    mentions = _spelling(passed)
+    far; adds to ``passed`` and ``uses``. A file whose reading takes the same names passed
+    on as in the last round it was read in gives what it gave then."""
+    spelled, parsed = kept.spelled, kept.parsed
+    mentions = spelled.any_of(passed)
     for file, source in files.items():
-        if b"flashinfer" not in source and (mentions is None or not mentions.search(source)):
+        if b"flashinfer" not in source and (mentions is None or file not in mentions):
             continue
         if file not in parsed:  # each file is parsed once, whatever the rounds
-            try:
-                tree = ast.parse(source, str(file))
-            except SyntaxError:
-                parsed[file] = None
-            else:
-                parsed[file] = tree, _shape(tree)
+            parsed[file] = _parse(file, source)
         found = parsed[file]
         if found is None:
             continue
-        tree, shape = found
-        module, package = _module(file)
-        relative = file.relative_to(root).as_posix()
-        reader = _File(relative, tree, before, module, package, shape)
-        given = reader.passes() if follow else {}
+        taken = tuple(before.get(module) for module in found.reads)
+        last = kept.read.get(file)
+        if last is not None and last[0] == taken:
+            given, read = last[1], last[2]
+        else:
+            relative = file.relative_to(root).as_posix()
+            reader = _File(relative, found.tree, before, found.module, found.package, found.shape)
+            given = reader.passes() if follow else {}
+            read = list(reader.uses())
+            kept.read[file] = (taken, given, read)
         if given:
-            passed[module] = given
-            mentions = _spelling(passed)
-        for use in reader.uses():
+            passed[found.module] = given
+            mentions = spelled.any_of(passed)
+        for use in read:
             uses.setdefault((use.path, use.line, use.kind, use.target), use)
