@@ -22,12 +22,14 @@ from tests.support.fakes import FakePackage
 
 #: Every run says what it downloads as it happens, and ends with its skips judged by reason
 #: and how many release runs it answered from kept results; under ``--cov`` a worker whose
-#: coverage data is missing fails the run.
+#: coverage data is missing fails the run; ``--dist loadfile`` hands out the costliest test
+#: files first.
 pytest_plugins = [
     "tests.support.downloads",
     "tests.support.kept_runs",
     "tests.support.skips",
     "tests.support.coverage_workers",
+    "tests.support.schedule",
 ]
 
 

@@ -72,3 +72,9 @@ def test_xdist_runs_the_costliest_file_first(
     ran_in_order = ran.read_text(encoding="utf-8").split()
     # the costly file first, then the other, each test once and the one it names
     assert ran_in_order == ["dear", *(f"cheap{n}" for n in range(5))]
+
+
+def test_the_suite_loads_the_scheduler(request: pytest.FixtureRequest) -> None:
+    """tests/conftest.py registers it, so ``make test``'s runs use it (the cases above load
+    it with ``-p``)."""
+    assert request.config.pluginmanager.hasplugin("tests.support.schedule")
