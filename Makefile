@@ -3,6 +3,14 @@
 # maintainer tooling's dependencies (pins in constraints/dev.txt), then run.
 PYTHON ?= python3
 VENV := .venv
+# Every process of a run writes the bytecode of what it imports (into the venvs, the
+# checkout's __pycache__ and the release cache), whatever the caller's environment says: with
+# PYTHONDONTWRITEBYTECODE set, each of the suite's Python processes compiled from source
+# every module it imported (torch, FlashInfer and numpy alone are 1,952 modules, 49 MB of
+# Python, about 12 s of one core), and pytest rewrote the test modules afresh in every worker.
+# uv, which fills the venvs, leaves compiling to the first import where pip compiled all at
+# install (all of .venv: 14,000 modules, 48 s of two cores; a run imports a seventh of them).
+unexport PYTHONDONTWRITEBYTECODE
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 VENV310 := .venv310
