@@ -117,7 +117,7 @@ $(STAMP310): pyproject.toml constraints/dev.txt scripts/find_python310.sh
 		python310=$$(sh scripts/find_python310.sh) && "$$python310" -m venv $(VENV310); }
 	$(VENV310)/bin/python $(UV_BOOTSTRAP)
 	$(VENV310)/bin/uv $(UV_INSTALL) --python $(VENV310)/bin/python \
-		pip -e . pytest hypothesis pytest-examples pytest-xdist pytest-cov jsonschema
+		pip -e . pytest hypothesis pytest-examples pytest-xdist jsonschema
 	touch $(STAMP310)
 
 test-py310: $(STAMP310)

@@ -35,6 +35,7 @@ PY311 = dataclasses.replace(PY310, python=(3, 11), has_torch=True, has_flashinfe
         "needs mkdocs (the docs extra)",
         "the charts need the docs extra (matplotlib)",
         "needs the release extra: build, twine, check-wheel-contents, uv",
+        "make test measures coverage on Python 3.11 only: the workers' data is checked there",
     ],
 )
 def test_what_python_3_10_cannot_have_is_honest_there_and_removable_on_3_11(reason: str) -> None:

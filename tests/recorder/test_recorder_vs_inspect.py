@@ -19,6 +19,7 @@ import pytest
 
 from fi_compat._surface import COMM, DECODE_MODULE, FLASHINFER, NAMED_MODULES
 from fi_compat.testing import FunctionRecord, ReleaseRecord, load_release
+from tests.support.fresh import fresh_python
 
 RELEASE = "0.7.2.post1"
 
@@ -328,17 +329,9 @@ def test_every_importable_module_binds_what_its_record_says(
     is bound (or served by the module's ``__getattr__``), and each name the import binds is
     recorded, but for submodules the import system binds and names a module writes through
     ``globals()``. Tuple targets, loop variables, ``del`` and names bound only in an
-    ``except`` handler were found missing or wrong this way."""
-    import subprocess
-    import sys
-
-    done = subprocess.run(
-        [sys.executable, "-c", _EVERY_MODULE, RELEASE],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    ``except`` handler were found missing or wrong this way. (Made once per input: the
+    script, the installed distributions and this checkout, :mod:`tests.support.fresh`.)"""
+    done = fresh_python(["-c", _EVERY_MODULE, RELEASE], timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["modules"] > 1000
