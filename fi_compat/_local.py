@@ -23,6 +23,7 @@ import contextlib
 import functools
 import hashlib
 import os
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,8 +32,10 @@ from packaging.version import Version
 
 __all__ = [
     "CACHE_ENV",
+    "DISTRIBUTION_PREFIX",
     "UNRECORDED_ENV",
     "cache_root",
+    "distribution_folders",
     "files_fingerprint",
     "installed_fingerprint",
     "is_left_out",
@@ -44,6 +47,8 @@ __all__ = [
 CACHE_ENV = "FI_COMPAT_CACHE_DIR"
 #: The environment variable naming the shipped releases to treat as unrecorded.
 UNRECORDED_ENV = "FI_COMPAT_UNRECORDED"
+#: How an installed flashinfer-python's ``.dist-info`` folder's name starts.
+DISTRIBUTION_PREFIX = "flashinfer_python-"
 
 
 def cache_root() -> Path:
@@ -103,17 +108,43 @@ def files_fingerprint(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def installed_fingerprint(package: Path) -> str:
+def installed_fingerprint(package: Path, folders: list[Path] | None = None) -> str:
     """:func:`files_fingerprint` of an installed ``flashinfer`` package, read cheaply where
     pip recorded it: the digest of its distribution's ``RECORD`` (which lists the hash of
     every installed file), so a process start reads one small file; a tree without one (a
-    checkout on ``PYTHONPATH``) is hashed file by file."""
-    site = package.parent
-    for info in sorted(site.glob("flashinfer_python-*.dist-info")):
+    checkout on ``PYTHONPATH``) is hashed file by file. ``folders``: the
+    :func:`distribution_folders` of the package's folder, where the caller has them."""
+    for info in distribution_folders(package.parent) if folders is None else folders:
         record = info / "RECORD"
-        if record.is_file():
-            return "record-" + hashlib.sha256(record.read_bytes()).hexdigest()[:16]
+        try:
+            stamp = os.stat(record)
+        except OSError:
+            continue
+        if stat.S_ISREG(stamp.st_mode):
+            return _record_digest(
+                str(record), stamp.st_ino, stamp.st_size, stamp.st_mtime_ns, stamp.st_ctime_ns
+            )
     return files_fingerprint(package)
+
+
+@functools.lru_cache(maxsize=16)
+def _record_digest(record: str, inode: int, size: int, modified: int, changed: int) -> str:
+    """The digest of a ``RECORD`` file, hashed once per process for each state of the file
+    (a process asks on every answer about an unmeasured release; pip writes ``RECORD`` as a
+    new file on every install, so a changed one is never taken for the old)."""
+    return "record-" + hashlib.sha256(Path(record).read_bytes()).hexdigest()[:16]
+
+
+def distribution_folders(site: Path) -> list[Path]:
+    """The ``flashinfer_python-*.dist-info`` folders in ``site``, sorted by name (none where
+    ``site`` cannot be listed). One listing of the folder: a process asks on every answer
+    about an unmeasured release, where a pattern match of each entry cost a millisecond."""
+    try:
+        names = os.listdir(site)
+    except OSError:
+        return []
+    found = [n for n in names if n.startswith(DISTRIBUTION_PREFIX) and n.endswith(".dist-info")]
+    return [site / name for name in sorted(found)]
 
 
 @contextlib.contextmanager

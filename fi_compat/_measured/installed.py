@@ -133,30 +133,40 @@ def find_installed() -> InstalledPackage | None:
     if not locations:
         return None
     package = Path(locations[0])
-    version = _distribution_version(package.parent)
+    folders = _local.distribution_folders(package.parent)
+    version = _distribution_version(folders)
     if version is None:
         return None
     try:
-        fingerprint = _local.installed_fingerprint(package)
+        fingerprint = _local.installed_fingerprint(package, folders)
     except OSError:
         return None
     return InstalledPackage(version, package, fingerprint)
 
 
-def _distribution_version(site: Path) -> str | None:
-    """The ``Version:`` of the first ``flashinfer_python-*.dist-info`` in ``site`` (the one
+def _distribution_version(folders: list[Path]) -> str | None:
+    """The ``Version:`` of the first of the ``flashinfer_python-*.dist-info`` ``folders``
+    (:func:`fi_compat._local.distribution_folders`; the one
     :func:`fi_compat._local.installed_fingerprint` reads), if it is a PEP 440 version."""
-    for info in sorted(site.glob("flashinfer_python-*.dist-info")):
+    for info in folders:
         try:
-            text = (info / "METADATA").read_text(encoding="utf-8", errors="replace")
+            version = _version_header(info / "METADATA")
         except OSError:
             continue
-        for line in text.splitlines():
+        if version is not None:
+            return version if _parses(version) else None
+    return None
+
+
+def _version_header(metadata: Path) -> str | None:
+    """The ``Version:`` header of a ``METADATA`` file, read up to the end of the headers
+    (not the long description after them)."""
+    with metadata.open(encoding="utf-8", errors="replace") as handle:
+        for line in handle:
             if not line.strip():
                 break  # the headers end at the first empty line
             if line.startswith("Version:"):
-                version = line.partition(":")[2].strip()
-                return version if _parses(version) else None
+                return line.partition(":")[2].strip()
     return None
 
 
