@@ -65,10 +65,12 @@ lint: $(STAMP)
 
 # The one command CI and the README name. Each stage prints its wall time, and a table of all
 # of them closes the run (scripts/stage.sh): the set-up of both venvs (side by side), lint,
-# the docs build, the Python 3.10 run, then the whole suite on Python 3.11 under branch
+# the docs build, then the Python 3.10 run beside the whole suite on Python 3.11 under branch
 # coverage of fi_compat (release check included), reported with the missing lines and
-# failing under the floor ([tool.coverage] in pyproject.toml). Both runs end with their
-# skips by reason and fail on one the suite could remove (--strict-skips,
+# failing under the floor ([tool.coverage] in pyproject.toml). The two test runs share the
+# cores, so each fills the time the other waits (on a subprocess, a download, the last test
+# file, the coverage report); the Python 3.10 run's output follows the suite's. Both runs
+# end with their skips by reason and fail on one the suite could remove (--strict-skips,
 # tests/support/skips.py). Release-parametrized tests run the first and last release of
 # each release class (tests/support/release_classes.py); `make test-all` runs every one.
 test:
@@ -76,9 +78,13 @@ test:
 	@sh scripts/stage.sh setup $(MAKE) --no-print-directory -j2 $(STAMP) $(STAMP310)
 	@sh scripts/stage.sh lint $(MAKE) --no-print-directory lint
 	@sh scripts/stage.sh docs $(MAKE) --no-print-directory docs
-	@sh scripts/stage.sh py310 $(MAKE) --no-print-directory test-py310
-	@sh scripts/stage.sh suite $(MAKE) --no-print-directory test-suite
-	@sh scripts/stage.sh --summary
+	@STAGE_SUMMARY=end sh scripts/stage.sh py310 $(MAKE) --no-print-directory test-py310 \
+		>.py310.log 2>&1 & py310=$$!; \
+	STAGE_SUMMARY=end sh scripts/stage.sh suite $(MAKE) --no-print-directory test-suite; \
+	suite=$$?; wait $$py310; py310=$$?; \
+	echo; cat .py310.log; rm -f .py310.log; \
+	sh scripts/stage.sh --summary; \
+	test $$suite -eq 0 && test $$py310 -eq 0
 
 # `make test` as CI runs it on a busy machine with nothing cached: a fresh clone of HEAD, every
 # cache empty, one busy process per core at nice 0 beside it (scripts/under_load.sh; HOGS=0

@@ -94,6 +94,8 @@ _NOT_SOURCE = (
     ".coverage",
     ".coverage.*",
     ".stages",
+    ".stages.*",
+    ".py310.log",
 )
 
 #: The interpreter settings a subprocess must not inherit from the test run.
