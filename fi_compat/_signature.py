@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from types import CodeType, MappingProxyType
 from typing import Any
 
+from fi_compat._arguments import require_str
 from fi_compat._deprecation import renamed_attribute
 from fi_compat._forwarding import (
     ALL,
@@ -144,7 +145,14 @@ class Shape:
         ``DeprecationWarning``, until 0.4.0).
 
         .. versionadded:: 0.3.0
+
+        Raises
+        ------
+        InvalidArgumentError
+            ``keyword`` is not a str (checked before anything is read).
         """
+        if type(keyword) is not str:
+            require_str("keyword", keyword, fix="pass the keyword's name as a str")
         if self.keywords is None:
             return Support(
                 Status.UNKNOWN, f"cannot read the signature of {self.name}: {self.error}"

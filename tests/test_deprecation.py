@@ -136,6 +136,21 @@ def test_shape_support_is_acceptance() -> None:
     assert caught[0].filename == __file__
 
 
+@pytest.mark.parametrize("name", ["acceptance", "support"])
+@pytest.mark.parametrize("keyword", [None, 3, b"fixed_split_size", ["fixed_split_size"]])
+def test_shape_acceptance_refuses_what_is_not_a_str(name: str, keyword: object) -> None:
+    """Old and new spelling alike: a typed error naming the argument, not ``unsupported``."""
+
+    def plan(self: object, fixed_split_size: int = 0) -> None: ...
+
+    shape = inspect_callable("W.plan", plan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        with pytest.raises(InvalidArgumentError, match="expected keyword to be a str") as raised:
+            getattr(shape, name)(keyword)
+    assert isinstance(raised.value, TypeError)
+
+
 def test_capabilities_plan_support_is_plan_acceptance(fake_package: FakePackage) -> None:
     fake_package(fakes.package(version="0.7.2"))
     caps = capabilities.get_capabilities()
