@@ -8,19 +8,26 @@ attention backends and ``flashinfer.comm`` (MoE, GEMM, quantization, norm, ...) 
 name a module ``__getattr__`` serves is served; a module the recorder could not read imports
 and its names raise a clear error; a module the release lacks names the first release that
 has it.
+
+The three checks that import every module of a release, or every distinct reading of every
+module of every release (thousands of imports), run in a subprocess made once per input
+(:mod:`tests.support.fake_modules`): what they find depends only on this checkout's
+``fi_compat/`` and the interpreter, so an unchanged checkout is answered from the kept run.
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import importlib
 import importlib.util
 import inspect
+import json
+import os
 import re
 import sys
-from collections.abc import Iterator
-from types import MappingProxyType, ModuleType
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 import pytest
 
@@ -36,210 +43,84 @@ from fi_compat.testing import (
     module_introduced_in,
 )
 from fi_compat.testing._modules import MODULE_ATTRIBUTES
-from fi_compat.testing._objects import served as served_by_getattr
-from fi_compat.testing._objects import unmodelled_reason
-from tests.support.outside_names import is_outside, outside_binding
+from tests.support.fake_modules import (
+    ENGINE_IMPORTS,
+    ENGINE_MODULES,
+    Failure,
+    check_module,
+    read_served,
+)
+from tests.support.fresh import fresh_python
 
 NEWEST = available_releases()[-1]
 OLDEST = available_releases()[0]
 MIDDLE = available_releases()[len(available_releases()) // 2]
 
-#: Modules engines' model code imports outside the attention backends, with a name from each
-#: (read from vLLM 0.33.0's and SGLang 0.5.23's ``from flashinfer... import ...`` lines).
-ENGINE_IMPORTS = (
-    ("flashinfer.fused_moe", "cutlass_fused_moe"),
-    ("flashinfer.fused_moe", "trtllm_fp4_block_scale_routed_moe"),
-    ("flashinfer.fused_moe", "Fp8QuantizationType"),
-    ("flashinfer.fused_moe.core", "ActivationType"),
-    ("flashinfer.fused_moe.core", "get_w2_permute_indices_with_cache"),
-    ("flashinfer.fused_moe.core", "_maybe_get_cached_w3_w1_permute_indices"),
-    ("flashinfer.gemm", "mm_bf16"),
-    ("flashinfer.quantization.fp4_quantization", "block_scale_interleave"),
-    ("flashinfer.fp4_quantization", "nvfp4_block_scale_interleave"),
-    ("flashinfer.norm", "gemma_rmsnorm"),
-    ("flashinfer.rope", "apply_rope_with_cos_sin_cache_inplace"),
-    ("flashinfer.sampling", "top_k_top_p_sampling_from_logits"),
-    ("flashinfer.topk", "top_k_ragged_transform"),
-    ("flashinfer.mla", "BatchMLAPagedAttentionWrapper"),
-    ("flashinfer.autotuner", "AutoTuner"),
-    ("flashinfer.jit.core", "gen_jit_spec"),
-    ("flashinfer.cute_dsl.utils", "get_max_active_clusters"),
-    ("flashinfer.moe_ep", "MoEEpMegaLayer"),
-    ("flashinfer.mamba", "selective_state_update"),
-    ("flashinfer.gdn_decode", "gated_delta_rule_mtp"),
-    ("flashinfer.gdn_prefill", "chunk_gated_delta_rule"),
-    ("flashinfer.comm.mapping", "Mapping"),
-    ("flashinfer.comm.trtllm_alltoall", "MnnvlMoe"),
-    ("flashinfer.comm.mnnvl", "is_mnnvl_fabric_supported"),
-    ("flashinfer.utils", "get_device_sm_count"),
-    ("flashinfer.utils", "_get_range_buf"),
-    ("flashinfer.tllm_enums", "RoutingMethodType"),
-)
-#: The further modules the engines' code names (``flashinfer.comm``'s submodules among them).
-ENGINE_MODULES = (
-    "flashinfer.quantization",
-    "flashinfer.sparse",
-    "flashinfer.jit",
-    "flashinfer.cute_dsl",
-    "flashinfer.comm.allreduce",
-    "flashinfer.comm.cuda_ipc",
-    "flashinfer.comm.vllm_ar",
-)
+ROOT = Path(__file__).resolve().parents[2]
+#: How many of a run's failures a test's message shows.
+SHOWN_FAILURES = 50
 
 
-def _read_served(module: ModuleType, name: str) -> bool:
-    """A name ``module``'s ``__getattr__`` serves: bound (True), or the fake's unbound value,
-    whose ``AttributeError`` says why (False)."""
-    missing = object()
-    if getattr(module, name, missing) is not missing:
-        return True
-    with pytest.raises(AttributeError, match="so the fake leaves it unbound"):
-        getattr(module, name)
-    return False
-
-
-def _check_module(record: ReleaseRecord, module: ModuleType, name: str) -> None:
-    """Every name ``module``'s record lists is bound there with its recorded kind; a
-    function with the recorded parameters, a class or enum as a class."""
-    recorded = record.module(name)
-    assert recorded is not None, name
-    for binding in recorded.names:
-        if binding.startswith("__") and binding.endswith("__"):
-            continue  # the module's own attributes (__all__, __getattr__ ...)
-        found = recorded.names[binding]
-        if unmodelled_reason(found) is not None and not served_by_getattr(found, recorded.served):
-            assert not hasattr(module, binding), binding  # a value the source cannot tell
-            continue
-        where = f"{name}.{binding}"
-        if is_outside(found):
-            outside_binding(module, binding, found)  # the object itself, or unbound saying why
-            continue
-        value = getattr(module, binding)
-        if found.kind == "function" and found.function is not None:
-            assert callable(value), where
-            parameters = [p.name for p in found.function.parameters]
-            assert list(inspect.signature(value).parameters) == parameters, where
-        elif found.kind in ("class", "enum") and found.defined_in is not None:
-            assert isinstance(value, type), where
-        elif found.kind == "module" and found.defined_in in sys.modules:
-            assert value is sys.modules[found.defined_in], where
-    if isinstance(recorded.served, tuple):
-        for served in recorded.served:
-            # served from the module binding it, which may be a value the fake leaves unbound
-            _read_served(module, served)
-
-
-def _imported(release: str, modules: list[str], check: list[str]) -> Iterator[str]:
-    record = load_release(release)
-    with fake_flashinfer(release):
-        for name in modules:
-            module = importlib.import_module(name)
-            assert module.__name__ == name
-            if name in check:
-                _check_module(record, module, name)
-            yield name
+def _checked_in_subprocess(monkeypatch: pytest.MonkeyPatch, *argv: str) -> dict[str, Any]:
+    """What ``python -m tests.support.fake_modules ARGV`` found (its JSON), made once per
+    input (:func:`tests.support.fresh.fresh_python`), after checking that it ran to the end
+    and that every check held (else failing with what it said, every failure named)."""
+    paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))  # the run starts outside ROOT
+    done = fresh_python(["-m", "tests.support.fake_modules", *argv], timeout=1800)
+    command = " ".join(["python -m tests.support.fake_modules", *argv])
+    assert done.returncode == 0, f"{command} exited with {done.returncode}:\n{done.stderr}"
+    found: dict[str, Any] = json.loads(done.stdout)
+    # A module that does not import first: its names' failures follow from it.
+    failures = sorted(
+        (Failure(**failure) for failure in found["failures"]), key=lambda f: f.name != ""
+    )
+    shown = "\n".join(str(failure) for failure in failures[:SHOWN_FAILURES])
+    more = len(failures) - SHOWN_FAILURES
+    shown += f"\n... and {more} more ({command} lists them all)" if more > 0 else ""
+    assert not failures, f"{len(failures)} checks failed under the fake:\n{shown}"
+    return found
 
 
 @pytest.mark.parametrize("release", sorted({OLDEST, MIDDLE}))
-def test_every_module_of_a_release_imports_with_its_names(release: str) -> None:
+def test_every_module_of_a_release_imports_with_its_names(
+    release: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """All of a release's modules and every name of each: the oldest recorded release and
-    the middle one of the list (a few hundred modules at most)."""
+    the middle one of the list (a few hundred modules at most; checked in a subprocess,
+    :mod:`tests.support.fake_modules`)."""
+    found = _checked_in_subprocess(monkeypatch, "release", release)
     modules = sorted(load_release(release).names)
     assert "flashinfer" in modules
-    assert list(_imported(release, modules, modules)) == modules
+    assert found["release"] == release
+    assert found["modules"] == modules
+    assert found["checked"] == modules
+    assert found["imported"] == modules
 
 
-def test_every_module_of_the_newest_release_imports() -> None:
-    """The newest release records about 1900 modules: every one imports; the names of
+def test_every_module_of_the_newest_release_imports(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The newest release records about 3,300 modules: every one imports; the names of
     every tenth (by name, a deterministic sample) and of the modules engines import are
-    checked as above, which keeps the test within seconds."""
-    record = load_release(NEWEST)
-    modules = sorted(record.names)
+    checked as above (in a subprocess, :mod:`tests.support.fake_modules`)."""
+    found = _checked_in_subprocess(monkeypatch, "newest")
+    modules = sorted(load_release(NEWEST).names)
     engine = {module for module, _ in ENGINE_IMPORTS} | set(ENGINE_MODULES)
-    sample = set(modules[::10]) | (engine & set(modules))
-    assert list(_imported(NEWEST, modules, sorted(sample))) == modules
+    assert found["release"] == NEWEST
+    assert found["modules"] == modules
+    assert found["imported"] == modules
+    assert found["checked"] == sorted(set(modules[::10]) | (engine & set(modules)))
 
 
-def _every_distinct_module() -> dict[str, list[str]]:
-    """Release -> the modules to import under its fake so that every recorded reading of
-    every module of every release is imported once: the store's ``tables.json`` cuts each
-    module's releases into runs where it reads the same (every name, a re-export followed
-    to its home, ``__all__``, ``__getattr__``, star imports), and a fake builds a module
-    from exactly that reading; each run's newest release stands for it."""
-    from fi_compat._records._store import alike_runs, modules_of
-
-    chosen: dict[str, list[str]] = {release: [] for release in available_releases()}
-    every = sorted({module for release in chosen for module in modules_of(release)})
-    for module in every:
-        for run in alike_runs(module):
-            chosen[run[-1]].append(module)
-    return chosen
-
-
-def _check_values(record: ReleaseRecord, module: ModuleType, name: str) -> tuple[int, int]:
-    """Every value the release assigns in ``module`` is bound as its recorded literal, a
-    fresh object equal to it, and every name it imports from outside itself as the very
-    object where this process has it; or left unbound, so that ``getattr(module, n,
-    default)`` gives the default and reading it says why; never a stand-in. (Bound,
-    unbound) values."""
-    recorded = record.module(name)
-    assert recorded is not None, name
-    bound = unbound = 0
-    for binding, found in recorded.names.items():
-        if found.kind != "value" or binding in MODULE_ATTRIBUTES or binding == "__version__":
-            continue  # the fake binds __version__ to the release, as the release does
-        where = f"{record.release}: {name}.{binding}"
-        if is_outside(found):
-            # from outside the release (typing.Any, cutlass.cute.typing.Float32)
-            if served_by_getattr(found, recorded.served):
-                continue
-            if outside_binding(module, binding, found) is None:
-                unbound += 1
-            else:
-                bound += 1
-            continue
-        if found.literal is not None:
-            value = getattr(module, binding)
-            expected = ast.literal_eval(found.literal)
-            assert value == expected, where
-            assert type(value) is type(expected), where
-            bound += 1
-            continue
-        if served_by_getattr(found, recorded.served):
-            continue  # the module's __getattr__ serves it (test_names_a_module_getattr_...)
-        reason = unmodelled_reason(found)
-        assert reason is not None, where
-        missing = object()
-        assert getattr(module, binding, missing) is missing, where
-        with pytest.raises(
-            AttributeError, match=re.escape(f"({reason}), so the fake leaves it unbound")
-        ):
-            getattr(module, binding)
-        unbound += 1
-    return bound, unbound
-
-
-def test_every_module_of_every_release_imports() -> None:
+def test_every_module_of_every_release_imports(monkeypatch: pytest.MonkeyPatch) -> None:
     """Under ``fake_flashinfer(R)`` for every recorded R, every recorded module imports:
-    each distinct reading of each module under a release that reads it so (about 5,700
-    imports for the 111 releases' some 100,000 modules), and every release's top level;
-    and every value each binds holds the recorded literal or is left unbound saying why."""
-    chosen = _every_distinct_module()
-    assert set(chosen) == set(available_releases())
-    imported = bound = unbound = 0
-    for release, modules in chosen.items():
-        record = load_release(release)
-        with fake_flashinfer(release):
-            for name in ["flashinfer", *modules]:
-                module = importlib.import_module(name)
-                assert module.__name__ == name, (release, name)
-                imported += 1
-                recorded = record.module(name)
-                if recorded is not None and recorded.unreadable is None:
-                    found = _check_values(record, module, name)
-                    bound, unbound = bound + found[0], unbound + found[1]
-    assert imported > 5000
-    assert bound > unbound > 0  # most values are literals (31,102 against 22,192)
+    each distinct reading of each module under a release that reads it so (about 8,300
+    imports for the 112 releases' some 100,000 modules), and every release's top level;
+    and every value each binds holds the recorded literal or is left unbound saying why
+    (in a subprocess, :mod:`tests.support.fake_modules`)."""
+    found = _checked_in_subprocess(monkeypatch, "every")
+    assert set(found["releases"]) == set(available_releases())
+    assert found["imported"] > 5000
+    assert found["bound"] > found["unbound"] > 0  # most values are literals (51,205 to 37,391)
 
 
 def test_the_modules_engines_import_are_there() -> None:
@@ -281,7 +162,8 @@ def test_private_names_are_bound_as_recorded() -> None:
     assert "_get_range_buf" in private
     with fake_flashinfer(NEWEST) as fi:
         module = importlib.import_module("flashinfer.utils")
-        _check_module(record, module, "flashinfer.utils")
+        failures = check_module(record, module, "flashinfer.utils")
+        assert not failures, "\n".join(str(failure) for failure in failures)
         function = module._get_range_buf
         assert function.__module__ == "flashinfer.utils"
         assert "def _get_range_buf(" in inspect.getsource(function)
@@ -327,7 +209,9 @@ def test_names_a_module_getattr_serves_are_served() -> None:
     bound = unbound = 0
     with fake_flashinfer(NEWEST):
         for module, name in served:
-            if _read_served(importlib.import_module(module), name):
+            is_bound, problem = read_served(importlib.import_module(module), name)
+            assert problem is None, f"{module}.{name}: {problem}"
+            if is_bound:
                 bound += 1
             else:  # served from a module that binds it to a value the source cannot tell
                 unbound += 1
