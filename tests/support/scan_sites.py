@@ -28,6 +28,9 @@ ROOT = Path(__file__).resolve().parents[2]
 #: The two bumps each guide's table shows: from the oldest unified-API release SGLang ran
 #: and from the last release before the unified API, both to the newest.
 PAIRS: tuple[tuple[str, str], ...] = (("0.6.5", "0.7.2.post1"), ("0.5.3", "0.7.2.post1"))
+#: The downgrade each engine's tree is also judged on, as fi-compat serves it after the
+#: import swap (``fi-compat scan --fi-compat``): where it breaks.
+DOWNGRADE = ("0.7.2.post1", "0.5.3")
 START, END = "<!-- scan-sites: start -->", "<!-- scan-sites: end -->"
 MODULE = "<module>"
 

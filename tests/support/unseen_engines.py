@@ -43,9 +43,11 @@ __all__ = [
     "UnseenEngine",
     "coverage",
     "false_breaks",
+    "fetch",
     "pairs",
     "scan",
     "silent_misses",
+    "source",
     "unpack",
     "uses_of",
 ]
@@ -84,6 +86,35 @@ UNSEEN: dict[str, UnseenEngine] = {
 }
 
 
+def _wheel(engine: UnseenEngine) -> Path:
+    return ReleaseCache().download(engine.requirement, wheel_only=True, python=engine.python)
+
+
+def fetch(engine: UnseenEngine) -> None:
+    """Every wheel :func:`unpack` and the grading of :func:`pairs` read, downloaded into the
+    release cache: the engine's, those of the engines it imports FlashInfer through, and
+    FlashInfer's for each release of the pairs.
+
+    Raises
+    ------
+    tools.releases.RegistryUnreachableError
+        A wheel is not cached and the registry cannot be reached (the caller skips).
+    tools.releases.DownloadError
+        The registry answered and a download failed.
+    """
+    for each in (engine, *(UNSEEN[requirement] for requirement in engine.through)):
+        _wheel(each)
+    for release in sorted({release for pair in pairs(engine) for release in pair}):
+        ReleaseCache().download(f"flashinfer-python=={release}", wheel_only=True)
+
+
+def source(engine: UnseenEngine, member: str) -> str:
+    """One file of the engine's wheel (``member`` as the wheel names it, as :func:`unpack`
+    puts it under its root: ``<package>/...``)."""
+    with zipfile.ZipFile(_wheel(engine)) as archive:
+        return archive.read(member).decode("utf-8")
+
+
 def unpack(engine: UnseenEngine, into: Path) -> list[Path]:
     """The engine's package's ``*.py`` files unpacked under ``into``, and the roots to scan:
     ``[into]`` holding ``<package>/``; for an engine scanned with those it imports FlashInfer
@@ -92,7 +123,7 @@ def unpack(engine: UnseenEngine, into: Path) -> list[Path]:
     roots = []
     for each in engines:
         root = into / each.package if engine.through else into
-        wheel = ReleaseCache().download(each.requirement, wheel_only=True, python=each.python)
+        wheel = _wheel(each)
         prefix = f"{each.package}/"
         with zipfile.ZipFile(wheel) as archive:
             members = [n for n in archive.namelist() if n.startswith(prefix) and n.endswith(".py")]

@@ -7,6 +7,10 @@ names the engine's FlashInfer call sites; the scan must find a use in each of th
 guide's scan-sites table (file:line and verdict for two bumps) must be what a scan of the
 published source says. The JSON output validates against the shipped schema and the SARIF
 output against the SARIF 2.1.0 schema.
+
+The unpacking and the scans run in a fresh interpreter made once per input
+(:mod:`tests.support.engine_scans`); the tests hold what it prints, read back, against the
+guides.
 """
 
 from __future__ import annotations
@@ -18,38 +22,44 @@ from typing import Any
 
 import pytest
 
-from fi_compat.upgrade import Category, ScanResult, scan_tree, to_sarif
-from tests.support.scan_sites import GUIDES, PAIRS, found_at, listed_sites, render, scan, table_in
+from fi_compat.upgrade import Category, ScanResult, to_sarif
+from tests.support.engine_scans import sources
+from tests.support.scan_sites import (
+    DOWNGRADE,
+    GUIDES,
+    PAIRS,
+    found_at,
+    listed_sites,
+    render,
+    table_in,
+)
 from tools.releases import RegistryUnreachableError
 
 SARIF_SCHEMA = Path(__file__).resolve().parent / "data" / "sarif-schema-2.1.0.json"
 
-
-#: The downgrade each engine's tree is also judged on: where it breaks.
-DOWNGRADE = ("0.7.2.post1", "0.5.3")
-Scanned = tuple[str, Path, dict[tuple[str, str], ScanResult]]
+Scanned = tuple[str, dict[tuple[str, str], ScanResult]]
 
 
-#: Each engine's scans, made once per process: pytest may set the module fixture up again
+#: Each engine's scans, read once per process: pytest may set the module fixture up again
 #: for a parameter when the tests of the two engines interleave.
 _SCANNED: dict[str, Scanned] = {}
 
 
 @pytest.fixture(scope="module", params=sorted(GUIDES))
-def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Scanned:
+def engine(request: pytest.FixtureRequest) -> Scanned:
     name = str(request.param)
     if name not in _SCANNED:
         try:
-            package, results = scan(name, tmp_path_factory.mktemp(name))
+            results = sources(name)
         except RegistryUnreachableError as error:  # pragma: no cover - depends on the network
             pytest.skip(f"the {name} wheel is not cached and the registry is unreachable: {error}")
-        results[DOWNGRADE] = scan_tree(package, *DOWNGRADE, fi_compat=True)
-        _SCANNED[name] = (name, package, results)
+        assert [*results] == [*PAIRS, DOWNGRADE]
+        _SCANNED[name] = (name, results)
     return _SCANNED[name]
 
 
 def test_every_listed_call_site_is_found(engine: Scanned) -> None:
-    name, _, results = engine
+    name, results = engine
     guide = GUIDES[name]
     sites = listed_sites(guide)
     assert len(sites) >= 7  # the tables' rows that call FlashInfer directly
@@ -61,7 +71,7 @@ def test_every_listed_call_site_is_found(engine: Scanned) -> None:
 
 
 def test_the_guide_table_is_what_the_scan_says(engine: Scanned) -> None:
-    name, _, results = engine
+    name, results = engine
     guide = GUIDES[name]
     assert table_in(guide) == render(guide, results), (
         f"{guide.path.name} is stale: run python -m tests.support.scan_sites --write"
@@ -69,7 +79,7 @@ def test_the_guide_table_is_what_the_scan_says(engine: Scanned) -> None:
 
 
 def test_the_bumps_say_what_the_guides_say(engine: Scanned) -> None:
-    _, _, results = engine
+    _, results = engine
     first = results[PAIRS[0]]
     # Both engines import flashinfer.comm, whose CUDA-runtime assertion ends in 0.6.14,
     # and both import TorchDistBackend from flashinfer.comm.mnnvl, where 0.6.16 moved it;
@@ -87,7 +97,7 @@ def test_the_bumps_say_what_the_guides_say(engine: Scanned) -> None:
 
 
 def test_a_downgrade_after_the_swap_is_judged_as_fi_compat_serves_it(engine: Scanned) -> None:
-    _, _, results = engine
+    _, results = engine
     down = results[DOWNGRADE]
     assert down.fi_compat
     rules = {f.rule for f in down.findings}
@@ -98,7 +108,7 @@ def test_a_downgrade_after_the_swap_is_judged_as_fi_compat_serves_it(engine: Sca
 
 def test_json_validates_against_the_shipped_schema(engine: Scanned) -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    _, _, results = engine
+    _, results = engine
     schema: Any = json.loads(
         resources.files("fi_compat.upgrade").joinpath("scan.schema.json").read_text("utf-8")
     )
@@ -109,7 +119,7 @@ def test_json_validates_against_the_shipped_schema(engine: Scanned) -> None:
 
 def test_sarif_validates_against_the_sarif_schema(engine: Scanned) -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    _, _, results = engine
+    _, results = engine
     schema = json.loads(SARIF_SCHEMA.read_text(encoding="utf-8"))
     jsonschema.Draft4Validator.check_schema(schema)
     validator = jsonschema.Draft4Validator(schema)

@@ -13,16 +13,20 @@ the two releases' own wheels and an independent reading of the engine's tree
   catches it;
 - every use the independent reading finds gets a finding at its line, and at least 95 % of
   them a verdict (the rest ``unverified``, with the reason).
+
+The unpacking, the scans, the inventory and the grading from the wheels run in a fresh
+interpreter made once per input (:mod:`tests.support.engine_scans`); the tests assert on the
+verdicts and the findings it prints, read back.
 """
 
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 
 from fi_compat.upgrade import Category, Finding, ScanResult
+from tests.support.engine_scans import Graded, graded
 from tests.support.engine_uses import EngineUse
 from tests.support.release_files import release_files
 from tests.support.unseen_engines import (
@@ -31,62 +35,64 @@ from tests.support.unseen_engines import (
     UNSEEN,
     coverage,
     false_breaks,
-    pairs,
-    scan,
+    fetch,
     silent_misses,
-    unpack,
-    uses_of,
+    source,
 )
 from tools.releases import DownloadError, RegistryUnreachableError
 
-Scanned = tuple[Path, list[EngineUse], dict[tuple[str, str], ScanResult]]
-_SCANNED: dict[str, Scanned] = {}
+_SCANNED: dict[str, Graded] = {}
+#: The engines whose wheels (or a FlashInfer wheel they are graded from) are not here.
+_NOT_HERE: dict[str, Exception] = {}
 
 
-def _scanned(requirement: str, factory: pytest.TempPathFactory) -> Scanned:
-    """The engine's tree, its independent inventory and both scans, made once per process."""
-    if requirement not in _SCANNED:
-        found = UNSEEN[requirement]
-        into = factory.mktemp(found.package)
-        try:
-            roots = unpack(found, into)
-            for release in {NEWEST, OLDEST, found.pin}:
-                release_files(release)
-        except (RegistryUnreachableError, DownloadError) as error:  # pragma: no cover
-            pytest.skip(
-                f"{requirement} or a FlashInfer wheel is not cached and not reachable: {error}"
-            )
-        results = {pair: scan(found, roots, *pair) for pair in pairs(found)}
-        _SCANNED[requirement] = (into, uses_of(found, into), results)
+def _scanned(requirement: str) -> Graded:
+    """The engine's independent inventory, its scans and their grading. Every engine whose
+    wheels are here is graded in one run (:func:`tests.support.engine_scans.graded`), read
+    once per process."""
+    if requirement not in _SCANNED and requirement not in _NOT_HERE:
+        here = []
+        for each in sorted(UNSEEN):
+            try:
+                fetch(UNSEEN[each])
+            except (RegistryUnreachableError, DownloadError) as error:  # pragma: no cover
+                _NOT_HERE[each] = error
+            else:
+                here.append(each)
+        if here:
+            _SCANNED.update(graded(here))
+    if requirement in _NOT_HERE:  # pragma: no cover - depends on the network
+        pytest.skip(
+            f"{requirement} or a FlashInfer wheel is not cached and not reachable: "
+            f"{_NOT_HERE[requirement]}"
+        )
     return _SCANNED[requirement]
 
 
 @pytest.fixture(scope="module", params=sorted(UNSEEN))
-def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Scanned:
-    return _scanned(str(request.param), tmp_path_factory)
+def engine(request: pytest.FixtureRequest) -> Graded:
+    return _scanned(str(request.param))
 
 
 def _say(finding: Finding) -> str:
     return f"{finding.path}:{finding.line} {finding.rule} {finding.target}"
 
 
-def test_every_break_is_real(engine: Scanned) -> None:
-    _, uses, results = engine
-    for pair, result in results.items():
-        wrong = false_breaks(result, uses)
+def test_every_break_is_real(engine: Graded) -> None:
+    assert engine.false_breaks.keys() == engine.results.keys()  # every scan graded
+    for pair, wrong in engine.false_breaks.items():
         assert not wrong, f"{pair}: " + "; ".join(f"{_say(f)}: {why}" for f, why in wrong)
 
 
-def test_the_downgrade_misses_nothing_that_fails(engine: Scanned) -> None:
-    _, uses, results = engine
-    missed = silent_misses(results[(NEWEST, OLDEST)], uses)
+def test_the_downgrade_misses_nothing_that_fails(engine: Graded) -> None:
+    missed = engine.silent_misses[(NEWEST, OLDEST)]
     assert not missed, "; ".join(f"{u.path}:{u.line} {u.target}: {why}" for u, why in missed)
 
 
-def test_every_use_gets_a_finding_and_most_a_verdict(engine: Scanned) -> None:
-    _, uses, results = engine
+def test_every_use_gets_a_finding_and_most_a_verdict(engine: Graded) -> None:
+    uses = engine.inventory
     assert uses, "the independent reading finds no use of FlashInfer"
-    for pair, result in results.items():
+    for pair, result in engine.results.items():
         covered = coverage(result, uses)
         assert not covered.unjudged, f"{pair}: no finding at " + ", ".join(
             f"{u.path}:{u.line} {u.target}" for u in covered.unjudged
@@ -98,15 +104,14 @@ def test_every_use_gets_a_finding_and_most_a_verdict(engine: Scanned) -> None:
                 assert len(finding.message) > len(finding.target) + 20  # says why
 
 
-def test_lmdeploy_group_through_self_comm_is_the_readme_failure(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> None:
+def test_lmdeploy_group_through_self_comm_is_the_readme_failure() -> None:
     """The README's first failure, in an engine's own code: lmdeploy keeps flashinfer.comm on
     ``self._comm``, calls its factory with ``group=`` inside a try, and turns fusion off when
     that raises TypeError. On 0.6.10 and older the keyword is refused."""
-    root, _, results = _scanned("lmdeploy==0.18.0", tmp_path_factory)
-    source = root / "lmdeploy/pytorch/backends/cuda/comm/flashinfer_allreduce.py"
-    tree = ast.parse(source.read_text())
+    requirement = "lmdeploy==0.18.0"
+    results = _scanned(requirement).results
+    path = "lmdeploy/pytorch/backends/cuda/comm/flashinfer_allreduce.py"
+    tree = ast.parse(source(UNSEEN[requirement], path))
     lines = [
         node.lineno
         for node in ast.walk(tree)
