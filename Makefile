@@ -113,8 +113,9 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -p no:cacheprovider -n $(WORKERS) \
 		-m "not release and not release_matrix" $(PYTEST_ARGS)
 
-# Python 3.10, the oldest Python fi-compat claims, in a second venv (.venv310) with pytest and
-# hypothesis but neither torch nor FlashInfer (flashinfer-python needs torch, and torch 2.13.0
+# Python 3.10, the oldest Python fi-compat claims, in a second venv (.venv310) with pytest,
+# hypothesis and coverage (the result cache's tests read coverage data; the run itself is not
+# measured, so no pytest-cov) but neither torch nor FlashInfer (flashinfer-python needs torch, and torch 2.13.0
 # CPU lies on disk for 3.11 only): every test that needs no torch runs, the others skip saying
 # so. Fails when there is no Python 3.10 (scripts/find_python310.sh says where it looked;
 # PYTHON310=/path/to/python3.10 overrides).
@@ -123,7 +124,7 @@ $(STAMP310): pyproject.toml constraints/dev.txt scripts/find_python310.sh
 		python310=$$(sh scripts/find_python310.sh) && "$$python310" -m venv $(VENV310); }
 	$(VENV310)/bin/python $(UV_BOOTSTRAP)
 	$(VENV310)/bin/uv $(UV_INSTALL) --python $(VENV310)/bin/python \
-		pip -e . pytest hypothesis pytest-examples pytest-xdist jsonschema
+		pip -e . pytest hypothesis pytest-examples pytest-xdist coverage jsonschema
 	touch $(STAMP310)
 
 test-py310: $(STAMP310)
