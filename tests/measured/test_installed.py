@@ -530,3 +530,42 @@ def test_the_installed_package_is_found_without_importing_it(
     assert found.fingerprint == _local.installed_fingerprint(site / "flashinfer")
     (info / "METADATA").write_text("Name: flashinfer-python\nVersion: not a version\n")
     assert find_installed() is None  # a version fi-compat cannot compare names no release
+
+
+def test_a_damaged_distribution_is_read_past_not_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hostile dist-info folders: a METADATA that is a folder or has no Version header is
+    passed over for the next one, undecodable bytes are read, a RECORD that is a folder
+    leaves the package hashed file by file, and a RECORD rewritten as a new file is hashed
+    anew (the per-process digest follows the file, not its path)."""
+    site = tmp_path / "site"
+    (site / "flashinfer").mkdir(parents=True)
+    (site / "flashinfer" / "__init__.py").write_text("raise SystemExit('imported')\n")
+    first = site / "flashinfer_python-0.7.3.dist-info"
+    (first / "METADATA").mkdir(parents=True)
+    second = site / "flashinfer_python-0.7.4.dist-info"
+    second.mkdir()
+    (second / "METADATA").write_bytes(
+        b"Name: flashinfer-python\xff\xfe\nSummary: x\n\nVersion: 9\n"
+    )
+    (second / "RECORD").mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    assert find_installed() is None  # no Version header before the body: no release
+    (second / "METADATA").write_bytes(b"Name: flashinfer-python\xff\nVersion: 0.7.4\n\nbody\n")
+    found = find_installed()
+    assert found is not None
+    assert found.version == "0.7.4"
+    assert found.fingerprint == _local.files_fingerprint(site / "flashinfer")
+    (second / "RECORD").rmdir()
+    (second / "RECORD").write_text("flashinfer/__init__.py,sha256=x,1\n")
+    before = find_installed()
+    assert before is not None
+    assert before.fingerprint.startswith("record-")
+    replaced = second / "RECORD.new"
+    replaced.write_text("flashinfer/__init__.py,sha256=y,1\n")
+    replaced.replace(second / "RECORD")
+    after = find_installed()
+    assert after is not None
+    assert after.fingerprint.startswith("record-")
+    assert after.fingerprint != before.fingerprint
