@@ -2,8 +2,10 @@
 
 Both users of real releases go through here: the recorder (``make record``), which reads a
 flashinfer-python wheel, or the sdist of a release that has none, and the real-release
-test matrix (``tests/support/release_harness.py``), which unpacks wheels and imports them. Files
-come from ``pip download --no-deps`` and are kept outside the repository, under
+test matrix (``tests/support/release_harness.py``), which unpacks wheels and imports them. A
+wheel is fetched as the registry's simple index lists it, the one ``pip download`` would choose
+(checked against its published sha256); anything else, and any wheel that way cannot give, comes
+from ``pip download --no-deps``. Files are kept outside the repository, under
 ``$FI_COMPAT_RELEASE_CACHE``, else ``$XDG_CACHE_HOME/fi-compat/releases``, else
 ``~/.cache/fi-compat/releases``: ``downloads/`` holds the files as published,
 ``extracted/<wheel name>/`` each unpacked wheel. Files appear in both whole or not at all
@@ -20,6 +22,7 @@ import hashlib
 import json
 import logging
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -30,10 +33,15 @@ import urllib.request
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from packaging.specifiers import SpecifierSet
+from packaging.tags import Tag, compatible_tags, cpython_tags, sys_tags
 from packaging.utils import (
+    InvalidWheelFilename,
     NormalizedName,
     canonicalize_name,
+    parse_wheel_filename,
 )
 from packaging.version import Version
 
@@ -151,7 +159,11 @@ class ReleaseCache:
         self.downloads.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix=".download-", dir=self.downloads) as scratch:
-            done = _pip_download(requirement, Path(scratch), wheel_only=True, python=python)
+            # The wheel straight from the registry's listing (a second or two less than pip's
+            # own start-up and resolution per file); pip, as before, for anything else.
+            done = _fetch_wheel(requirement, Path(scratch), python)
+            if done is None:
+                done = _pip_download(requirement, Path(scratch), wheel_only=True, python=python)
             listing = ""  # why the registry's listing did not give the sdist
             if done.returncode != 0 and not wheel_only:
                 # No wheel, and the file is all that is wanted: the sdist as the registry
@@ -267,21 +279,92 @@ _SIMPLE = "https://pypi.org/simple/{name}/"
 _SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 
 
+def _listing(name: str) -> list[dict[str, Any]]:
+    """The files the registry's simple index lists for project ``name`` (PEP 691 JSON)."""
+    request = urllib.request.Request(_SIMPLE.format(name=name), headers={"Accept": _SIMPLE_JSON})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        files: list[dict[str, Any]] = json.load(response)["files"]
+    return files
+
+
+def _wheel_tags(python: str | None) -> list[Tag]:
+    """The tags a wheel may carry, best first, as pip ranks them for the running interpreter
+    or, with ``python`` (``"3.12"``), for that CPython on this platform (``--python-version``)."""
+    if python is None:
+        return list(sys_tags())
+    version = tuple(int(part) for part in python.split("."))
+    interpreter = "cp" + "".join(str(part) for part in version[:2])
+    return [
+        *cpython_tags(python_version=version),
+        *compatible_tags(python_version=version, interpreter=interpreter),
+    ]
+
+
+def _fetch_wheel(
+    requirement: str, destination: Path, python: str | None
+) -> subprocess.CompletedProcess[str] | None:
+    """The release's wheel that pip would choose (the best-ranked tag this interpreter, or
+    ``python``, accepts; not yanked before yanked; a Requires-Python that admits it), fetched
+    as the registry's simple index lists it and checked against its published sha256 into
+    ``destination``; None when there is no such wheel or anything fails, for pip to try."""
+    wanted = _pinned(requirement)
+    published: str = ""  # the digest the listing gives
+    written: str | None = None  # and the one received
+    ranks = {tag: rank for rank, tag in reversed(list(enumerate(_wheel_tags(python))))}
+    target = Version(python) if python is not None else Version(platform.python_version())
+    try:
+        candidates = []
+        for item in _listing(wanted[0]):
+            filename = str(item["filename"])
+            if not filename.endswith(".whl"):
+                continue
+            name, version, build, tags = parse_wheel_filename(filename)
+            accepted = [ranks[tag] for tag in tags if tag in ranks]
+            admits = item.get("requires-python")
+            if (name, version) != wanted or not accepted:
+                continue
+            if admits and target not in SpecifierSet(str(admits)):
+                continue
+            candidates.append((bool(item.get("yanked")), min(accepted), _negated(build), item))
+        if not candidates:
+            return None
+        item = min(candidates, key=lambda found: found[:3])[3]
+        published = str(item["hashes"]["sha256"])
+        path = destination / Path(str(item["filename"])).name
+        digest = hashlib.sha256()
+        with (
+            urllib.request.urlopen(str(item["url"]), timeout=300) as response,
+            path.open("wb") as out,
+        ):
+            while chunk := response.read(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
+    except (OSError, ValueError, KeyError, TypeError, InvalidWheelFilename):
+        written = None
+    else:
+        written = digest.hexdigest()
+    if written != published:
+        for kept in destination.iterdir():  # nothing half-written or tampered is kept
+            kept.unlink()
+        return None
+    return subprocess.CompletedProcess(["GET", str(item["url"])], 0, "", "")
+
+
+def _negated(build: tuple[int, str] | tuple[()]) -> tuple[int, str] | tuple[()]:
+    """A sort key that puts the highest build tag first (pip's preference), none last."""
+    return (-build[0], build[1]) if build else (1, "")
+
+
 def _fetch_sdist(
     requirement: str, destination: Path, failed: subprocess.CompletedProcess[str]
 ) -> subprocess.CompletedProcess[str]:
     """The release's sdist fetched as the registry's simple index lists it and checked
     against its published sha256; ``failed`` again (with the reason added) otherwise."""
     wanted = _pinned(requirement)
-    request = urllib.request.Request(
-        _SIMPLE.format(name=wanted[0]), headers={"Accept": _SIMPLE_JSON}
-    )
     try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            files = json.load(response)["files"]
         sdist = next(
             item
-            for item in files
+            for item in _listing(wanted[0])
             if not item["filename"].endswith(".whl")
             and parse_release_file(item["filename"]) == wanted
         )

@@ -3,6 +3,7 @@ fetched, and the suite's plugin that prints it (tests/support/downloads.py)."""
 
 from __future__ import annotations
 
+import io
 import logging
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.tags import sys_tags
 
 from tools import releases
 from tools.releases import LOGGER, ReleaseCache, describe_size
@@ -39,6 +41,17 @@ class Pip:
             destination = Path(command[command.index("--dest") + 1])
             (destination / WHEEL).write_bytes(b"x" * self.size)
         return subprocess.CompletedProcess(command, self.returncode, "", self.output)
+
+
+def _offline(request: Any, timeout: float = 0) -> Any:
+    raise OSError("no registry in this test")
+
+
+@pytest.fixture(autouse=True)
+def no_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing here reaches the real registry: the direct wheel fetch fails, so pip's
+    stand-in answers, unless a test puts a stand-in registry in its place."""
+    monkeypatch.setattr("tools.releases.urllib.request.urlopen", _offline)
 
 
 @pytest.fixture
@@ -167,8 +180,13 @@ def _pip(command, **_):
     return subprocess.CompletedProcess(command, 0, "", "")
 
 
+def _offline(request, timeout=0):
+    raise OSError("no registry in this test")
+
+
 @pytest.mark.parametrize("name", ["alpha", "beta"])
 def test_fetches(name, tmp_path, monkeypatch):
+    monkeypatch.setattr("tools.releases.urllib.request.urlopen", _offline)
     monkeypatch.setattr("tools.releases.subprocess.run", _pip)
     ReleaseCache(tmp_path).download(f"{name}==1.0", wheel_only=True)
 
@@ -216,11 +234,18 @@ def test_the_suite_runs_with_both_plugins(request: pytest.FixtureRequest) -> Non
 class _Registry:
     """Stands in for the registry's simple index (JSON) and its file host."""
 
-    def __init__(self, files: dict[str, bytes], digest: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        files: dict[str, bytes],
+        digest: dict[str, str] | None = None,
+        extra: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
         import hashlib
 
         self.files = files
-        self.digest = digest or {name: hashlib.sha256(d).hexdigest() for name, d in files.items()}
+        self.digest = {name: hashlib.sha256(d).hexdigest() for name, d in files.items()}
+        self.digest.update(digest or {})
+        self.extra = extra or {}  # more keys of a file's entry: yanked, requires-python
         self.asked: list[str] = []
 
     def __call__(self, request: Any, timeout: float = 0) -> Any:
@@ -231,7 +256,12 @@ class _Registry:
         self.asked.append(url)
         if url.startswith("https://pypi.org/simple/"):
             listing = [
-                {"filename": name, "url": f"https://files/{name}", "hashes": {"sha256": digest}}
+                {
+                    "filename": name,
+                    "url": f"https://files/{name}",
+                    "hashes": {"sha256": digest},
+                    **self.extra.get(name, {}),
+                }
                 for name, digest in self.digest.items()
             ]
             return io.BytesIO(json.dumps({"files": listing}).encode())
@@ -270,3 +300,135 @@ def test_an_sdist_that_does_not_match_its_digest_is_not_kept(
     assert not (tmp_path / "downloads" / "demo-1.0.tar.gz").exists()
     # after the digest failed, pip was asked for the sdist too, as before
     assert any(":none:" in command for command in pip.commands)
+
+
+# ------------------------------------------------------------------ wheels from the listing
+
+#: This interpreter's best tag and its platform: the names below fit whichever Python runs.
+BEST = next(iter(sys_tags()))
+
+
+def _wheels(*names: str, **extra: dict[str, Any]) -> _Registry:
+    return _Registry({name: name.encode() for name in names}, extra=extra)
+
+
+def test_a_wheel_comes_from_the_listing_checked_and_said_without_pip(
+    pip: Pip, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    registry = _wheels("demo-1.0-py3-none-any.whl", "demo-1.1-py3-none-any.whl", "demo-1.0.tar.gz")
+    monkeypatch.setattr("tools.releases.urllib.request.urlopen", registry)
+    with caplog.at_level(logging.INFO, logger=LOGGER.name):
+        found = ReleaseCache(tmp_path).download("demo==1.0", wheel_only=True)
+    assert found == tmp_path / "downloads" / "demo-1.0-py3-none-any.whl"
+    assert found.read_bytes() == b"demo-1.0-py3-none-any.whl"
+    assert pip.commands == []
+    assert registry.asked == ["https://pypi.org/simple/demo/", f"https://files/{found.name}"]
+    [record] = [r for r in caplog.records if r.name == LOGGER.name]
+    assert record.download[:2] == (found.name, len(found.name))  # type: ignore[attr-defined]
+
+
+def test_the_wheel_is_the_one_pip_would_choose(
+    pip: Pip, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    best = f"demo-1.0-{BEST.interpreter}-{BEST.abi}-{BEST.platform}.whl"
+    names = ["demo-1.0-py3-none-any.whl", best, "demo-1.0-cp27-cp27m-win32.whl"]
+    monkeypatch.setattr("tools.releases.urllib.request.urlopen", _wheels(*names))
+    assert ReleaseCache(tmp_path).download("demo==1.0", wheel_only=True).name == best
+    assert pip.commands == []
+
+
+def test_a_wheel_for_another_python_is_chosen_for_that_python(
+    pip: Pip, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    other = {"3.10": "3.12", "3.11": "3.12"}.get(f"{sys.version_info[0]}.{sys.version_info[1]}")
+    other = other or "3.10"
+    tag = "cp" + other.replace(".", "")
+    theirs = f"demo-1.0-{tag}-{tag}-{BEST.platform}.whl"
+    ours = f"demo-1.0-{BEST.interpreter}-{BEST.abi}-{BEST.platform}.whl"
+    monkeypatch.setattr("tools.releases.urllib.request.urlopen", _wheels(ours, theirs))
+    found = ReleaseCache(tmp_path).download("demo==1.0", wheel_only=True, python=other)
+    assert found.name == theirs
+    assert pip.commands == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        # a higher build tag first, as pip ranks builds
+        ({}, "demo-1.0-2-py3-none-any.whl"),
+        # not yanked before yanked, whatever the build
+        ({"demo-1.0-2-py3-none-any.whl": {"yanked": "broken"}}, "demo-1.0-1-py3-none-any.whl"),
+        # a Requires-Python that leaves this Python out is not for it
+        ({"demo-1.0-2-py3-none-any.whl": {"requires-python": "<3"}}, "demo-1.0-1-py3-none-any.whl"),
+    ],
+    ids=["build", "yanked", "requires-python"],
+)
+def test_builds_yanked_files_and_requires_python_rank_as_pip_ranks_them(
+    pip: Pip,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    extra: dict[str, dict[str, Any]],
+    expected: str,
+) -> None:
+    names = ("demo-1.0-1-py3-none-any.whl", "demo-1.0-2-py3-none-any.whl")
+    registry = _Registry({name: name.encode() for name in names}, extra=extra)
+    monkeypatch.setattr("tools.releases.urllib.request.urlopen", registry)
+    assert ReleaseCache(tmp_path).download("demo==1.0", wheel_only=True).name == expected
+    assert pip.commands == []
+
+
+@pytest.mark.parametrize(
+    "registry",
+    [
+        # no wheel this interpreter takes: pip says why
+        _wheels("demo-1.0-cp27-cp27m-win32.whl", "demo-1.0.tar.gz"),
+        # a file that does not match its published digest is never kept
+        _Registry(
+            {"demo-1.0-1-py3-none-any.whl": b"tampered"}, {"demo-1.0-1-py3-none-any.whl": "0"}
+        ),
+        # a listing that is not what PEP 691 says
+        _Registry(
+            {"demo-1.0-py3-none-any.whl": b"x"},
+            extra={"demo-1.0-py3-none-any.whl": {"hashes": None}},
+        ),
+        _Registry({"demo-1.0-garbage.whl": b"x", "demo-1.0-py3-none-any.whl-": b"y"}),
+        _wheels(
+            "demo-1.0-py3-none-any.whl",
+            **{"demo-1.0-py3-none-any.whl": {"requires-python": ">=3.x!"}},
+        ),
+    ],
+    ids=["no-wheel-fits", "digest", "no-hashes", "bad-names", "bad-requires-python"],
+)
+def test_pip_answers_whatever_the_listing_cannot(
+    pip: Pip, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, registry: _Registry
+) -> None:
+    monkeypatch.setattr("tools.releases.urllib.request.urlopen", registry)
+    found = ReleaseCache(tmp_path).download("demo==1.0", wheel_only=True)
+    assert found == tmp_path / "downloads" / WHEEL  # pip's stand-in wrote it
+    assert len(pip.commands) == 1
+    assert sorted(p.name for p in (tmp_path / "downloads").iterdir()) == [WHEEL]
+
+
+class _Broken(io.BytesIO):
+    """A download that breaks after its first megabyte."""
+
+    def read(self, size: int | None = -1) -> bytes:
+        if self.tell():
+            raise ConnectionResetError("the connection broke")
+        return super().read(size)
+
+
+def test_a_download_that_breaks_leaves_nothing_and_pip_tries(
+    pip: Pip, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    registry = _wheels("demo-1.0-1-py3-none-any.whl")  # not pip's stand-in's name
+
+    def broken(request: Any, timeout: float = 0) -> Any:
+        answer = registry(request, timeout)
+        url = request if isinstance(request, str) else request.full_url
+        return answer if "simple" in url else _Broken(b"x" * (3 << 20))
+
+    monkeypatch.setattr("tools.releases.urllib.request.urlopen", broken)
+    assert ReleaseCache(tmp_path).download("demo==1.0", wheel_only=True).name == WHEEL
+    assert len(pip.commands) == 1
+    assert sorted(p.name for p in (tmp_path / "downloads").iterdir()) == [WHEEL]
