@@ -41,7 +41,7 @@ def test_the_table_is_read_from_durations_lines() -> None:
 
 def test_the_shipped_table_names_test_files_that_exist() -> None:
     table = json.loads(schedule.TABLE.read_text(encoding="utf-8"))
-    assert table, "tests/support/file_costs.json is empty: python -m tests.support.schedule"
+    assert table, "tests/file_costs.json is empty: python -m tests.support.schedule"
     assert all((ROOT / path).is_file() for path in table), [
         path for path in table if not (ROOT / path).is_file()
     ]

@@ -9,7 +9,7 @@ while the other has nothing left to do, and the run waits for it.
 Under ``--dist loadfile`` this plugin gives pytest-xdist a work queue that hands out the
 costliest file first (longest processing time first, which keeps the two workers within one
 file's cost of each other), by the seconds each file took in a measured ``make test`` (both
-of its runs added up: :func:`costs`, ``file_costs.json`` beside this module). A file the
+of its runs added up: :func:`costs`, ``tests/file_costs.json``). A file the
 table does not know is weighed by its number of tests. The order is only an order: a stale
 table makes a run slower, never different, and each file still runs whole on one worker, in
 its own order.
@@ -36,7 +36,9 @@ import pytest
 
 __all__ = ["TABLE", "CostliestFirst", "costs", "costs_from_log", "weight"]
 
-TABLE = Path(__file__).with_name("file_costs.json")
+#: Outside ``tests/support/``, whose files are part of every kept run's key
+#: (:mod:`tools.results`): a refreshed table reorders a run and changes no result.
+TABLE = Path(__file__).resolve().parents[1] / "file_costs.json"
 
 
 @functools.cache
