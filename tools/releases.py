@@ -310,9 +310,9 @@ def _fetch_wheel(
     wanted = _pinned(requirement)
     published: str = ""  # the digest the listing gives
     written: str | None = None  # and the one received
-    ranks = {tag: rank for rank, tag in reversed(list(enumerate(_wheel_tags(python))))}
-    target = Version(python) if python is not None else Version(platform.python_version())
     try:
+        ranks = {tag: rank for rank, tag in reversed(list(enumerate(_wheel_tags(python))))}
+        target = Version(python or platform.python_version())
         candidates = []
         for item in _listing(wanted[0]):
             filename = str(item["filename"])
@@ -325,7 +325,8 @@ def _fetch_wheel(
                 continue
             if admits and target not in SpecifierSet(str(admits)):
                 continue
-            candidates.append((bool(item.get("yanked")), min(accepted), _negated(build), item))
+            yanked = item.get("yanked") not in (None, False)  # True, or the reason why
+            candidates.append((yanked, min(accepted), _negated(build), item))
         if not candidates:
             return None
         item = min(candidates, key=lambda found: found[:3])[3]
@@ -350,7 +351,7 @@ def _fetch_wheel(
     return subprocess.CompletedProcess(["GET", str(item["url"])], 0, "", "")
 
 
-def _negated(build: tuple[int, str] | tuple[()]) -> tuple[int, str] | tuple[()]:
+def _negated(build: tuple[int, str] | tuple[()]) -> tuple[int, str]:
     """A sort key that puts the highest build tag first (pip's preference), none last."""
     return (-build[0], build[1]) if build else (1, "")
 

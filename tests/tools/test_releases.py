@@ -356,12 +356,15 @@ def test_a_wheel_for_another_python_is_chosen_for_that_python(
     [
         # a higher build tag first, as pip ranks builds
         ({}, "demo-1.0-2-py3-none-any.whl"),
-        # not yanked before yanked, whatever the build
+        # not yanked before yanked (true, or a reason, PEP 691), whatever the build
         ({"demo-1.0-2-py3-none-any.whl": {"yanked": "broken"}}, "demo-1.0-1-py3-none-any.whl"),
+        ({"demo-1.0-2-py3-none-any.whl": {"yanked": ""}}, "demo-1.0-1-py3-none-any.whl"),
+        ({"demo-1.0-2-py3-none-any.whl": {"yanked": True}}, "demo-1.0-1-py3-none-any.whl"),
+        ({"demo-1.0-2-py3-none-any.whl": {"yanked": False}}, "demo-1.0-2-py3-none-any.whl"),
         # a Requires-Python that leaves this Python out is not for it
         ({"demo-1.0-2-py3-none-any.whl": {"requires-python": "<3"}}, "demo-1.0-1-py3-none-any.whl"),
     ],
-    ids=["build", "yanked", "requires-python"],
+    ids=["build", "yanked", "yanked-no-reason", "yanked-true", "not-yanked", "requires-python"],
 )
 def test_builds_yanked_files_and_requires_python_rank_as_pip_ranks_them(
     pip: Pip,
@@ -432,3 +435,15 @@ def test_a_download_that_breaks_leaves_nothing_and_pip_tries(
     assert ReleaseCache(tmp_path).download("demo==1.0", wheel_only=True).name == WHEEL
     assert len(pip.commands) == 1
     assert sorted(p.name for p in (tmp_path / "downloads").iterdir()) == [WHEEL]
+
+
+@pytest.mark.parametrize("python", ["3.x", "three", "3..12"])
+def test_a_python_that_is_no_version_is_left_to_pip(
+    pip: Pip, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, python: str
+) -> None:
+    monkeypatch.setattr(
+        "tools.releases.urllib.request.urlopen", _wheels("demo-1.0-py3-none-any.whl")
+    )
+    ReleaseCache(tmp_path).download("demo==1.0", wheel_only=True, python=python)
+    [command] = pip.commands  # pip was asked, with that Python, and says what it makes of it
+    assert command[command.index("--python-version") + 1] == python
