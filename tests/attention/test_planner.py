@@ -7,6 +7,7 @@ import inspect
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -498,6 +499,25 @@ def test_split_sizes_must_be_positive_ints(bad: Any) -> None:
         Settings(prefill_split_size=bad)
     with pytest.raises(PlannerConfigError, match="decode_split_size"):
         Settings(decode_split_size=bad)
+
+
+@pytest.mark.parametrize("none", [None, -1])
+def test_no_fixed_split_size_is_none_or_minus_one(
+    none: int | None,
+) -> None:
+    settings = Settings(prefill_split_size=none, decode_split_size=none, disable_split_kv=True)
+    assert (settings.prefill_split_size, settings.decode_split_size) == (None, None)
+    with determinism.deterministic(True):
+        resolved = settings.resolved()
+        # without a fixed size, only disable_split_kv=True keeps the split from the batch
+        with pytest.raises(PlannerConfigError, match="prefill_split_size=None with disable"):
+            replace(settings, disable_split_kv=False).resolved()
+    for phase in ("prefill", "decode"):
+        assert resolved.split_kwargs(phase) == {"fixed_split_size": None, "disable_split_kv": True}
+    # -1 as an int only: a bool or float of that value is still refused
+    for bad in (-1.0, False):
+        with pytest.raises(PlannerConfigError, match="prefill_split_size"):
+            Settings(prefill_split_size=bad)  # type: ignore[arg-type]
 
 
 def test_settings_defaults() -> None:
