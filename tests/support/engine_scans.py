@@ -82,7 +82,6 @@ from tests.support.unseen_engines import (
 
 __all__ = ["GRADED", "Graded", "graded", "main", "read_graded", "read_result", "sources"]
 
-ROOT = Path(__file__).resolve().parents[2]
 #: The engines ``graded`` knows: those of UNSEEN, and vLLM 0.11.2 with its fallbacks.
 GRADED: dict[str, UnseenEngine] = {**UNSEEN, ENGINE.requirement: ENGINE}
 #: How long a run may take: SGLang's, made afresh under coverage on a busy machine, takes
@@ -292,20 +291,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(*argv: str) -> dict[str, Any]:
-    """What ``python -m tests.support.engine_scans ARGV`` printed, made once per input,
-    after checking that it succeeded (else failing with what it said)."""
-    import pytest
+    """What ``python -m tests.support.engine_scans ARGV`` printed, made once per input."""
+    from tests.support.fresh import support_json
 
-    from tests.support.fresh import fresh_python
-
-    command = " ".join(["python -m tests.support.engine_scans", *argv])
-    with pytest.MonkeyPatch.context() as patch:
-        paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
-        patch.setenv("PYTHONPATH", os.pathsep.join(paths))  # the run starts outside ROOT
-        done = fresh_python(["-m", "tests.support.engine_scans", *argv], timeout=TIMEOUT)
-    assert done.returncode == 0, f"{command} exited with {done.returncode}:\n{done.stderr}"
-    document: dict[str, Any] = json.loads(done.stdout)
-    return document
+    return support_json("tests.support.engine_scans", *argv, timeout=TIMEOUT)
 
 
 def graded(requirements: Sequence[str]) -> dict[str, Graded]:

@@ -21,11 +21,8 @@ import dataclasses
 import importlib
 import importlib.util
 import inspect
-import json
-import os
 import re
 import sys
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -50,27 +47,22 @@ from tests.support.fake_modules import (
     check_module,
     read_served,
 )
-from tests.support.fresh import fresh_python
+from tests.support.fresh import support_json
 
 NEWEST = available_releases()[-1]
 OLDEST = available_releases()[0]
 MIDDLE = available_releases()[len(available_releases()) // 2]
 
-ROOT = Path(__file__).resolve().parents[2]
 #: How many of a run's failures a test's message shows.
 SHOWN_FAILURES = 50
 
 
-def _checked_in_subprocess(monkeypatch: pytest.MonkeyPatch, *argv: str) -> dict[str, Any]:
+def _checked_in_subprocess(*argv: str) -> dict[str, Any]:
     """What ``python -m tests.support.fake_modules ARGV`` found (its JSON), made once per
     input (:func:`tests.support.fresh.fresh_python`), after checking that it ran to the end
     and that every check held (else failing with what it said, every failure named)."""
-    paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))  # the run starts outside ROOT
-    done = fresh_python(["-m", "tests.support.fake_modules", *argv], timeout=1800)
+    found = support_json("tests.support.fake_modules", *argv, timeout=1800)
     command = " ".join(["python -m tests.support.fake_modules", *argv])
-    assert done.returncode == 0, f"{command} exited with {done.returncode}:\n{done.stderr}"
-    found: dict[str, Any] = json.loads(done.stdout)
     # A module that does not import first: its names' failures follow from it.
     failures = sorted(
         (Failure(**failure) for failure in found["failures"]), key=lambda f: f.name != ""
@@ -83,13 +75,11 @@ def _checked_in_subprocess(monkeypatch: pytest.MonkeyPatch, *argv: str) -> dict[
 
 
 @pytest.mark.parametrize("release", sorted({OLDEST, MIDDLE}))
-def test_every_module_of_a_release_imports_with_its_names(
-    release: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_every_module_of_a_release_imports_with_its_names(release: str) -> None:
     """All of a release's modules and every name of each: the oldest recorded release and
     the middle one of the list (a few hundred modules at most; checked in a subprocess,
     :mod:`tests.support.fake_modules`)."""
-    found = _checked_in_subprocess(monkeypatch, "release", release)
+    found = _checked_in_subprocess("release", release)
     modules = sorted(load_release(release).names)
     assert "flashinfer" in modules
     assert found["release"] == release
@@ -98,11 +88,11 @@ def test_every_module_of_a_release_imports_with_its_names(
     assert found["imported"] == modules
 
 
-def test_every_module_of_the_newest_release_imports(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_module_of_the_newest_release_imports() -> None:
     """The newest release records about 3,300 modules: every one imports; the names of
     every tenth (by name, a deterministic sample) and of the modules engines import are
     checked as above (in a subprocess, :mod:`tests.support.fake_modules`)."""
-    found = _checked_in_subprocess(monkeypatch, "newest")
+    found = _checked_in_subprocess("newest")
     modules = sorted(load_release(NEWEST).names)
     engine = {module for module, _ in ENGINE_IMPORTS} | set(ENGINE_MODULES)
     assert found["release"] == NEWEST
@@ -111,13 +101,13 @@ def test_every_module_of_the_newest_release_imports(monkeypatch: pytest.MonkeyPa
     assert found["checked"] == sorted(set(modules[::10]) | (engine & set(modules)))
 
 
-def test_every_module_of_every_release_imports(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_module_of_every_release_imports() -> None:
     """Under ``fake_flashinfer(R)`` for every recorded R, every recorded module imports:
     each distinct reading of each module under a release that reads it so (about 8,300
     imports for the 112 releases' some 100,000 modules), and every release's top level;
     and every value each binds holds the recorded literal or is left unbound saying why
     (in a subprocess, :mod:`tests.support.fake_modules`)."""
-    found = _checked_in_subprocess(monkeypatch, "every")
+    found = _checked_in_subprocess("every")
     assert set(found["releases"]) == set(available_releases())
     assert found["imported"] > 5000
     assert found["bound"] > found["unbound"] > 0  # most values are literals (51,205 to 37,391)
