@@ -308,8 +308,6 @@ def _fetch_wheel(
     as the registry's simple index lists it and checked against its published sha256 into
     ``destination``; None when there is no such wheel or anything fails, for pip to try."""
     wanted = _pinned(requirement)
-    published: str = ""  # the digest the listing gives
-    written: str | None = None  # and the one received
     try:
         ranks = {tag: rank for rank, tag in reversed(list(enumerate(_wheel_tags(python))))}
         target = Version(python or platform.python_version())
@@ -330,23 +328,9 @@ def _fetch_wheel(
         if not candidates:
             return None
         item = min(candidates, key=lambda found: found[:3])[3]
-        published = str(item["hashes"]["sha256"])
-        path = destination / Path(str(item["filename"])).name
-        digest = hashlib.sha256()
-        with (
-            urllib.request.urlopen(str(item["url"]), timeout=300) as response,
-            path.open("wb") as out,
-        ):
-            while chunk := response.read(1 << 20):
-                digest.update(chunk)
-                out.write(chunk)
+        if not _download_listed(item, destination, timeout=300):
+            return None
     except (OSError, ValueError, KeyError, TypeError, InvalidWheelFilename):
-        written = None
-    else:
-        written = digest.hexdigest()
-    if written != published:
-        for kept in destination.iterdir():  # nothing half-written or tampered is kept
-            kept.unlink()
         return None
     return subprocess.CompletedProcess(["GET", str(item["url"])], 0, "", "")
 
@@ -354,6 +338,30 @@ def _fetch_wheel(
 def _negated(build: tuple[int, str] | tuple[()]) -> tuple[int, str]:
     """A sort key that puts the highest build tag first (pip's preference), none last."""
     return (-build[0], build[1]) if build else (1, "")
+
+
+def _download_listed(item: dict[str, Any], destination: Path, *, timeout: float) -> bool:
+    """Stream the file a simple-index entry lists into ``destination``: True when it matches
+    the entry's sha256. A file that does not match, or whose download raised (the error
+    propagates), is removed: nothing half-written or tampered is kept."""
+    published = str(item["hashes"]["sha256"])
+    path = destination / Path(str(item["filename"])).name
+    digest = hashlib.sha256()
+    try:
+        with (
+            urllib.request.urlopen(str(item["url"]), timeout=timeout) as response,
+            path.open("wb") as out,
+        ):
+            while chunk := response.read(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    if digest.hexdigest() != published:
+        path.unlink()
+        return False
+    return True
 
 
 def _fetch_sdist(
@@ -369,15 +377,13 @@ def _fetch_sdist(
             if not item["filename"].endswith(".whl")
             and parse_release_file(item["filename"]) == wanted
         )
-        with urllib.request.urlopen(sdist["url"], timeout=120) as response:
-            data = response.read()
-    except (OSError, ValueError, KeyError, StopIteration) as error:
+        matched = _download_listed(sdist, destination, timeout=120)
+    except (OSError, ValueError, KeyError, TypeError, StopIteration) as error:
         note = f"\nthe registry's simple index did not give the sdist either: {error!r}"
         return subprocess.CompletedProcess(failed.args, 1, failed.stdout, failed.stderr + note)
-    if hashlib.sha256(data).hexdigest() != sdist["hashes"]["sha256"]:
+    if not matched:
         note = f"\n{sdist['filename']} from {sdist['url']} does not match its published sha256"
         return subprocess.CompletedProcess(failed.args, 1, failed.stdout, failed.stderr + note)
-    (destination / sdist["filename"]).write_bytes(data)
     return subprocess.CompletedProcess(failed.args, 0, failed.stdout, "")
 
 
