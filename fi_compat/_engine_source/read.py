@@ -153,23 +153,22 @@ class _Reader(Bindings, ast.NodeVisitor):
         """:meth:`ast.NodeVisitor.visit`, with the method for each node type looked up once
         (a file is hundreds of thousands of nodes)."""
         kind = type(node)
-        method = _VISITS.get(kind)
-        if method is None:
-            method = _VISITS[kind] = getattr(
-                _Reader, f"visit_{kind.__name__}", _Reader.generic_visit
-            )
-        method(self, node)
+        (_VISITS.get(kind) or _visit_of(kind))(self, node)
 
     def generic_visit(self, node: ast.AST) -> None:
-        """:meth:`ast.NodeVisitor.generic_visit`: every child, in the order of the fields."""
-        for name in node._fields:
+        """:meth:`ast.NodeVisitor.generic_visit`: every child, in the order of the fields
+        (but the expression contexts, :func:`child_fields`), each handed to its method
+        here rather than through :meth:`visit` (a call less per node)."""
+        for name in _CHILD_FIELDS.get(type(node)) or child_fields(type(node)):
             value = getattr(node, name, None)
-            if isinstance(value, list):
+            if type(value) is list:
                 for item in value:
                     if isinstance(item, ast.AST):
-                        self.visit(item)
+                        kind = type(item)
+                        (_VISITS.get(kind) or _visit_of(kind))(self, item)
             elif isinstance(value, ast.AST):
-                self.visit(value)
+                kind = type(value)
+                (_VISITS.get(kind) or _visit_of(kind))(self, value)
 
     def visit_Constant(self, node: ast.Constant) -> None:
         """A literal: no node below it (what :meth:`ast.NodeVisitor.visit_Constant` ends in,
@@ -547,13 +546,38 @@ class _Reader(Bindings, ast.NodeVisitor):
 _VISITS: dict[type[ast.AST], Callable[[_Reader, Any], None]] = {}
 
 
+def _visit_of(kind: type[ast.AST]) -> Callable[[_Reader, Any], None]:
+    """``kind``'s method of :class:`_Reader` (``visit_<Kind>``, else ``generic_visit``),
+    looked up once."""
+    method: Callable[[_Reader, Any], None] = getattr(
+        _Reader, f"visit_{kind.__name__}", _Reader.generic_visit
+    )
+    _VISITS[kind] = method
+    return method
+
+
+#: Each node type's fields that may hold nodes the reader visits (:func:`child_fields`).
+_CHILD_FIELDS: dict[type[ast.AST], tuple[str, ...]] = {}
+
+
+def child_fields(kind: type[ast.AST]) -> tuple[str, ...]:
+    """``kind``'s fields less ``ctx``: an expression context (``Load``, ``Store``, ``Del``)
+    has no child and nothing reads it, and every name, attribute and subscript has one (a
+    quarter of the nodes a traversal would visit)."""
+    fields = _CHILD_FIELDS.get(kind)
+    if fields is None:
+        fields = _CHILD_FIELDS[kind] = tuple(name for name in kind._fields if name != "ctx")
+    return fields
+
+
 def _subtree(node: ast.AST) -> Iterator[ast.AST]:
-    """``node`` and every node below it (as :func:`ast.walk`, in another order)."""
+    """``node`` and every node below it (as :func:`ast.walk`, in another order), the
+    expression contexts aside."""
     stack = [node]
     while stack:
         found = stack.pop()
         yield found
-        for name in found._fields:
+        for name in _CHILD_FIELDS.get(type(found)) or child_fields(type(found)):
             value = getattr(found, name, None)
             if isinstance(value, list):
                 stack.extend(item for item in value if isinstance(item, ast.AST))

@@ -284,14 +284,18 @@ class ReleaseFiles:
                 if source.startswith("flashinfer") and self.binds(source, name):
                     return self.definition(source, name, depth + 1)
             return None
-        answers = set()
+        answers = []
         for statement in statements:
             answer = self._definition_of(module, found, name, statement, depth)
             if answer is None:
                 return None
-            answers.add((answer[0], ast.dump(answer[1])))
-            last = answer
-        return last if len(answers) == 1 else None
+            answers.append(answer)
+        last = answers[-1]
+        if all(home == last[0] and node is last[1] for home, node in answers):
+            return last  # one statement, or each leads to the same node: nothing to compare
+        # Several definitions: one only when they are alike (a class's ast.dump is costly).
+        alike = {(home, ast.dump(node)) for home, node in answers}
+        return last if len(alike) == 1 else None
 
     def _definition_of(
         self, module: str, found: _Module, name: str, statement: ast.stmt, depth: int
