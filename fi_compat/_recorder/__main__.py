@@ -6,7 +6,8 @@ wait in nor keep.
 ``python -m fi_compat._recorder model PATH OUT [--release R] [--jobs N]``
     Model the release at ``PATH`` into ``OUT``: its record (``record.json.gz``) and surface
     (``surface.json.gz``), compact JSON, gzip-compressed; prints the release. ``N``
-    processes share the work (default: one per core; the output is the same).
+    processes share the work (default: one per core, or this one alone for a small release;
+    the output is the same).
 ``python -m fi_compat._recorder store TARGET [--drop R ...] [--add SURFACE ...]``
     Pack the shipped store less the releases dropped, plus each surface file added (with the
     ``record.json.gz`` beside it), into ``TARGET`` (written whole or not at all); prints
@@ -45,7 +46,8 @@ def _write(path: Path, data: Any) -> None:
 
 def model(path: Path, out: Path, release: str | None, jobs: int | None = None) -> str:
     """Write the record and surface of the release at ``path`` into ``out``; its release.
-    ``jobs``: processes to model it with (default: one per core, see :mod:`.model`)."""
+    ``jobs``: processes to model it with (default: one per core, or one for a small
+    release; see :mod:`.model`)."""
     from fi_compat._recorder.model import model_release
 
     record, surface = model_release(path, release, jobs)

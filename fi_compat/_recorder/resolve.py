@@ -222,6 +222,11 @@ class Package:
             self._modules[name] = self._parse(name)
         return self._modules[name]
 
+    def parsed(self, name: str) -> bool:
+        """``name`` was looked for already (parsed, or found missing): :meth:`get` of it
+        parses nothing more."""
+        return name in self._modules
+
     def _parse(self, name: str) -> Module | None:
         found = self.source.files.get(name)
         if found is None:

@@ -235,7 +235,10 @@ def _function_record(
     func: FunctionNode,
     qualname: str,
     forward: tuple[str | None, list[str]] = (None, []),
+    keeps: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """The record of ``func``; ``keeps``: its kept arguments (:func:`written`), where it is
+    a planning method and they were read already."""
     record: dict[str, Any] = {
         "defined_in": module.name,
         "qualname": qualname,
@@ -248,7 +251,7 @@ def _function_record(
     if attribute is not None:
         record["returns_attribute"] = attribute
     if func.name in PLANNING:
-        kept = written(func)
+        kept = written(func) if keeps is None else keeps
         if kept:
             record["keeps"] = kept
     target, drops = forward
@@ -268,6 +271,7 @@ class Recorder:
         #: modules re-export it (see :func:`fi_compat._recorder.names.name_record`).
         self.definitions: dict[ast.AST, dict[str, Any]] = {}
         self._self_uses: dict[FunctionNode, _SelfUse] = {}
+        self._keeps: dict[FunctionNode, list[dict[str, Any]]] = {}
         #: What each module-level value is (see :mod:`fi_compat._recorder.values`).
         self.values = Values(package)
 
@@ -282,7 +286,7 @@ class Recorder:
         node = binding.node
         assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         forward = self._forwarding(defining, node, node.name, None)
-        return _function_record(defining, node, node.name, forward)
+        return _function_record(defining, node, node.name, forward, self._kept(node))
 
     def find_class(self, module: str, name: str) -> ClassNode | None:
         """The ``class`` statement ``module.name`` resolves to, or None."""
@@ -429,6 +433,18 @@ class Recorder:
             found = self._self_uses[func] = _self_use(func)
         return found
 
+    def _kept(self, func: FunctionNode) -> list[dict[str, Any]] | None:
+        """:func:`written` of a planning method, read once per release (a wrapper's ``plan``
+        is recorded again for every wrapper built on it, and a planning method is the
+        longest there is); a copy, so a record changed later changes no other. None for a
+        method that plans nothing."""
+        if func.name not in PLANNING:
+            return None
+        found = self._keeps.get(func)
+        if found is None:
+            found = self._keeps[func] = written(func)
+        return [dict(item) for item in found]
+
     def _method(
         self, module: Module, node: ast.ClassDef, name: str, *, aliases: bool = False
     ) -> dict[str, Any] | None:
@@ -445,7 +461,7 @@ class Recorder:
         # An alias is recorded as the function it is (its qualname names the def).
         where = f"{owner.name}.{stmt.name}"
         forward = self._forwarding(owner_module, stmt, where, (module, node))
-        return _function_record(owner_module, stmt, where, forward)
+        return _function_record(owner_module, stmt, where, forward, self._kept(stmt))
 
     def generated_init(self, module: Module, node: ast.ClassDef) -> dict[str, Any] | None:
         """The ``__init__`` a dataclass or a ``NamedTuple`` gets from its fields, or None.

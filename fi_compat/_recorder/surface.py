@@ -239,10 +239,14 @@ def recorded_modules(package: Package) -> list[str]:
     return sorted(name for name in package.source.files if is_recorded_module(name))
 
 
-def module_tables(package: Package, modules: Iterable[str]) -> dict[str, JSONRecord]:
+def module_tables(
+    package: Package, modules: Iterable[str], recorder: Recorder | None = None
+) -> dict[str, JSONRecord]:
     """:func:`module_surface` of each of ``modules``: one part of :func:`surface`, which a
-    builder may make in parts, in processes of their own."""
-    recorder = Recorder(package)
+    builder may make in parts, in processes of their own. ``recorder``: one of ``package``'s
+    to share with the other parts this process makes (what it has recorded is not recorded
+    again); by default a new one."""
+    recorder = Recorder(package) if recorder is None else recorder
     return {name: module_surface(recorder, name) for name in modules}
 
 

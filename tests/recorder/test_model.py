@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 import subprocess
 import sys
 import textwrap
@@ -10,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from fi_compat._recorder import model
 from fi_compat._recorder.archive import read_release
-from fi_compat._recorder.model import parts
+from fi_compat._recorder.model import model_release, parts
 from fi_compat._recorder.resolve import Package
 from fi_compat._recorder.surface import recorded_modules
 
@@ -168,12 +170,12 @@ print(builder.model(Path(sys.argv[1]), Path(sys.argv[2]), "9.9.9", jobs=2))
 """
 
 
-@pytest.mark.parametrize("part", ["-1", "0", "4"])
+@pytest.mark.parametrize("part", ["0", "4", "5"])
 def test_a_worker_that_dies_costs_time_never_the_model_nor_a_hang(
     tmp_path: Path, part: str
 ) -> None:
-    """A worker killed in the middle of a part (the record, -1, or a run of modules): the
-    builder ends, says so, and its model is the one made in one process."""
+    """A worker killed in the middle of a part (a run of modules; the record is made before
+    any fork): the builder ends, says so, and its model is the one made in one process."""
     tree = _release(tmp_path / "release")
     alone = _model(tree, tmp_path / "one", "--release=9.9.9", "--jobs=1")
     out = tmp_path / "killed"
@@ -192,3 +194,23 @@ def test_a_worker_that_dies_costs_time_never_the_model_nor_a_hang(
         gzip.decompress((out / "surface.json.gz").read_bytes()),
     )
     assert killed == alone
+
+
+def test_by_default_a_release_the_record_left_little_of_is_finished_without_a_fork(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record parses what ``import flashinfer`` runs; where the recorded modules left
+    unparsed are under ``_LEAST_FORKED``, the default number of jobs (however many cores)
+    makes the surface in this process: forking would cost more than it saves."""
+    tree = _release(tmp_path / "release")
+    package = Package(read_release(tree))
+    assert not package.parsed("flashinfer")
+    package.get("flashinfer")
+    assert package.parsed("flashinfer")
+
+    def no_fork() -> int:
+        raise AssertionError("forked")
+
+    monkeypatch.setattr(model, "default_jobs", lambda: 64)
+    monkeypatch.setattr(os, "fork", no_fork)
+    assert model_release(tree, "9.9.9") == model_release(tree, "9.9.9", jobs=1)
