@@ -15,6 +15,7 @@ recorded signature and ``inspect.getsource`` works. The testing guide,
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -37,21 +38,30 @@ def _kinds(func: FunctionRecord) -> str:
 def _deprecation_message(decorators: Sequence[str]) -> str | None:
     """The message of a ``@deprecated("...")`` decorator (typing_extensions/warnings)."""
     for text in decorators:
-        try:
-            node = ast.parse(text, mode="eval").body
-        except SyntaxError:
-            continue
-        if not isinstance(node, ast.Call) or not node.args:
-            continue
-        name = ast.unparse(node.func).rpartition(".")[2]
-        if name != "deprecated":
-            continue
-        try:
-            message = ast.literal_eval(node.args[0])
-        except ValueError:
-            return "deprecated"
-        return message if isinstance(message, str) else "deprecated"
+        message = _deprecation_of(text)
+        if message is not None:
+            return message
     return None
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _deprecation_of(text: str) -> str | None:
+    """The message of one decorator's text if it is ``@deprecated(...)``, else None: parsed
+    once per text, as the same decorators recur in every release's records."""
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    name = ast.unparse(node.func).rpartition(".")[2]
+    if name != "deprecated":
+        return None
+    try:
+        message = ast.literal_eval(node.args[0])
+    except ValueError:
+        return "deprecated"
+    return message if isinstance(message, str) else "deprecated"
 
 
 def _method_kind(func: FunctionRecord) -> str:
@@ -110,6 +120,13 @@ def _member_value(recorded: Any) -> Any:
     text (``"1 << 1"``); an integer expression of literals is computed, as Python would."""
     if not isinstance(recorded, str):
         return recorded
+    return _member_text_value(recorded)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _member_text_value(recorded: str) -> Any:
+    """:func:`_member_value` of source text (an int or the text itself), parsed once per
+    text: the same enums recur in every release."""
     try:
         node = ast.parse(recorded, mode="eval").body
     except SyntaxError:
@@ -118,6 +135,20 @@ def _member_value(recorded: Any) -> Any:
         return recorded
     value = _arithmetic(node)
     return recorded if value is None else value
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _attribute_default(source: str) -> tuple[str, str] | None:
+    """``(name, attribute)`` of a recorded default spelled ``Name.attribute`` (an enum
+    member, perhaps), else None: parsed once per text, as the generator meets the same
+    defaults in every signature of every release."""
+    try:
+        node = ast.parse(source, mode="eval").body
+    except SyntaxError:
+        return None
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return node.value.id, node.attr
+    return None
 
 
 class _Writer:
@@ -187,20 +218,18 @@ class _Writer:
 
     def _default(self, source: str) -> str:
         """The expression a recorded default becomes: an enum member, else a sentinel."""
-        try:
-            node = ast.parse(source, mode="eval").body
-        except SyntaxError:
-            node = None
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            known, found = self._named(node.value.id)
+        named = _attribute_default(source)
+        if named is not None:
+            owner, attribute = named
+            known, found = self._named(owner)
             if not known:
-                found = self.enums.get(node.value.id)
+                found = self.enums.get(owner)
             if (
                 found is not None
                 and enum_base_of(found) is not None
-                and node.attr in (found.members or {})
+                and attribute in (found.members or {})
             ):
-                return f"{self._reference(found)}.{node.attr}"
+                return f"{self._reference(found)}.{attribute}"
         return f"_fi_runtime.Default({source!r})"
 
     def _named(self, name: str) -> tuple[bool, Entry | None]:

@@ -81,6 +81,8 @@ class _Build:
     code: dict[str, CodeType] = field(default_factory=dict)
     #: The build's reading of the release's recorded modules (what a ``__getattr__`` serves).
     modules: Modules | None = None
+    #: The folders of the package made so far (each made once, not once per module).
+    made: set[Path] = field(default_factory=set)
 
     def later_code(self, name: str) -> CodeType | None:
         """The compiled later part of module ``name``, written on first use (beside the
@@ -102,7 +104,10 @@ class _Build:
         has no such module."""
         with LOCK:
             if name in self.deferred and self.render is not None:
-                self.paths.update(_write(self.directory, {name: self.render(name)}, self.packages))
+                written = _write(
+                    self.directory, {name: self.render(name)}, self.packages, self.made
+                )
+                self.paths.update(written)
                 self.deferred.discard(name)
             return self.paths.get(name)
 
@@ -153,10 +158,11 @@ def take_build(record: ReleaseRecord, *, cuda_runtime: bool, planned: frozenset[
     def render_later(name: str) -> str:
         return later_source_of(registry, name, modules)
 
+    made: set[Path] = set()
     build = _Build(
         record,
         directory,
-        _write(directory, {name: render(name) for name in sorted(names & now)}, packages),
+        _write(directory, {name: render(name) for name in sorted(names & now)}, packages, made),
         packages,
         workspace_classes_of(registry),
         factory_options_of(record),
@@ -166,6 +172,7 @@ def take_build(record: ReleaseRecord, *, cuda_runtime: bool, planned: frozenset[
         render=render,
         render_later=render_later,
         modules=modules,
+        made=made,
     )
     with LOCK:
         builds.append(build)
@@ -255,8 +262,11 @@ def _running(pid: int) -> bool:
     return True
 
 
-def _write(directory: Path, sources: Mapping[str, str], packages: set[str]) -> dict[str, Path]:
-    """Write each module's source; the path of each module's file."""
+def _write(
+    directory: Path, sources: Mapping[str, str], packages: set[str], made: set[Path]
+) -> dict[str, Path]:
+    """Write each module's source; the path of each module's file (``made``: the folders
+    made already, which this adds to)."""
     paths: dict[str, Path] = {}
     for name, text in sources.items():
         parts = name.split(".")
@@ -264,7 +274,9 @@ def _write(directory: Path, sources: Mapping[str, str], packages: set[str]) -> d
             path = directory.joinpath(*parts, "__init__.py")
         else:
             path = directory.joinpath(*parts[:-1], parts[-1] + ".py")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.parent not in made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made.add(path.parent)
         path.write_text(text, encoding="utf-8")
         paths[name] = path
     return paths

@@ -432,11 +432,12 @@ def _own_names(name: str, found: NameRecord) -> list[str]:
     """The names ``found`` may have in its defining module, likeliest first: a function's
     ``def`` name, a class's or enum's recorded name, then ``name``."""
     names: list[str] = []
-    if found.function is not None:
-        names.append(found.function.name)
-    if found.cls is not None:
-        names.append(found.cls.name)
-    if found.enum is not None:
-        names.append(found.enum.name)
-    names.append(name)
-    return list(dict.fromkeys(own for own in names if own.isidentifier()))
+    for own in (
+        found.function.name if found.function is not None else None,
+        found.cls.name if found.cls is not None else None,
+        found.enum.name if found.enum is not None else None,
+        name,
+    ):
+        if own is not None and own not in names and own.isidentifier():
+            names.append(own)
+    return names
