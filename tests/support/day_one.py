@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +30,27 @@ def model_in(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     )
 
 
-def shipped_model(release: str) -> tuple[dict[str, Any], dict[str, Any]]:
+#: Shipped models decoded ahead of their test (:func:`shipped_model`), each handed out once.
+_DECODED: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+
+
+def shipped_model(
+    release: str, together: Sequence[str] = ()
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The record and the surface fi-compat ships for ``release`` (only that release's
-    part of the store decoded: a second or two, where every release's takes four)."""
-    from importlib import resources
+    part of the store decoded: a second or two, where every release's takes four).
 
-    from fi_compat._recorder.store import unpack, unpack_records
+    ``together``: releases the caller asks for next, decoded in the same pass and kept
+    until asked for (reading every shard is most of what decoding one release costs: 16
+    releases take about as long as the newest alone). Each is handed out once, so nothing
+    is held longer than its test needs."""
+    if release not in _DECODED:
+        from importlib import resources
 
-    data = resources.files("fi_compat._records").joinpath("surface.zip").read_bytes()
-    only = [release]
-    return unpack_records(data, only=only)[release], unpack(data, only=only)[release]
+        from fi_compat._recorder.store import unpack, unpack_records
+
+        data = resources.files("fi_compat._records").joinpath("surface.zip").read_bytes()
+        only = sorted({release, *together} - set(_DECODED))
+        records, surfaces = unpack_records(data, only=only), unpack(data, only=only)
+        _DECODED.update({each: (records[each], surfaces[each]) for each in only})
+    return _DECODED.pop(release)
