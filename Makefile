@@ -64,9 +64,10 @@ lint: $(STAMP)
 	$(BIN)/python -m mypy --cache-dir "$(MYPY_CACHE)"
 
 # The one command CI and the README name. Each stage prints its wall time, and a table of all
-# of them closes the run (scripts/stage.sh): the set-up of both venvs (side by side), lint,
-# the docs build, then the Python 3.10 run beside the whole suite on Python 3.11 under branch
-# coverage of fi_compat (release check included), reported with the missing lines and
+# of them closes the run (scripts/stage.sh): the set-up of both venvs (side by side), lint
+# beside the docs build (each keeps one core busy; the docs' output follows lint's), then
+# the Python 3.10 run beside the whole suite on Python 3.11 under branch coverage of
+# fi_compat (release check included), reported with the missing lines and
 # failing under the floor ([tool.coverage] in pyproject.toml). The two test runs share the
 # cores, so each fills the time the other waits (on a subprocess, a download, the last test
 # file, the coverage report); the Python 3.10 run's output follows the suite's. Both runs
@@ -76,8 +77,11 @@ lint: $(STAMP)
 test:
 	@rm -f .stages
 	@sh scripts/stage.sh setup $(MAKE) --no-print-directory -j2 $(STAMP) $(STAMP310)
-	@sh scripts/stage.sh lint $(MAKE) --no-print-directory lint
-	@sh scripts/stage.sh docs $(MAKE) --no-print-directory docs
+	@STAGE_SUMMARY=end sh scripts/stage.sh docs $(MAKE) --no-print-directory docs \
+		>.docs.log 2>&1 & docs=$$!; \
+	STAGE_SUMMARY=end sh scripts/stage.sh lint $(MAKE) --no-print-directory lint; \
+	lint=$$?; wait $$docs; docs=$$?; cat .docs.log; rm -f .docs.log; \
+	test $$lint -eq 0 && test $$docs -eq 0 || { sh scripts/stage.sh --summary; exit 1; }
 	@STAGE_SUMMARY=end sh scripts/stage.sh py310 $(MAKE) --no-print-directory test-py310 \
 		>.py310.log 2>&1 & py310=$$!; \
 	STAGE_SUMMARY=end sh scripts/stage.sh suite $(MAKE) --no-print-directory test-suite; \

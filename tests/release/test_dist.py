@@ -96,6 +96,7 @@ _NOT_SOURCE = (
     ".stages",
     ".stages.*",
     ".py310.log",
+    ".docs.log",
 )
 
 #: The interpreter settings a subprocess must not inherit from the test run.
