@@ -194,15 +194,6 @@ def shipped() -> bytes:
     return resources.files("fi_compat._records").joinpath("surface.zip").read_bytes()
 
 
-def test_the_shipped_store_less_a_release_modelled_again_is_the_shipped_store(
-    shipped: bytes,
-) -> None:
-    surfaces = unpack(shipped, only=["0.6.14"])
-    assert extend(shipped, surfaces, unpack_records(shipped, only=["0.6.14"]), ["0.6.14"]) == (
-        shipped
-    )
-
-
 def test_a_newest_release_added_to_the_shipped_store_and_set_aside_again(shipped: bytes) -> None:
     norm = unpack(shipped, only=["0.6.14"])["0.6.14"]["flashinfer.norm"]
     surface = {"flashinfer.norm": norm, "flashinfer.brand_new": {"names": {}}}
@@ -215,7 +206,9 @@ def test_a_newest_release_added_to_the_shipped_store_and_set_aside_again(shipped
 
 def test_a_shipped_release_modelled_again_with_a_change_and_then_without(shipped: bytes) -> None:
     """A change in ``flashinfer.norm``, which ``flashinfer`` re-exports, is stored; modelled
-    again without it, the release gives back the shipped store."""
+    again without it, the release gives back the shipped store (every other module of the
+    release compared with the stored one and copied: a release set aside and modelled again
+    unchanged gives the shipped bytes, which this holds as well)."""
     release = "0.6.14"
     surface, records = unpack(shipped, only=[release]), unpack_records(shipped, only=[release])
     norm = surface[release]["flashinfer.norm"]["names"]
