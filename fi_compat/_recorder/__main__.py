@@ -64,8 +64,16 @@ def model(path: Path, out: Path, release: str | None, jobs: int | None = None) -
     return name
 
 
+#: The merged store's deflate level. It lives in this machine's cache, where size matters
+#: little: at level 1 it takes 5.9 MB where the shipped level takes 3.9, and compressing its
+#: 67 MB of JSON takes 0.2 s instead of 1.1 (about a third of extending the store by a
+#: newest release).
+MERGED_LEVEL = 1
+
+
 def store(target: Path, dropped: Sequence[str], added: Sequence[Path]) -> Path:
-    """The shipped store less ``dropped``, plus the ``added`` surfaces, into ``target``."""
+    """The shipped store less ``dropped``, plus the ``added`` surfaces, into ``target``
+    (deflated at :data:`MERGED_LEVEL`)."""
     from importlib import resources
 
     from fi_compat._recorder.store import extend
@@ -78,7 +86,7 @@ def store(target: Path, dropped: Sequence[str], added: Sequence[Path]) -> Path:
         surfaces[record["release"]] = json.loads(gzip.decompress(path.read_bytes()))
         records[record["release"]] = record
     scratch = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    scratch.write_bytes(extend(shipped, surfaces, records, dropped))
+    scratch.write_bytes(extend(shipped, surfaces, records, dropped, level=MERGED_LEVEL))
     os.replace(scratch, target)
     return target
 

@@ -11,13 +11,17 @@ from __future__ import annotations
 import io
 import json
 import zipfile
+import zlib
 from collections.abc import Iterable
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fi_compat._recorder import __main__ as recorder_main
 from fi_compat._recorder import store
+from fi_compat._recorder.__main__ import MERGED_LEVEL
 from fi_compat._recorder.store import extend, pack, unpack, unpack_records
 
 Surface = dict[str, dict[str, Any]]
@@ -232,3 +236,37 @@ def test_a_shipped_release_modelled_again_with_a_change_and_then_without(real: b
     extended = extend(real, again, records, [release])
     assert unpack(extended, only=[release]) == again
     assert extend(extended, surface, records, [release]) == real
+
+
+def test_a_store_extended_at_another_level_holds_the_same_members(real: bytes) -> None:
+    """The merged store in a user's cache is deflated at level 1 (``store`` job): the same
+    members, byte for byte once inflated, in the same order."""
+    norm = unpack(real, only=["0.6.14"])["0.6.14"]["flashinfer.norm"]
+    added = ({"9.9.8": {"flashinfer.norm": norm}}, {"9.9.8": {"schema": 3, "release": "9.9.8"}})
+    shipped_level = extend(real, *added)
+    fast = extend(real, *added, level=MERGED_LEVEL)
+    assert fast != shipped_level
+    with (
+        zipfile.ZipFile(io.BytesIO(shipped_level)) as slow_archive,
+        zipfile.ZipFile(io.BytesIO(fast)) as fast_archive,
+    ):
+        assert fast_archive.namelist() == slow_archive.namelist()
+        for name in slow_archive.namelist():
+            assert fast_archive.read(name) == slow_archive.read(name), name
+
+
+def test_the_store_job_writes_the_merged_store_at_its_level(tmp_path: Path) -> None:
+    """``python -m fi_compat._recorder store`` (what a first use runs) writes the shipped
+    store's members, each deflated at :data:`MERGED_LEVEL`."""
+    shipped = resources.files("fi_compat._records").joinpath("surface.zip").read_bytes()
+    target = recorder_main.store(tmp_path / "store.zip", [], [])
+    with (
+        zipfile.ZipFile(io.BytesIO(shipped)) as shipped_archive,
+        zipfile.ZipFile(target) as archive,
+    ):
+        assert archive.namelist() == shipped_archive.namelist()
+        for info in archive.infolist():
+            data = archive.read(info)
+            assert data == shipped_archive.read(info.filename), info.filename
+            deflate = zlib.compressobj(MERGED_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
+            assert info.compress_size == len(deflate.compress(data) + deflate.flush())
