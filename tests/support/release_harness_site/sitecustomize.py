@@ -21,7 +21,8 @@ so one release can be imported with and without it:
     ``flashinfer/gdn_kernels/gdn_decode_bf16_state.py`` while ``import flashinfer`` runs;
     the values only size kernel launches later. The stand-ins change no ``def``, no
     signature and no source the probe reads. Every call is logged with its caller so the
-    harness can check that nothing else asked.
+    harness can check that nothing else asked. torch is imported here with coverage
+    paused, when the run is measured (its import runs none of fi_compat's code).
 
 ``FI_COMPAT_HARNESS_DEFER_ANNOTATIONS=<module>[,<module>...]``
     Compile these modules as if they began with ``from __future__ import annotations``.
