@@ -104,11 +104,12 @@ test-all:
 # pytest-cov measures each worker and saves its data before the worker finishes, coverage's
 # subprocess patch measures every Python subprocess a test starts, and the controller
 # combines them all before the report (a worker whose data is missing fails the run:
-# tests/support/coverage_workers.py). The run ends with its 20 slowest tests.
+# tests/support/coverage_workers.py). The run ends with its 20 slowest tests and the 20 test
+# files that took the most CPU seconds, their subprocesses included (tests/support/file_cpu.py).
 test-suite: $(STAMP)
 	rm -f .coverage .coverage.*
 	$(BIN)/python -m pytest -p no:cacheprovider -n $(WORKERS) --dist loadfile --strict-skips \
-		--cov --cov-report=term-missing:skip-covered --durations=20 $(PYTEST_ARGS)
+		--cov --cov-report=term-missing:skip-covered --durations=20 --file-cpu=20 $(PYTEST_ARGS)
 
 # The inner loop (well under 2 minutes): the Python 3.11 suite on $(WORKERS) workers without
 # coverage, the release check, the real-release matrix, the docs build or Python 3.10.
@@ -133,7 +134,7 @@ $(STAMP310): pyproject.toml constraints/dev.txt scripts/find_python310.sh
 
 test-py310: $(STAMP310)
 	$(VENV310)/bin/python -m pytest -p no:cacheprovider -n $(WORKERS) --dist loadfile --strict-skips \
-		--durations=20 $(PYTEST_ARGS)
+		--durations=20 --file-cpu=20 $(PYTEST_ARGS)
 
 # The release check alone (tests/release/, marker `release`, also part of `make test`): builds
 # the sdist and the wheel into a temporary directory with `python -m build`, runs

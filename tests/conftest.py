@@ -21,11 +21,12 @@ from tests.support import release_classes
 from tests.support.fakes import FakePackage
 
 #: Every run says what it downloads as it happens, and ends with its skips judged by reason
-#: and how many release runs it answered from kept results; under ``--cov`` a worker whose
-#: coverage data is missing fails the run; ``--dist loadfile`` hands out the costliest test
-#: files first.
+#: and how many release runs it answered from kept results (``--file-cpu=N``: and the CPU
+#: seconds of its N costliest test files); under ``--cov`` a worker whose coverage data is
+#: missing fails the run; ``--dist loadfile`` hands out the costliest test files first.
 pytest_plugins = [
     "tests.support.downloads",
+    "tests.support.file_cpu",
     "tests.support.kept_runs",
     "tests.support.skips",
     "tests.support.coverage_workers",
