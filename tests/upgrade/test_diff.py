@@ -8,6 +8,7 @@ value at ``last_before`` and its new value from ``release`` on).
 
 from __future__ import annotations
 
+import functools
 import json
 from importlib import resources
 from typing import Any
@@ -18,9 +19,17 @@ from fi_compat._records._facts import facts_of
 from fi_compat._records._history import releases_between
 from fi_compat.cli import main
 from fi_compat.errors import InvalidArgumentError, UnknownReleaseError
-from fi_compat.upgrade import Category, diff_releases, render_diff
+from fi_compat.upgrade import Category, ReleaseDiff, diff_releases, render_diff
 
 jsonschema = pytest.importorskip("jsonschema")
+
+
+@functools.cache
+def _diff(old: str, new: str) -> ReleaseDiff:
+    """``diff_releases(old, new)``, worked out once per pair for this module's tests (a
+    ``ReleaseDiff`` and its changes are frozen, so they share it; 0.6.8 to 0.7.2.post1
+    alone is asked for seven times)."""
+    return diff_releases(old, new)
 
 
 def _schema(name: str) -> Any:
@@ -62,7 +71,7 @@ def test_the_schema_lists_every_change_kind_the_diff_can_give() -> None:
     seen = {
         change.kind
         for old, new in (("0.2.9", "0.7.2.post1"), ("0.7.2.post1", "0.2.9"))
-        for change in diff_releases(old, new).changes
+        for change in _diff(old, new).changes
     }
     assert seen <= kinds
     # every kind the schema lists is one the comparison's parts can give
@@ -78,14 +87,14 @@ def test_a_name_whose_home_the_record_does_not_give_has_not_moved() -> None:
     # 0.6.18rc10 records bsa_attn_fwd as a value whose home it does not give (0.6.17: a
     # function of bsa_attn): its kind changed, and no "defined in None" is said
     for old, new in (("0.6.17", "0.6.18rc10"), ("0.6.18rc10", "0.6.17")):
-        changes = diff_releases(old, new).changes
+        changes = _diff(old, new).changes
         kinds = [c.kind for c in changes if c.subject == "flashinfer.cute_dsl.sparse.bsa_attn_fwd"]
         assert kinds == ["name-kind"]
         assert not [c for c in changes if c.kind == "name-moved" and not (c.old and c.new)]
 
 
 def test_each_parameter_change_cites_where_the_records_change() -> None:
-    diff = diff_releases("0.6.8", "0.7.2.post1")
+    diff = _diff("0.6.8", "0.7.2.post1")
     checked = 0
     for change in diff.changes:
         if change.kind != "keyword-added" or not change.detail.split()[1].endswith("="):
@@ -108,8 +117,8 @@ def test_each_parameter_change_cites_where_the_records_change() -> None:
 
 
 def test_a_downgrade_reverses_the_upgrade() -> None:
-    up = diff_releases("0.6.8", "0.7.2.post1")
-    down = diff_releases("0.7.2.post1", "0.6.8")
+    up = _diff("0.6.8", "0.7.2.post1")
+    down = _diff("0.7.2.post1", "0.6.8")
     # every path: the bindings of one definition that arrive at different releases on the
     # way up all go at once on the way down (one change there, several here)
     added = {path for c in up.changes if c.kind == "name-added" for path in c.paths}
@@ -119,7 +128,7 @@ def test_a_downgrade_reverses_the_upgrade() -> None:
 
 
 def test_the_same_release_has_no_changes() -> None:
-    diff = diff_releases("0.7.2", "0.7.2")
+    diff = _diff("0.7.2", "0.7.2")
     assert diff.changes == ()
     assert "no changes" not in render_diff(diff)  # just the header
     assert render_diff(diff) == "flashinfer 0.7.2 -> 0.7.2: 1 recorded release, 0 changes\n"
@@ -137,16 +146,16 @@ def test_category_filters_the_text_and_the_json(capsys: pytest.CaptureFixture[st
 
 
 def test_split_reach_changes_are_listed_where_measured() -> None:
-    diff = diff_releases("0.5.3", "0.6.0")
+    diff = _diff("0.5.3", "0.6.0")
     lost = [c for c in diff.by_category(Category.DETERMINISM) if c.kind == "split-lost"]
     assert "BatchDecodeWithPagedKVCacheWrapper:auto" in {c.subject for c in lost}
-    unmeasured = diff_releases("0.3.0", "0.6.0")
+    unmeasured = _diff("0.3.0", "0.6.0")
     assert not [c for c in unmeasured.changes if c.kind.startswith(("split", "backend"))]
     assert any("0.3.0" in note for note in unmeasured.notes)
 
 
 def test_fi_compat_mappings_follow_the_releases() -> None:
-    diff = diff_releases("0.6.0", "0.7.2.post1")
+    diff = _diff("0.6.0", "0.7.2.post1")
     mappings = {c.subject: c for c in diff.changes if c.kind == "mapping-changed"}
     assert mappings["group"].release == "0.6.10.post1"
     assert mappings["early_completion"].release == "0.6.8"
@@ -170,7 +179,7 @@ def test_hostile_arguments_are_typed_errors(old: object, new: object, error: typ
 
 
 def test_a_renamed_parameter_is_one_change() -> None:
-    diff = diff_releases("0.6.7.post3", "0.6.8")
+    diff = _diff("0.6.7.post3", "0.6.8")
     run = "flashinfer.BatchDecodeWithPagedKVCacheWrapper.run"
     (renamed,) = [c for c in diff.changes if c.subject == run and c.kind == "parameter-renamed"]
     assert renamed.category is Category.BREAKS
@@ -182,7 +191,7 @@ def test_a_renamed_parameter_is_one_change() -> None:
 
 def test_a_new_signature_is_not_a_row_of_renames() -> None:
     # xqa's required parameters were replaced wholesale in 0.5.0: removed and added.
-    diff = diff_releases("0.4.1", "0.5.0")
+    diff = _diff("0.4.1", "0.5.0")
     xqa = [c for c in diff.changes if c.subject == "flashinfer.xqa"]
     assert xqa
     assert not [c for c in xqa if c.kind == "parameter-renamed"]
@@ -194,7 +203,7 @@ IMPORTED_BY_MNNVL = ("ABC", "abstractmethod", "array", "contextlib", "platform",
 
 
 def test_what_a_module_only_imports_is_not_flashinfer_s_api() -> None:
-    diff = diff_releases("0.6.8", "0.7.2.post1")
+    diff = _diff("0.6.8", "0.7.2.post1")
     subjects = {change.subject for change in diff.changes}
     for name in IMPORTED_BY_MNNVL:
         assert f"flashinfer.comm.mnnvl.{name}" not in subjects
@@ -216,7 +225,7 @@ def test_what_a_module_only_imports_is_not_flashinfer_s_api() -> None:
 
 def test_a_name_flashinfer_defines_is_still_listed_when_it_goes() -> None:
     # the records hold the stdlib imports and the definitions alike: the filter keeps these
-    diff = diff_releases("0.6.8", "0.7.2.post1")
+    diff = _diff("0.6.8", "0.7.2.post1")
     removed = {c.subject for c in diff.changes if c.kind == "name-missing"}
     assert removed, "0.6.8 -> 0.7.2.post1 removes names FlashInfer defined"
     ends = facts_of("0.6.8")
@@ -252,7 +261,7 @@ def test_a_re_exported_change_names_the_module_engines_import_it_from(
     short = "flashinfer.trtllm_fp4_block_scale_moe"
     moe = "flashinfer.fused_moe.trtllm_fp4_block_scale_moe"
     core = "flashinfer.fused_moe.core.trtllm_fp4_block_scale_moe"
-    diff = diff_releases("0.6.8", "0.7.2.post1")
+    diff = _diff("0.6.8", "0.7.2.post1")
     changes = [c for c in diff.changes if c.subject == short]
     kinds = {(c.kind, c.parameter) for c in changes}
     assert ("keyword-added", "per_token_scale") in kinds
@@ -277,7 +286,7 @@ def test_every_path_binds_the_changed_definition(old: str, new: str) -> None:
     """Each change's paths: its subject first, no path twice, every other path a binding of
     the same definition in either release (for a method or a member, of its class), and
     no change listed again under another of its paths."""
-    diff = diff_releases(old, new)
+    diff = _diff(old, new)
     ends = (facts_of(old), facts_of(new))
     subjects = {(c.kind, c.parameter, c.detail, c.release, c.subject) for c in diff.changes}
     several = 0
@@ -311,7 +320,7 @@ def test_a_definition_that_comes_or_goes_is_one_change_at_every_path() -> None:
     """0.6.10.post1 drops decode_cp_a2a_allocate_workspace from its home and from
     flashinfer.comm, and brings decode_cp_a2a_allocate_mnnvl_workspace to both: one change
     each, naming both imports."""
-    diff = diff_releases("0.6.10", "0.6.10.post1")
+    diff = _diff("0.6.10", "0.6.10.post1")
     names = {c.kind: c for c in diff.changes if c.kind in ("name-missing", "name-added")}
     assert len(names) == 2
     for kind, name in (
@@ -334,7 +343,7 @@ def test_a_definition_that_comes_or_goes_is_one_change_at_every_path() -> None:
 def test_a_re_export_dropped_alone_names_its_own_path() -> None:
     """0.2.7.post1's flashinfer.comm stops re-exporting JitSpec, which flashinfer.jit.core
     still defines: that import breaks, the home's does not."""
-    diff = diff_releases("0.2.6.post1", "0.2.7.post1")
+    diff = _diff("0.2.6.post1", "0.2.7.post1")
     (change,) = [c for c in diff.changes if c.subject == "flashinfer.comm.JitSpec"]
     assert change.kind == "name-missing"
     assert change.paths == ("flashinfer.comm.JitSpec",)
@@ -345,7 +354,7 @@ def test_a_re_export_dropped_alone_names_its_own_path() -> None:
 def test_each_binding_change_holds_the_bindings_that_changed_alike(old: str, new: str) -> None:
     """A name-added, name-missing or name-kind change of bindings: every path is a binding
     that changed that way, at the release cited; a module's change names its own path."""
-    diff = diff_releases(old, new)
+    diff = _diff(old, new)
     ends = (facts_of(old), facts_of(new))
     grouped = 0
     for change in diff.changes:
@@ -370,7 +379,7 @@ def test_each_binding_change_holds_the_bindings_that_changed_alike(old: str, new
 def test_the_text_names_exactly_the_other_paths() -> None:
     """The renderer prints what the change holds: ``(also ...)`` with ``paths[1:]``, nothing
     where the change is met at its subject alone."""
-    diff = diff_releases("0.6.10", "0.6.10.post1")
+    diff = _diff("0.6.10", "0.6.10.post1")
     text = render_diff(diff)
     for change in diff.changes:
         line = _line(text, f" {change.subject}", f"{change.detail} ({change.kind})")
