@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -70,7 +69,7 @@ def _run(tmp_path: Path, mode: str) -> dict[str, bool]:
     }
     env.update(PYTHONPATH=str(tmp_path), FI_COMPAT_HARNESS_STUB_GPU="1")
     done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(RUN), mode, str(SITE_TEMPLATE)],
+        [sys.executable, "-c", RUN, mode, str(SITE_TEMPLATE)],
         capture_output=True,
         text=True,
         env=env,

@@ -21,7 +21,6 @@ import pytest
 
 from fi_compat._recorder import __main__ as recorder_main
 from fi_compat._recorder import store
-from fi_compat._recorder.__main__ import MERGED_LEVEL
 from fi_compat._recorder.store import extend, pack, unpack, unpack_records
 
 Surface = dict[str, dict[str, Any]]
@@ -244,7 +243,7 @@ def test_a_store_extended_at_another_level_holds_the_same_members(real: bytes) -
     norm = unpack(real, only=["0.6.14"])["0.6.14"]["flashinfer.norm"]
     added = ({"9.9.8": {"flashinfer.norm": norm}}, {"9.9.8": {"schema": 3, "release": "9.9.8"}})
     shipped_level = extend(real, *added)
-    fast = extend(real, *added, level=MERGED_LEVEL)
+    fast = extend(real, *added, level=recorder_main.MERGED_LEVEL)
     assert fast != shipped_level
     with (
         zipfile.ZipFile(io.BytesIO(shipped_level)) as slow_archive,
@@ -257,7 +256,7 @@ def test_a_store_extended_at_another_level_holds_the_same_members(real: bytes) -
 
 def test_the_store_job_writes_the_merged_store_at_its_level(tmp_path: Path) -> None:
     """``python -m fi_compat._recorder store`` (what a first use runs) writes the shipped
-    store's members, each deflated at :data:`MERGED_LEVEL`."""
+    store's members, each deflated at :data:`fi_compat._recorder.__main__.MERGED_LEVEL`."""
     shipped = resources.files("fi_compat._records").joinpath("surface.zip").read_bytes()
     target = recorder_main.store(tmp_path / "store.zip", [], [])
     with (
@@ -268,5 +267,5 @@ def test_the_store_job_writes_the_merged_store_at_its_level(tmp_path: Path) -> N
         for info in archive.infolist():
             data = archive.read(info)
             assert data == shipped_archive.read(info.filename), info.filename
-            deflate = zlib.compressobj(MERGED_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
+            deflate = zlib.compressobj(recorder_main.MERGED_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
             assert info.compress_size == len(deflate.compress(data) + deflate.flush())
