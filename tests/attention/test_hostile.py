@@ -123,8 +123,14 @@ class Wrappers:
         }
 
 
-@pytest.fixture(params=RELEASES)
+@pytest.fixture(scope="module", params=RELEASES)
 def kit(request: pytest.FixtureRequest) -> Iterator[FakeFlashInfer]:
+    """One fake per release for the module's tests (about 1,500 of them: a fake's entry
+    imports its ``flashinfer.comm`` afresh, most of what a test here took). Each test builds
+    its own wrappers and planner and reads only the calls made after it started. The tests
+    after the last of them (spans, settings, planners of stand-in wrappers) read nothing of
+    FlashInfer: that the newest release's fake is still installed under them changes
+    nothing they check."""
     with fake_flashinfer(request.param) as fake:
         yield fake
 
