@@ -25,8 +25,10 @@ import pytest
 
 pytest.importorskip("torch", reason="needs torch")
 
+import torch
+
 from fi_compat.testing import fake_flashinfer
-from tests.support.engine_modules import ENGINES, engine_wheel
+from tests.support.engine_modules import ENGINES, LAZY_ZEROS_BYTES, CpuTorch, engine_wheel
 from tests.support.sglang_backend import (
     DECODE_TILE,
     PATHS,
@@ -399,3 +401,36 @@ def test_vllm_forward_checks_what_plan_left_on_the_wrapper(vllm_wheel: Path, rel
         wrapper._sm_scale *= 2
         with pytest.raises(AssertionError):
             forward(module, metadata, batch)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [
+        ((LAZY_ZEROS_BYTES,), {"dtype": torch.uint8, "device": "cuda"}),
+        (((4, LAZY_ZEROS_BYTES // 16),), {"dtype": torch.int32, "device": torch.device("cpu")}),
+        ((3, LAZY_ZEROS_BYTES // 8), {"device": "cuda:0"}),
+        ((LAZY_ZEROS_BYTES - 1,), {"dtype": torch.uint8, "device": "cuda"}),
+        ((5,), {"dtype": torch.int64}),
+        ((2, 3), {"dtype": torch.float16, "device": "cuda", "requires_grad": True}),
+    ],
+)
+def test_the_engines_torch_gives_zeros_as_torch_does(
+    args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    """Large zeroed tensors come from an anonymous mapping (no byte written until used): the
+    same shape, dtype, values and flags as ``torch.zeros`` on the CPU, and writable."""
+    made = CpuTorch().zeros(*args, **kwargs)
+    expected = torch.zeros(*args, **{**kwargs, "device": "cpu"})
+    assert made.device.type == "cpu"
+    assert (made.shape, made.dtype, made.requires_grad) == (
+        expected.shape,
+        expected.dtype,
+        expected.requires_grad,
+    )
+    assert torch.equal(made, expected)
+    mapped = not kwargs.get("requires_grad") and made.nbytes >= LAZY_ZEROS_BYTES
+    assert made.untyped_storage().resizable() is not mapped  # torch's own storage resizes
+    if not made.requires_grad:
+        made.view(-1)[-1] = 7
+        assert int(made.view(-1)[-1]) == 7
+        assert int(made.view(-1)[0]) == 0

@@ -26,6 +26,7 @@ import contextlib
 import functools
 import importlib.abc
 import importlib.machinery
+import mmap
 import sys
 import types
 import zipfile
@@ -219,9 +220,33 @@ class CpuTorch(types.ModuleType):
             device = kwargs.get("device")
             if device is not None and torch.device(device).type == "cuda":
                 kwargs["device"] = "cpu"
+            if name == "zeros" and torch.device(kwargs.get("device") or "cpu").type == "cpu":
+                return _zeros(found, args, kwargs)
             return found(*args, **kwargs)
 
         return on_cpu
+
+
+#: Zeroed tensors from this many bytes up are given memory the kernel zeroes on first touch.
+LAZY_ZEROS_BYTES = 1 << 20
+
+
+def _zeros(zeros: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``torch.zeros(*args, **kwargs)`` on the CPU. An engine's workspace buffers are read
+    by no kernel here, and can be large (vLLM's FlashInfer backend asks for 2 GiB under
+    batch invariance): ``torch.zeros`` writes every byte (0.38 s for that one, most of what
+    building the backend took), where an anonymous mapping is zeros already and costs
+    nothing until written. The same shape, dtype and values either way."""
+    shape = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+    dtype = kwargs.get("dtype") or torch.get_default_dtype()
+    plain = set(kwargs) <= {"dtype", "device"} and all(type(n) is int for n in shape)
+    count = 1
+    for n in shape if plain else ():
+        count *= n
+    size = count * torch.empty((), dtype=dtype).element_size()
+    if not plain or size < LAZY_ZEROS_BYTES:
+        return zeros(*args, **kwargs)
+    return torch.frombuffer(mmap.mmap(-1, size), dtype=dtype).view(tuple(shape))
 
 
 # ------------------------------------------------------------------------------ the module
