@@ -111,8 +111,9 @@ test-suite: $(STAMP)
 	$(BIN)/python -m pytest -p no:cacheprovider -n $(WORKERS) --dist loadfile --strict-skips \
 		--cov --cov-report=term-missing:skip-covered --durations=20 --file-cpu=20 $(PYTEST_ARGS)
 
-# The inner loop (well under 2 minutes): the Python 3.11 suite on $(WORKERS) workers without
-# coverage, the release check, the real-release matrix, the docs build or Python 3.10.
+# The inner loop (about 4 minutes on 2 idle cores, warm): the Python 3.11 suite on $(WORKERS)
+# workers without coverage, the release check, the real-release matrix, the docs build or
+# Python 3.10.
 # Plain `pytest tests/...` stays the way to run a few tests.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -p no:cacheprovider -n $(WORKERS) \
