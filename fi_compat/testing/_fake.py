@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import re
 import sys
 import uuid
 from collections.abc import Iterator
@@ -65,8 +66,16 @@ def _clear_capabilities() -> None:
         clear()
 
 
-def _ours(name: str) -> bool:
-    return name == FLASHINFER or name.startswith(FLASHINFER + ".")
+#: ``flashinfer`` and its submodules, matched in C: a fake's entry and exit each pick them out
+#: of ``sys.modules`` (thousands of names once torch is loaded). A Python call per name cost
+#: 0.3 to 0.6 ms of a 4 to 6 ms entry, and 4 ms of a 10 to 14 ms one under a tracer
+#: (``coverage``), which engines' test suites often run under.
+_OURS = re.compile(re.escape(FLASHINFER) + r"(?:\.|\Z)").match
+
+
+def _our_modules() -> list[str]:
+    """The names of ``flashinfer`` and its submodules in ``sys.modules``."""
+    return list(filter(_OURS, list(sys.modules)))
 
 
 @renamed_keyword("version", "release", until="0.4.0")
@@ -161,7 +170,7 @@ def fake_flashinfer(
         INSTALLED[str(build.directory)] = token
         if build.modules is not None:
             SERVING[token] = build.modules.serving
-        displaced = {name: module for name, module in sys.modules.items() if _ours(name)}
+        displaced = {name: sys.modules[name] for name in _our_modules()}
         for name in displaced:
             del sys.modules[name]
         KITS[token] = kit
@@ -183,7 +192,7 @@ def fake_flashinfer(
         with LOCK:
             with contextlib.suppress(ValueError):
                 sys.meta_path.remove(finder)
-            for name in [name for name in sys.modules if _ours(name)]:
+            for name in _our_modules():
                 del sys.modules[name]
             sys.modules.update(displaced)
             KITS.pop(token, None)

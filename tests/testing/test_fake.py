@@ -277,6 +277,27 @@ def test_displaced_modules_are_restored_even_after_an_error() -> None:
         sys.modules.update(saved)
 
 
+def test_only_flashinfer_and_its_submodules_are_set_aside() -> None:
+    """A module whose name merely starts with ``flashinfer`` (a package of its own, such as
+    ``flashinfer_bench``) stays in place under the fake; ``flashinfer.<x>`` is set aside and
+    restored."""
+    others = {
+        name: ModuleType(name) for name in ("flashinfer_bench", "flashinferx", "x.flashinfer")
+    }
+    own = ModuleType("flashinfer.made_up_submodule")
+    sys.modules.update(others)
+    sys.modules[own.__name__] = own
+    try:
+        with make_fake("0.6.5"):
+            assert all(sys.modules[name] is module for name, module in others.items())
+            assert own.__name__ not in sys.modules
+        assert all(sys.modules[name] is module for name, module in others.items())
+        assert sys.modules[own.__name__] is own
+    finally:
+        for name in [*others, own.__name__]:
+            sys.modules.pop(name, None)
+
+
 def test_nested_fakes_unwind_in_order() -> None:
     with make_fake("0.6.5") as outer:
         with make_fake("0.7.2.post1") as inner:
