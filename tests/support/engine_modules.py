@@ -26,6 +26,7 @@ import contextlib
 import functools
 import importlib.abc
 import importlib.machinery
+import math
 import mmap
 import sys
 import types
@@ -240,11 +241,8 @@ def _zeros(zeros: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, A
     shape = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
     dtype = kwargs.get("dtype") or torch.get_default_dtype()
     plain = set(kwargs) <= {"dtype", "device"} and all(type(n) is int for n in shape)
-    count = 1
-    for n in shape if plain else ():
-        count *= n
-    size = count * torch.empty((), dtype=dtype).element_size()
-    if not plain or size < LAZY_ZEROS_BYTES:
+    size = math.prod(shape) * dtype.itemsize if plain else 0
+    if size < LAZY_ZEROS_BYTES:
         return zeros(*args, **kwargs)
     return torch.frombuffer(mmap.mmap(-1, size), dtype=dtype).view(tuple(shape))
 
