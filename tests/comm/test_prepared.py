@@ -9,6 +9,7 @@ refuses, and stop launching once its workspace is destroyed.
 from __future__ import annotations
 
 import functools
+import gc
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -206,6 +207,7 @@ def test_destroy_revokes_prepared_calls(flavour: tuple[Factory, FakeFlashInfer])
 
 
 def test_workspace_does_not_keep_prepared_calls_alive() -> None:
+    gc.collect()  # no earlier test's finalizer can then keep prepare()'s frame (test_lifetime)
     with fake_flashinfer(available_releases()[-1]):
         workspace = comm.create_workspace(2, 0, MAX_TOKENS, HIDDEN, DTYPE, device="cpu")
         x, r, w, _, _ = _tensors()
