@@ -33,6 +33,7 @@ from packaging.version import Version
 __all__ = [
     "CACHE_ENV",
     "DISTRIBUTION_PREFIX",
+    "SETTLED_NS",
     "UNRECORDED_ENV",
     "cache_root",
     "distribution_folders",
@@ -41,6 +42,7 @@ __all__ = [
     "is_left_out",
     "left_out",
     "locked",
+    "settled",
 ]
 
 #: The environment variable naming the cache directory.
@@ -135,16 +137,56 @@ def _record_digest(record: str, inode: int, size: int, modified: int, changed: i
     return "record-" + hashlib.sha256(Path(record).read_bytes()).hexdigest()[:16]
 
 
+#: How long before a folder or file is read its modification time must lie for what was read
+#: to be kept under that time: any change made after the reading then gives it another time,
+#: on any file system's clock (the coarsest keep two seconds). A reading of something changed
+#: more recently is used once and not kept.
+SETTLED_NS = 2_000_000_000
+
+#: The filtered listings :func:`distribution_folders` keeps: folder -> (its modification time
+#: when listed, the names). A few folders at most; emptied when it grows past the limit.
+_LISTINGS: dict[str, tuple[int, tuple[str, ...]]] = {}
+_MOST_LISTINGS = 16
+
+
+def settled(modified_ns: int) -> bool:
+    """Whether something last modified at ``modified_ns`` (``st_mtime_ns``) changed more than
+    :data:`SETTLED_NS` ago, so that what is read of it now can be kept under that time."""
+    return time.time_ns() - modified_ns > SETTLED_NS
+
+
 def distribution_folders(site: Path) -> list[Path]:
     """The ``flashinfer_python-*.dist-info`` folders in ``site``, sorted by name (none where
-    ``site`` cannot be listed). One listing of the folder: a process asks on every answer
-    about an unmeasured release, where a pattern match of each entry cost a millisecond."""
+    ``site`` cannot be listed). A process asks on every answer about an unmeasured release,
+    and a listing of site-packages with its filter cost about a third of a millisecond, so
+    the names are kept for as long as the folder's modification time is the one it had when
+    listed (a dist-info folder made or removed changes it), once that time had settled
+    (:data:`SETTLED_NS`)."""
+    key = str(site)
     try:
-        names = os.listdir(site)
+        modified = os.stat(key).st_mtime_ns
     except OSError:
         return []
-    found = [n for n in names if n.startswith(DISTRIBUTION_PREFIX) and n.endswith(".dist-info")]
-    return [site / name for name in sorted(found)]
+    kept = _LISTINGS.get(key)
+    if kept is not None and kept[0] == modified:
+        names = kept[1]
+    else:
+        try:
+            listed = os.listdir(key)
+        except OSError:
+            return []
+        names = tuple(
+            sorted(
+                name
+                for name in listed
+                if name.startswith(DISTRIBUTION_PREFIX) and name.endswith(".dist-info")
+            )
+        )
+        if settled(modified):
+            if len(_LISTINGS) >= _MOST_LISTINGS:
+                _LISTINGS.clear()
+            _LISTINGS[key] = (modified, names)
+    return [site / name for name in names]
 
 
 @contextlib.contextmanager
