@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib.metadata
 import os
 import shutil
@@ -139,3 +140,23 @@ def no_flashinfer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
     _drop_flashinfer_modules()
     sys.modules.update(saved_modules)  # type: ignore[arg-type]
     capabilities.clear_cache()
+
+
+@pytest.fixture
+def collector_held() -> Iterator[None]:
+    """Python's cyclic garbage collector runs only where the test calls ``gc.collect()``, for
+    a test that asserts an object is freed. What earlier tests left in reference cycles is
+    collected first. A finalizer that logs an exception (real FlashInfer's
+    ``SymmDeviceMemory.__del__`` does on a machine without CUDA, for a buffer an earlier test
+    left in a cycle) keeps the traceback, and with it every frame on the stack when it ran:
+    run by an automatic collection inside a call that held the object, it kept the object
+    alive and failed such a test in CI. Request it after the fixtures that let go of objects
+    (entering a fake clears the caches that held them)."""
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

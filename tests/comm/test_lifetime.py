@@ -228,15 +228,13 @@ def test_calls_from_another_thread_see_destroy(
     assert isinstance(second, WorkspaceDestroyedError)
 
 
-def test_methods_kept_past_the_workspace_object_still_answer() -> None:
+def test_methods_kept_past_the_workspace_object_still_answer(
+    request: pytest.FixtureRequest,
+) -> None:
     """The FusionWorkspace is gone (never destroyed: FlashInfer's buffers are alive); what
     it handed out keeps answering as it would have."""
-    # Finalize what earlier tests in this process left for the collector first. A finalizer
-    # that logs an exception (real FlashInfer's McastGPUBuffer.__del__ does, on a machine
-    # without CUDA) keeps the traceback, and with it every frame on the stack when an
-    # automatic collection ran it: inside prepared() below, that holds the workspace.
-    gc.collect()
     with fake_flashinfer("0.7.2.post1"):
+        request.getfixturevalue("collector_held")  # after the fake's entry let go of its caches
         workspace = comm.create_workspace(2, 0, MAX_TOKENS, HIDDEN, DTYPE, device="cpu")
         check = workspace.is_buffer_size_sufficient
         prepared = workspace.prepare(*_tensors())

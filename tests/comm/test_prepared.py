@@ -9,7 +9,6 @@ refuses, and stop launching once its workspace is destroyed.
 from __future__ import annotations
 
 import functools
-import gc
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -206,9 +205,9 @@ def test_destroy_revokes_prepared_calls(flavour: tuple[Factory, FakeFlashInfer])
     assert not _kernel_calls(fake)
 
 
-def test_workspace_does_not_keep_prepared_calls_alive() -> None:
-    gc.collect()  # no earlier test's finalizer can then keep prepare()'s frame (test_lifetime)
+def test_workspace_does_not_keep_prepared_calls_alive(request: pytest.FixtureRequest) -> None:
     with fake_flashinfer(available_releases()[-1]):
+        request.getfixturevalue("collector_held")  # after the fake's entry let go of its caches
         workspace = comm.create_workspace(2, 0, MAX_TOKENS, HIDDEN, DTYPE, device="cpu")
         x, r, w, _, _ = _tensors()
         reference = weakref.ref(workspace.prepare(x, r, w))
