@@ -151,12 +151,10 @@ def collector_held() -> Iterator[None]:
     left in a cycle) keeps the traceback, and with it every frame on the stack when it ran:
     run by an automatic collection inside a call that held the object, it kept the object
     alive and failed such a test in CI. Request it after the fixtures that let go of objects
-    (entering a fake clears the caches that held them)."""
+    (entering a fake clears the caches that held them). The collector is held as the
+    builder holds it while it models a release."""
+    from fi_compat._recorder.resolve import collector_paused
+
     gc.collect()
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         yield
-    finally:
-        if enabled:
-            gc.enable()
