@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import importlib.metadata
+import logging
 import os
 import shutil
 import sys
@@ -144,17 +145,25 @@ def no_flashinfer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
 
 @pytest.fixture
 def collector_held() -> Iterator[None]:
-    """Python's cyclic garbage collector runs only where the test calls ``gc.collect()``, for
-    a test that asserts an object is freed. What earlier tests left in reference cycles is
-    collected first. A finalizer that logs an exception (real FlashInfer's
-    ``SymmDeviceMemory.__del__`` does on a machine without CUDA, for a buffer an earlier test
-    left in a cycle) keeps the traceback, and with it every frame on the stack when it ran:
-    run by an automatic collection inside a call that held the object, it kept the object
-    alive and failed such a test in CI. Request it after the fixtures that let go of objects
-    (entering a fake clears the caches that held them). The collector is held as the
-    builder holds it while it models a release."""
+    """For a test that asserts an object is freed: nothing but the test keeps it.
+
+    A finalizer that logs an exception (real FlashInfer's ``SymmDeviceMemory.__del__`` does
+    on a machine without CUDA, for a buffer an earlier test left behind) makes a log record
+    that pytest keeps, holding the exception's traceback and with it every frame on the stack
+    when the finalizer ran: run inside a call that held the object, it kept the object alive
+    and failed such a test in CI and under load. So what earlier tests left in reference
+    cycles is collected first; then, until the test ends, Python's cyclic collector runs
+    only where the test calls ``gc.collect()`` (held as the builder holds it while it models
+    a release), and logging makes no records at all (a finalizer run when its object's last
+    reference goes still runs, but what it logs holds nothing). Request it after the
+    fixtures that let go of objects (entering a fake clears the caches that held them)."""
     from fi_compat._recorder.resolve import collector_paused
 
     gc.collect()
-    with collector_paused():
-        yield
+    disabled = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        with collector_paused():
+            yield
+    finally:
+        logging.disable(disabled)

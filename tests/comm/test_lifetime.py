@@ -14,6 +14,7 @@ import functools
 import gc
 import pickle
 import threading
+import types
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -228,6 +229,18 @@ def test_calls_from_another_thread_see_destroy(
     assert isinstance(second, WorkspaceDestroyedError)
 
 
+def _holders(found: object) -> list[str]:
+    """What still refers to ``found``, for the failure message: each referrer's type, and a
+    frame's code and line."""
+    said = []
+    for holder in gc.get_referrers(found):
+        if isinstance(holder, types.FrameType):
+            said.append(f"frame {holder.f_code.co_name} line {holder.f_lineno}")
+        else:
+            said.append(type(holder).__qualname__)
+    return said
+
+
 def test_methods_kept_past_the_workspace_object_still_answer(
     request: pytest.FixtureRequest,
 ) -> None:
@@ -247,5 +260,5 @@ def test_methods_kept_past_the_workspace_object_still_answer(
         assert norm_out.shape == (TOKENS, HIDDEN)
         del prepared
         gc.collect()
-        assert alive() is None
+        assert alive() is None, _holders(alive())
         assert check(2, TOKENS, HIDDEN, DTYPE) is True
