@@ -25,8 +25,9 @@ import hashlib
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from packaging.version import Version
 
@@ -35,6 +36,7 @@ __all__ = [
     "DISTRIBUTION_PREFIX",
     "SETTLED_NS",
     "UNRECORDED_ENV",
+    "Readings",
     "cache_root",
     "distribution_folders",
     "files_fingerprint",
@@ -51,6 +53,8 @@ CACHE_ENV = "FI_COMPAT_CACHE_DIR"
 UNRECORDED_ENV = "FI_COMPAT_UNRECORDED"
 #: How an installed flashinfer-python's ``.dist-info`` folder's name starts.
 DISTRIBUTION_PREFIX = "flashinfer_python-"
+
+T = TypeVar("T")
 
 
 def cache_root() -> Path:
@@ -143,11 +147,6 @@ def _record_digest(record: str, inode: int, size: int, modified: int, changed: i
 #: more recently is used once and not kept.
 SETTLED_NS = 2_000_000_000
 
-#: The filtered listings :func:`distribution_folders` keeps: folder -> (its modification time
-#: when listed, the names). A few folders at most; emptied when it grows past the limit.
-_LISTINGS: dict[str, tuple[int, tuple[str, ...]]] = {}
-_MOST_LISTINGS = 16
-
 
 def settled(modified_ns: int) -> bool:
     """Whether something last modified at ``modified_ns`` (``st_mtime_ns``) changed more than
@@ -155,38 +154,68 @@ def settled(modified_ns: int) -> bool:
     return time.time_ns() - modified_ns > SETTLED_NS
 
 
+class Readings(Generic[T]):
+    """What was read of a few files or folders, each kept under the state it had when read
+    (fields of its ``os.stat``) and given again while the state is the same; a reading is
+    kept only when the modification time had settled (:func:`settled`), so that no change
+    made after it can leave the state as it was. Holds at most ``most`` readings: past that
+    it is emptied, and read again as asked."""
+
+    def __init__(self, most: int = 16) -> None:
+        self._kept: dict[str, tuple[tuple[int, ...], T]] = {}
+        self._most = most
+
+    def read(
+        self, key: str, state: tuple[int, ...], modified_ns: int, reader: Callable[[], T]
+    ) -> T:
+        """What was read of ``key`` in ``state`` (its modification time ``modified_ns``),
+        else what ``reader()`` reads now (whose exceptions go to the caller)."""
+        kept = self._kept.get(key)
+        if kept is not None and kept[0] == state:
+            return kept[1]
+        value = reader()
+        if settled(modified_ns):
+            if len(self._kept) >= self._most:
+                self._kept.clear()
+            self._kept[key] = (state, value)
+        return value
+
+    def clear(self) -> None:
+        """Forget every reading."""
+        self._kept.clear()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+
+#: The filtered listings :func:`distribution_folders` read, kept per folder and its
+#: modification time.
+_LISTINGS: Readings[tuple[str, ...]] = Readings()
+
+
 def distribution_folders(site: Path) -> list[Path]:
     """The ``flashinfer_python-*.dist-info`` folders in ``site``, sorted by name (none where
     ``site`` cannot be listed). A process asks on every answer about an unmeasured release,
     and a listing of site-packages with its filter cost about a third of a millisecond, so
     the names are kept for as long as the folder's modification time is the one it had when
-    listed (a dist-info folder made or removed changes it), once that time had settled
-    (:data:`SETTLED_NS`)."""
+    listed (a dist-info folder made or removed changes it; :class:`Readings`)."""
     key = str(site)
     try:
         modified = os.stat(key).st_mtime_ns
+        names = _LISTINGS.read(key, (modified,), modified, lambda: _distributions_in(key))
     except OSError:
         return []
-    kept = _LISTINGS.get(key)
-    if kept is not None and kept[0] == modified:
-        names = kept[1]
-    else:
-        try:
-            listed = os.listdir(key)
-        except OSError:
-            return []
-        names = tuple(
-            sorted(
-                name
-                for name in listed
-                if name.startswith(DISTRIBUTION_PREFIX) and name.endswith(".dist-info")
-            )
-        )
-        if settled(modified):
-            if len(_LISTINGS) >= _MOST_LISTINGS:
-                _LISTINGS.clear()
-            _LISTINGS[key] = (modified, names)
     return [site / name for name in names]
+
+
+def _distributions_in(folder: str) -> tuple[str, ...]:
+    return tuple(
+        sorted(
+            name
+            for name in os.listdir(folder)
+            if name.startswith(DISTRIBUTION_PREFIX) and name.endswith(".dist-info")
+        )
+    )
 
 
 @contextlib.contextmanager

@@ -158,37 +158,29 @@ def _distribution_version(folders: list[Path]) -> str | None:
     return None
 
 
-#: The ``Version:`` headers :func:`_version_header` read: ``METADATA`` path -> (the file's
-#: inode, size, modification and change times when read, the header). A few files at most.
-_HEADERS: dict[str, tuple[tuple[int, int, int, int], str | None]] = {}
-_MOST_HEADERS = 16
+#: The ``Version:`` headers :func:`_version_header` read, kept per ``METADATA`` file and its
+#: inode, size, modification and change times.
+_HEADERS: _local.Readings[str | None] = _local.Readings()
 
 
 def _version_header(metadata: Path) -> str | None:
     """The ``Version:`` header of a ``METADATA`` file, read up to the end of the headers
     (not the long description after them). Read once per state of the file: kept while its
-    inode, size and times are the ones it had when read, once its modification time had
-    settled (:data:`fi_compat._local.SETTLED_NS`; asked on every answer about an unmeasured
-    release)."""
-    key = str(metadata)
-    stamp = os.stat(key)
+    inode, size and times are the ones it had when read (:class:`fi_compat._local.Readings`;
+    asked on every answer about an unmeasured release)."""
+    stamp = os.stat(metadata)
     state = (stamp.st_ino, stamp.st_size, stamp.st_mtime_ns, stamp.st_ctime_ns)
-    kept = _HEADERS.get(key)
-    if kept is not None and kept[0] == state:
-        return kept[1]
-    header = None
+    return _HEADERS.read(str(metadata), state, stamp.st_mtime_ns, lambda: _header(metadata))
+
+
+def _header(metadata: Path) -> str | None:
     with metadata.open(encoding="utf-8", errors="replace") as handle:
         for line in handle:
             if not line.strip():
-                break  # the headers end at the first empty line
+                return None  # the headers end at the first empty line
             if line.startswith("Version:"):
-                header = line.partition(":")[2].strip()
-                break
-    if _local.settled(stamp.st_mtime_ns):
-        if len(_HEADERS) >= _MOST_HEADERS:
-            _HEADERS.clear()
-        _HEADERS[key] = (state, header)
-    return header
+                return line.partition(":")[2].strip()
+    return None
 
 
 def _parses(version: str) -> bool:

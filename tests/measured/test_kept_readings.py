@@ -119,3 +119,24 @@ def test_a_version_header_is_read_once_per_state_of_the_file(
 def test_a_missing_metadata_is_an_os_error_as_before(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         installed._version_header(tmp_path / "METADATA")
+
+
+def test_a_few_readings_are_kept_and_the_store_starts_again_past_its_limit() -> None:
+    readings: _local.Readings[str] = _local.Readings(most=2)
+    reads: list[str] = []
+
+    def reader(key: str) -> Callable[[], str]:
+        def read() -> str:
+            reads.append(key)
+            return f"read {key}"
+
+        return read
+
+    for key in ("a", "b", "a", "b"):
+        assert readings.read(key, (1,), LONG_AGO_NS, reader(key)) == f"read {key}"
+    assert (reads, len(readings)) == (["a", "b"], 2)
+    assert readings.read("c", (1,), LONG_AGO_NS, reader("c")) == "read c"
+    assert len(readings) == 1  # emptied to make room: "a" is read again when asked
+    assert readings.read("a", (1,), LONG_AGO_NS, reader("a")) == "read a"
+    assert readings.read("a", (2,), LONG_AGO_NS, reader("a")) == "read a"  # another state
+    assert reads == ["a", "b", "c", "a", "a"]
